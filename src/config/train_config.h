@@ -1,0 +1,77 @@
+// The training configuration: one typed struct, filled from defaults < config file < command line.
+// Every key is declared once, in visit_fields() (train_config.cpp); the command line, the TOML
+// dump written to the model directory and the copy stored in checkpoints all come from that list.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/enums.h"
+#include "model/options.h"
+
+namespace CLI {
+class App;
+}
+
+namespace nmt {
+
+struct TrainConfig {
+  // Data
+  std::string train_source;        // training corpus, source side (one sentence per line)
+  std::string train_target;        // training corpus, target side
+  std::string dev_source;          // development set, source side
+  std::string dev_target;          // development set, target side
+  std::string model_dir;           // where vocabularies, checkpoints and logs go
+
+  // Vocabulary (sentencepiece, trained by `nmt train` on the training corpus)
+  VocabType vocab_type = VocabType::kUnigram;
+  int vocab_size = 8000;           // per vocabulary; an upper bound for tiny corpora
+  bool joint_vocab = true;         // one vocabulary for both languages
+  int max_length = 100;            // training pairs longer than this (subwords) are skipped
+
+  // Model
+  ModelOptions model;
+
+  // Optimisation
+  int batch_tokens = 2000;         // padded source+target tokens per batch
+  int max_epochs = 30;
+  int max_steps = 0;               // 0 = no step limit
+  double learning_rate = 1e-3;     // Adam
+  int warmup_steps = 0;            // linear warm-up from 0
+  double lr_decay_factor = 0.5;    // reduce on plateau of the validation metric
+  int lr_patience = 3;             // validations without improvement before a decay
+  double min_learning_rate = 1e-5;
+  double clip_norm = 1.0;          // gradient-norm clipping; 0 = off
+  double label_smoothing = 0.0;
+  double teacher_forcing = 1.0;    // probability of feeding the reference token
+
+  // Validation, checkpoints, logging
+  int validate_every = 500;        // steps
+  int log_every = 50;              // steps
+  Metric best_metric = Metric::kBleu;
+  int early_stopping_patience = 8; // validations without improvement; 0 = off
+  int dev_max_decode_ratio = 2;    // greedy dev decoding stops at ratio * source length + 10
+
+  // Run
+  int seed = 1;
+  int threads = 0;                 // 0 = number of cores
+  std::string device = "cpu";      // cpu | cuda
+};
+
+// Declares `config`'s fields as options of `app` (long names, e.g. --hidden-size).
+void add_train_options(CLI::App& app, TrainConfig& config);
+
+// (key, value) pairs of every field, in declaration order, values as on the command line.
+std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& config);
+
+// A TOML document with a [train] section, readable by `nmt train --config`.
+std::string to_toml(const TrainConfig& config);
+
+// Rebuilds a configuration from config_entries() output (as stored in a checkpoint).
+TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::string>>& entries);
+
+// Checks ranges and combinations; throws std::invalid_argument naming the key.
+void validate(const TrainConfig& config);
+
+}  // namespace nmt

@@ -1,0 +1,131 @@
+#include "model/decoder.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "text/special_tokens.h"
+
+namespace nmt {
+
+DecoderState DecoderState::index_select(const torch::Tensor& index) const {
+  return {hidden.index_select(1, index), attentional.index_select(0, index)};
+}
+
+DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : options_(options) {
+  const int64_t hidden = options.hidden_size;
+  embedding = register_module(
+      "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size, options.embedding_size)
+                                            .padding_idx(kPadId)));
+  dropout = register_module("dropout", torch::nn::Dropout(options.dropout));
+  bridge = register_module("bridge", torch::nn::Linear(encoder_size, options.num_layers * hidden));
+  embedding_gates = register_module("embedding_gates", torch::nn::Linear(options.embedding_size, 3 * hidden));
+  feed_gates = register_module("feed_gates",
+                               torch::nn::Linear(torch::nn::LinearOptions(hidden, 3 * hidden).bias(false)));
+  cells = register_module("cells", torch::nn::ModuleList());
+  layer_gates = register_module("layer_gates", torch::nn::ModuleList());
+  for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    GruCell cell(hidden);
+    cells->push_back(cell);
+    cell_pointers_.push_back(cell.get());
+    if (layer > 0) {
+      torch::nn::Linear gates(hidden, 3 * hidden);
+      layer_gates->push_back(gates);
+      layer_gate_pointers_.push_back(gates.get());
+    }
+  }
+  attention = register_module("attention", Attention(options.attention));
+  combine = register_module("combine",
+                            torch::nn::Linear(torch::nn::LinearOptions(hidden + encoder_size, hidden).bias(false)));
+  if (options.tie_embeddings) {
+    TORCH_CHECK(options.embedding_size == hidden, "tie-embeddings needs embedding-size == decoder-hidden-size");
+    output_weight = embedding->weight;  // shared, registered once (by the embedding)
+  } else {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(hidden));
+    output_weight = register_parameter("output_weight", torch::empty({options.vocab_size, hidden}).uniform_(-bound, bound));
+  }
+  output_bias = register_parameter("output_bias", torch::zeros({options.vocab_size}));
+}
+
+torch::Tensor DecoderImpl::project_keys(const torch::Tensor& states) { return attention->project_keys(states); }
+
+DecoderState DecoderImpl::initial_state(const EncodedSource& source) {
+  const int64_t batch_size = source.summary.size(0);
+  torch::Tensor hidden = torch::tanh(bridge(source.summary))  // [B, L * H]
+                             .view({batch_size, options_.num_layers, options_.hidden_size})
+                             .transpose(0, 1)
+                             .contiguous();  // [L, B, H]
+  torch::Tensor attentional = torch::zeros({batch_size, options_.hidden_size}, source.summary.options());
+  return {hidden, attentional};
+}
+
+std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor& token_gates, DecoderState& state,
+                                                             const EncodedSource& source) {
+  torch::Tensor gates = token_gates + feed_gates(state.attentional);  // [B, 3H]
+  std::vector<torch::Tensor> new_hidden;
+  new_hidden.reserve(cell_pointers_.size());
+  torch::Tensor output;
+  for (size_t layer = 0; layer < cell_pointers_.size(); ++layer) {
+    if (layer > 0) gates = layer_gate_pointers_[layer - 1]->forward(dropout(output));
+    output = cell_pointers_[layer]->forward(gates, state.hidden[static_cast<int64_t>(layer)]);  // [B, H]
+    new_hidden.push_back(output);
+  }
+  AttentionResult attended = attention(output, source);  // context [B, C]
+  torch::Tensor attentional = dropout(torch::tanh(combine(torch::cat({output, attended.context}, 1))));  // [B, H]
+  state = {torch::stack(new_hidden, 0), attentional};
+  return {attentional, attended.weights};
+}
+
+torch::Tensor DecoderImpl::output_logits(const torch::Tensor& attentional) {
+  return torch::nn::functional::linear(attentional, output_weight, output_bias);
+}
+
+StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const DecoderState& state,
+                             const EncodedSource& source) {
+  TORCH_CHECK(previous_tokens.dim() == 1 && previous_tokens.size(0) == state.attentional.size(0),
+              "decoder step: previous_tokens [B] expected");
+  torch::Tensor token_gates = embedding_gates(dropout(embedding(previous_tokens)));  // [B, 3H]
+  DecoderState next = state;
+  auto [attentional, weights] = advance(token_gates, next, source);
+  return {output_logits(attentional), weights, next};
+}
+
+DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const EncodedSource& source,
+                                   double teacher_forcing) {
+  TORCH_CHECK(target_input.dim() == 2 && target_input.size(0) == source.states.size(0),
+              "decoder: target_input [B, T] expected, with the encoder's batch size");
+  const int64_t steps = target_input.size(1);
+  DecoderState state = initial_state(source);
+  std::vector<torch::Tensor> attentionals, weights;
+  attentionals.reserve(steps), weights.reserve(steps);
+
+  if (teacher_forcing >= 1.0 || !is_training()) {
+    // Every input token is known: embed and project all of them in one matrix multiply.
+    torch::Tensor all_gates = embedding_gates(dropout(embedding(target_input)));  // [B, T, 3H]
+    for (int64_t t = 0; t < steps; ++t) {
+      auto [attentional, step_weights] = advance(all_gates.select(1, t), state, source);
+      attentionals.push_back(attentional);
+      weights.push_back(step_weights);
+    }
+    torch::Tensor logits = output_logits(torch::stack(attentionals, 1));  // [B, T, V]
+    return {logits, attention->has_scorer() ? torch::stack(weights, 1) : torch::Tensor()};
+  }
+
+  // Scheduled feeding: per step, the reference token with probability teacher_forcing, else the
+  // model's own greedy prediction from the previous step.
+  std::vector<torch::Tensor> all_logits;
+  torch::Tensor previous = target_input.select(1, 0);
+  for (int64_t t = 0; t < steps; ++t) {
+    if (t > 0) {
+      const bool use_reference = torch::rand({1}).item<double>() < teacher_forcing;
+      previous = use_reference ? target_input.select(1, t) : all_logits.back().argmax(1).detach();
+    }
+    StepOutput out = step(previous, state, source);
+    state = out.state;
+    all_logits.push_back(out.logits);
+    weights.push_back(out.attention);
+  }
+  return {torch::stack(all_logits, 1), attention->has_scorer() ? torch::stack(weights, 1) : torch::Tensor()};
+}
+
+}  // namespace nmt

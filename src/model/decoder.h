@@ -1,0 +1,91 @@
+// Attentional GRU decoder with input feeding (Luong et al. 2015, section 3.3): at step t
+//   h_t   = GRU([y_{t-1}; a_{t-1}], h_{t-1})        input feeding of the attentional vector
+//   c_t   = attention(h_t, encoder states)          any scorer of attention.h
+//   a_t   = tanh(W_c [h_t; c_t])                    Luong et al. 2015, eq. 5
+//   p(y_t)= softmax(W_o a_t + b_o)                  eq. 6
+// step() is the one place this runs; forward() (teacher forcing) and both searches use it.
+//
+// Shapes: B batch (or batch * beam), S source length, T target length, E embedding size,
+// H decoder hidden size, L layers, C encoder state size, V target vocabulary.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include <vector>
+
+#include "model/attention.h"
+#include "model/encoded_source.h"
+#include "model/gru_cell.h"
+#include "model/options.h"
+
+namespace nmt {
+
+struct DecoderState {
+  torch::Tensor hidden;       // [L, B, H]
+  torch::Tensor attentional;  // [B, H] a_{t-1}, fed to the next step
+
+  // The rows `index` [B'] (beam reordering).
+  DecoderState index_select(const torch::Tensor& index) const;
+};
+
+struct StepOutput {
+  torch::Tensor logits;     // [B, V] unnormalised
+  torch::Tensor attention;  // [B, S]; undefined for attention `none`
+  DecoderState state;
+};
+
+struct DecoderOutput {
+  torch::Tensor logits;     // [B, T, V]
+  torch::Tensor attention;  // [B, T, S]; undefined for attention `none`
+};
+
+class DecoderImpl : public torch::nn::Module {
+ public:
+  DecoderImpl(const DecoderOptions& options, int64_t encoder_size);
+
+  // Keys of the encoder states for EncodedSource::keys (once per batch).
+  torch::Tensor project_keys(const torch::Tensor& states);
+
+  // Initial state from the encoder summary: h_0 = tanh(W_b summary + b_b) for every layer, a_0 = 0.
+  DecoderState initial_state(const EncodedSource& source);
+
+  // One step from the previous tokens [B].
+  StepOutput step(const torch::Tensor& previous_tokens, const DecoderState& state, const EncodedSource& source);
+
+  // target_input [B, T] (BOS y_1 .. y_{T-1}). With teacher_forcing < 1 (training only), each step
+  // feeds the model's own previous argmax instead, with probability 1 - teacher_forcing.
+  DecoderOutput forward(const torch::Tensor& target_input, const EncodedSource& source,
+                        double teacher_forcing = 1.0);
+
+  const DecoderOptions& options() const { return options_; }
+
+  torch::nn::Embedding embedding{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+  torch::nn::Linear bridge{nullptr};           // C -> L * H
+  torch::nn::Linear embedding_gates{nullptr};  // E -> 3H, first layer's input gates from y_{t-1}
+  torch::nn::Linear feed_gates{nullptr};       // H -> 3H, first layer's input gates from a_{t-1}
+  torch::nn::ModuleList cells{nullptr};        // L GruCell
+  torch::nn::ModuleList layer_gates{nullptr};  // L - 1 Linear H -> 3H, input gates of upper layers
+  Attention attention{nullptr};
+  torch::nn::Linear combine{nullptr};          // [H; C] -> H, W_c
+  torch::Tensor output_weight;                 // [V, H], W_o (the embedding matrix when tied)
+  torch::Tensor output_bias;                   // [V]
+
+ private:
+  // The recurrence, attention and attentional vector of one step, from the first layer's input
+  // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
+  std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
+                                                  const EncodedSource& source);
+  torch::Tensor output_logits(const torch::Tensor& attentional);
+
+  DecoderOptions options_;
+  std::vector<GruCellImpl*> cell_pointers_;
+  std::vector<torch::nn::LinearImpl*> layer_gate_pointers_;
+};
+TORCH_MODULE(Decoder);
+
+}  // namespace nmt

@@ -1,0 +1,25 @@
+// What encode() returns and every decoder step reads. Computed once per batch; nothing is cached
+// on a module between calls.
+//
+// Shapes: B batch (or batch * beam), S source length, H_e encoder size per direction,
+// K attention key size (depends on the scorer).
+#pragma once
+
+#include <torch/types.h>
+
+namespace nmt {
+
+struct EncodedSource {
+  torch::Tensor states;   // [B, S, 2H_e] encoder outputs, exactly 0 at padded positions
+  torch::Tensor keys;     // [B, S, K] scorer's projection of `states`; undefined for `none`
+  torch::Tensor mask;     // [B, S] bool, true at real source positions
+  torch::Tensor summary;  // [B, 2H_e] last layer's final forward and backward states
+
+  // The same source for the rows `index` [B'] (beam expansion and reordering).
+  EncodedSource index_select(const torch::Tensor& index) const;
+};
+
+// [B, S] bool mask, true where position < length. `lengths` [B] int64 on any device.
+torch::Tensor make_source_mask(const torch::Tensor& lengths, int64_t max_length, const torch::Device& device);
+
+}  // namespace nmt

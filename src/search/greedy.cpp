@@ -1,0 +1,100 @@
+// Greedy search: at each step the most probable token, for the whole batch at once. Rows of
+// finished sentences are dropped from the batch so the remaining steps cost less.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+
+#include "search/search.h"
+#include "text/special_tokens.h"
+
+namespace nmt {
+
+double length_penalty(int64_t length, double alpha) {
+  return alpha == 0 ? 1.0 : std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+int64_t max_output_length(int64_t source_length, const SearchOptions& options) {
+  const auto by_ratio = static_cast<int64_t>(options.max_length_ratio * static_cast<double>(source_length)) + 10;
+  return std::max<int64_t>(1, std::min<int64_t>(by_ratio, options.max_length));
+}
+
+// Log-probabilities [R, V] of the next token, with tokens that may never be produced at -inf.
+torch::Tensor next_token_log_probs(const torch::Tensor& logits, const SearchOptions& options) {
+  torch::Tensor log_probs = torch::log_softmax(logits.to(torch::kFloat32), /*dim=*/1);
+  const float minus_infinity = -std::numeric_limits<float>::infinity();
+  log_probs.select(1, kPadId).fill_(minus_infinity);
+  log_probs.select(1, kBosId).fill_(minus_infinity);
+  if (options.ban_unk) log_probs.select(1, kUnkId).fill_(minus_infinity);
+  return log_probs;
+}
+
+SearchResult greedy_search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+                           const SearchOptions& options) {
+  const int64_t batch_size = source.size(0);
+  const torch::Device device = source.device();
+  EncodedSource encoded = model->encode(source, lengths);
+  DecoderState state = model->decoder->initial_state(encoded);
+  auto lengths_cpu = lengths.cpu();
+
+  std::vector<int64_t> active(batch_size);  // sentence of each row
+  std::vector<int64_t> limit(batch_size);
+  for (int64_t b = 0; b < batch_size; ++b) {
+    active[b] = b;
+    limit[b] = max_output_length(lengths_cpu[b].item<int64_t>(), options);
+  }
+  SearchResult results(batch_size, std::vector<Hypothesis>(1));
+  std::vector<std::vector<torch::Tensor>> attention_rows(batch_size);
+  torch::Tensor previous = torch::full({batch_size}, kBosId, torch::TensorOptions().dtype(torch::kInt64).device(device));
+
+  for (int64_t t = 0; !active.empty(); ++t) {
+    StepOutput out = model->decoder->step(previous, state, encoded);
+    torch::Tensor log_probs = next_token_log_probs(out.logits, options);  // [R, V]
+    auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);       // [R]
+    torch::Tensor tokens_cpu = best_tokens.cpu();
+    torch::Tensor log_probs_cpu = best_log_probs.to(torch::kFloat64).cpu();
+    torch::Tensor weights_cpu = (options.return_attention && out.attention.defined()) ? out.attention.cpu() : torch::Tensor();
+    const auto* token_data = tokens_cpu.data_ptr<int64_t>();
+    const auto* log_prob_data = log_probs_cpu.data_ptr<double>();
+
+    std::vector<int64_t> keep_rows, still_active;
+    for (size_t row = 0; row < active.size(); ++row) {
+      const int64_t sentence = active[row];
+      Hypothesis& hypothesis = results[sentence][0];
+      hypothesis.log_probability += log_prob_data[row];
+      if (weights_cpu.defined()) attention_rows[sentence].push_back(weights_cpu[static_cast<int64_t>(row)]);
+      const bool ended = token_data[row] == kEosId;
+      if (!ended) hypothesis.tokens.push_back(token_data[row]);
+      if (ended || t + 1 >= limit[sentence]) {
+        hypothesis.score = hypothesis.log_probability / length_penalty(t + 1, options.length_penalty);
+      } else {
+        keep_rows.push_back(static_cast<int64_t>(row));
+        still_active.push_back(sentence);
+      }
+    }
+    if (still_active.empty()) break;
+    if (still_active.size() != active.size()) {
+      torch::Tensor index = torch::tensor(keep_rows, torch::kInt64).to(device);
+      encoded = encoded.index_select(index);
+      out.state = out.state.index_select(index);
+      best_tokens = best_tokens.index_select(0, index);
+    }
+    active = std::move(still_active);
+    state = out.state;
+    previous = best_tokens;
+  }
+  for (int64_t b = 0; b < batch_size; ++b) {
+    if (!attention_rows[b].empty()) {
+      results[b][0].attention = torch::stack(attention_rows[b]).narrow(1, 0, lengths_cpu[b].item<int64_t>());
+    }
+  }
+  return results;
+}
+
+SearchResult search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+                    const SearchOptions& options) {
+  return options.beam_size == 1 ? greedy_search(model, source, lengths, options)
+                                : beam_search(model, source, lengths, options);
+}
+
+}  // namespace nmt

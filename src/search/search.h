@@ -1,0 +1,46 @@
+// Greedy and batched beam search. Both talk to the model only through encode(), the decoder's
+// step() and index_select on the batched state (beam reordering).
+//
+// Scores: the sum of token log-probabilities divided by the GNMT length penalty
+// lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, eq. 14), |Y| counting EOS; alpha = 0 gives the
+// plain log-probability. Greedy scores its output the same way, so beam 1 equals greedy exactly.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "config/translate_options.h"
+#include "model/seq2seq.h"
+
+namespace nmt {
+
+struct Hypothesis {
+  std::vector<int64_t> tokens;   // output ids without EOS
+  double log_probability = 0;    // sum of token log-probabilities (EOS included when produced)
+  double score = 0;              // log_probability / lp(length)
+  torch::Tensor attention;       // [steps, S_real] on the CPU, if requested: one row per output
+                                 // token (and the EOS step), one column per source token + EOS
+};
+
+// For each sentence of the batch, up to n_best hypotheses, best first.
+using SearchResult = std::vector<std::vector<Hypothesis>>;
+
+// source [B, S], lengths [B] (CPU). The model must be in eval() mode; call under InferenceMode.
+SearchResult greedy_search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+                           const SearchOptions& options);
+SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+                         const SearchOptions& options);
+// beam_size 1 -> greedy_search, else beam_search.
+SearchResult search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+                    const SearchOptions& options);
+
+// Next-token log-probabilities [R, V] from logits [R, V]; pad, BOS (and <unk> with ban_unk) at -inf.
+torch::Tensor next_token_log_probs(const torch::Tensor& logits, const SearchOptions& options);
+// The GNMT length penalty lp(length).
+double length_penalty(int64_t length, double alpha);
+// Output length cap for a source of `source_length` tokens.
+int64_t max_output_length(int64_t source_length, const SearchOptions& options);
+
+}  // namespace nmt

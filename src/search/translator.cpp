@@ -1,0 +1,80 @@
+#include "search/translator.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "text/batching.h"
+#include "text/special_tokens.h"
+
+namespace nmt {
+
+Translator::Translator(Seq2Seq model, Vocabulary source_vocabulary, Vocabulary target_vocabulary,
+                       SearchOptions search, BatchingOptions batching, torch::Device device)
+    : model_(std::move(model)),
+      source_vocabulary_(std::move(source_vocabulary)),
+      target_vocabulary_(std::move(target_vocabulary)),
+      search_(search),
+      batching_(batching),
+      device_(device) {
+  validate(search_);
+  validate(batching_);
+}
+
+std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
+                                               const std::function<void(size_t)>& progress) {
+  std::vector<Translation> translations(lines.size());
+  std::vector<std::vector<int64_t>> sources(lines.size());
+  std::vector<size_t> order;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find_first_not_of(" \t") == std::string::npos) continue;  // empty in, empty out
+    sources[i] = source_vocabulary_.encode(lines[i]);
+    for (int64_t id : sources[i]) translations[i].source_pieces.push_back(source_vocabulary_.piece(id));
+    sources[i].push_back(kEosId);
+    order.push_back(i);
+  }
+  // Longest first: similar lengths share a batch (little padding), and the slowest batch is known early.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
+
+  const bool was_training = model_->is_training();
+  model_->eval();
+  torch::InferenceMode inference_mode;
+  size_t done = lines.size() - order.size();
+  for (size_t begin = 0; begin < order.size();) {
+    size_t end = begin + 1;
+    const size_t longest = sources[order[begin]].size();
+    while (end < order.size()) {
+      const size_t count = end - begin + 1;
+      const size_t cost = batching_.batch_in_tokens ? count * longest : count;
+      if (cost > static_cast<size_t>(batching_.batch_size)) break;
+      ++end;
+    }
+    std::vector<const std::vector<int64_t>*> batch_sources;
+    for (size_t k = begin; k < end; ++k) batch_sources.push_back(&sources[order[k]]);
+    auto [source, lengths] = pad_sequences(batch_sources);
+    SearchResult result = search(model_, source.to(device_), lengths, search_);
+    for (size_t k = begin; k < end; ++k) {
+      Translation& translation = translations[order[k]];
+      translation.hypotheses = std::move(result[k - begin]);
+      for (const auto& hypothesis : translation.hypotheses) {
+        translation.texts.push_back(target_vocabulary_.decode(hypothesis.tokens));
+      }
+    }
+    done += end - begin;
+    if (progress) progress(done);
+    begin = end;
+  }
+  if (was_training) model_->train();
+  return translations;
+}
+
+std::vector<std::string> best_texts(const std::vector<Translation>& translations) {
+  std::vector<std::string> texts;
+  texts.reserve(translations.size());
+  for (const auto& translation : translations) texts.push_back(translation.texts.empty() ? "" : translation.texts[0]);
+  return texts;
+}
+
+}  // namespace nmt

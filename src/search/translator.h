@@ -1,0 +1,46 @@
+// Text in, text out: tokenizes, batches sentences by length, searches, and restores input order.
+#pragma once
+
+#include <torch/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/translate_options.h"
+#include "model/seq2seq.h"
+#include "search/search.h"
+#include "text/vocabulary.h"
+
+namespace nmt {
+
+struct Translation {
+  std::vector<std::string> source_pieces;  // the source subwords (attention columns, without EOS)
+  std::vector<Hypothesis> hypotheses;      // n-best, best first; empty for an empty input line
+  std::vector<std::string> texts;          // detokenized text of each hypothesis
+};
+
+class Translator {
+ public:
+  Translator(Seq2Seq model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
+             BatchingOptions batching, torch::Device device);
+
+  // One Translation per line, in input order. `progress(sentences_done)` runs after each batch.
+  std::vector<Translation> translate(const std::vector<std::string>& lines,
+                                     const std::function<void(size_t)>& progress = {});
+
+  const Vocabulary& target_vocabulary() const { return target_vocabulary_; }
+
+ private:
+  Seq2Seq model_;
+  Vocabulary source_vocabulary_;
+  Vocabulary target_vocabulary_;
+  SearchOptions search_;
+  BatchingOptions batching_;
+  torch::Device device_;
+};
+
+// Best hypothesis text of each translation ("" for empty lines).
+std::vector<std::string> best_texts(const std::vector<Translation>& translations);
+
+}  // namespace nmt

@@ -1,0 +1,126 @@
+#include "text/batching.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "text/special_tokens.h"
+
+namespace nmt {
+
+Batch Batch::to(const torch::Device& device) const {
+  Batch moved = *this;
+  moved.source = source.to(device);
+  moved.target_input = target_input.to(device);
+  moved.target_output = target_output.to(device);
+  return moved;  // source_lengths stay on the CPU for pack_padded_sequence
+}
+
+namespace {
+
+// Cuts `order` into consecutive batches within the token budget.
+void cut_batches(const std::vector<Example>& examples, const std::vector<int64_t>& order, int batch_tokens,
+                 std::vector<std::vector<int64_t>>& batches) {
+  std::vector<int64_t> current;
+  size_t max_source = 0, max_target = 0;
+  for (int64_t index : order) {
+    const size_t source_length = examples[index].source.size() + 1;  // + EOS
+    const size_t target_length = examples[index].target.size() + 1;
+    const size_t new_source = std::max(max_source, source_length);
+    const size_t new_target = std::max(max_target, target_length);
+    if (!current.empty() && (current.size() + 1) * (new_source + new_target) > static_cast<size_t>(batch_tokens)) {
+      batches.push_back(std::move(current));
+      current.clear();
+      max_source = source_length, max_target = target_length;
+    } else {
+      max_source = new_source, max_target = new_target;
+    }
+    current.push_back(index);
+  }
+  if (!current.empty()) batches.push_back(std::move(current));
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens,
+                                               bool shuffle, uint64_t seed) {
+  std::vector<int64_t> order(examples.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto by_length = [&](int64_t a, int64_t b) {
+    const auto& x = examples[a];
+    const auto& y = examples[b];
+    if (x.source.size() != y.source.size()) return x.source.size() < y.source.size();
+    if (x.target.size() != y.target.size()) return x.target.size() < y.target.size();
+    return a < b;
+  };
+  std::vector<std::vector<int64_t>> batches;
+  if (!shuffle) {
+    std::sort(order.begin(), order.end(), by_length);
+    cut_batches(examples, order, batch_tokens, batches);
+    return batches;
+  }
+  std::mt19937_64 generator(seed);
+  std::shuffle(order.begin(), order.end(), generator);
+  // Window of roughly 100 batches: enough to sort lengths together, small enough to stay random.
+  size_t total_tokens = 0;
+  for (const auto& example : examples) total_tokens += example.source.size() + example.target.size() + 2;
+  const size_t mean_tokens = std::max<size_t>(1, total_tokens / std::max<size_t>(1, examples.size()));
+  const size_t window = std::max<size_t>(1, 100 * static_cast<size_t>(batch_tokens) / mean_tokens);
+  for (size_t begin = 0; begin < order.size(); begin += window) {
+    const size_t end = std::min(order.size(), begin + window);
+    std::vector<int64_t> chunk(order.begin() + static_cast<std::ptrdiff_t>(begin),
+                               order.begin() + static_cast<std::ptrdiff_t>(end));
+    std::sort(chunk.begin(), chunk.end(), by_length);
+    cut_batches(examples, chunk, batch_tokens, batches);
+  }
+  std::shuffle(batches.begin(), batches.end(), generator);
+  return batches;
+}
+
+std::pair<torch::Tensor, torch::Tensor> pad_sequences(const std::vector<const std::vector<int64_t>*>& sequences) {
+  size_t max_length = 0;
+  for (const auto* sequence : sequences) max_length = std::max(max_length, sequence->size());
+  const auto batch_size = static_cast<int64_t>(sequences.size());
+  torch::Tensor padded = torch::full({batch_size, static_cast<int64_t>(max_length)}, kPadId, torch::kInt64);
+  torch::Tensor lengths = torch::empty({batch_size}, torch::kInt64);
+  auto padded_access = padded.accessor<int64_t, 2>();
+  auto lengths_access = lengths.accessor<int64_t, 1>();
+  for (int64_t b = 0; b < batch_size; ++b) {
+    const auto& sequence = *sequences[b];
+    for (size_t t = 0; t < sequence.size(); ++t) padded_access[b][static_cast<int64_t>(t)] = sequence[t];
+    lengths_access[b] = static_cast<int64_t>(sequence.size());
+  }
+  return {padded, lengths};
+}
+
+Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& indices) {
+  std::vector<std::vector<int64_t>> sources, inputs, outputs;
+  for (int64_t index : indices) {
+    const Example& example = examples[index];
+    // The source ends with EOS: the encoder sees where the sentence ends, and attention always
+    // has a real position to attend to.
+    std::vector<int64_t> source(example.source.begin(), example.source.end());
+    source.push_back(kEosId);
+    sources.push_back(std::move(source));
+    std::vector<int64_t> input{kBosId};
+    input.insert(input.end(), example.target.begin(), example.target.end());
+    std::vector<int64_t> output(example.target.begin(), example.target.end());
+    output.push_back(kEosId);
+    inputs.push_back(std::move(input));
+    outputs.push_back(std::move(output));
+  }
+  std::vector<const std::vector<int64_t>*> source_pointers, input_pointers, output_pointers;
+  Batch batch;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    source_pointers.push_back(&sources[i]);
+    input_pointers.push_back(&inputs[i]);
+    output_pointers.push_back(&outputs[i]);
+    batch.target_tokens += static_cast<int64_t>(outputs[i].size());
+  }
+  std::tie(batch.source, batch.source_lengths) = pad_sequences(source_pointers);
+  batch.target_input = pad_sequences(input_pointers).first;
+  batch.target_output = pad_sequences(output_pointers).first;
+  return batch;
+}
+
+}  // namespace nmt

@@ -1,0 +1,35 @@
+// Token-budget batching with length bucketing, and padding into tensors.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "text/corpus.h"
+
+namespace nmt {
+
+// Shapes: B batch, S source length, T target length (+1 for BOS or EOS).
+struct Batch {
+  torch::Tensor source;          // [B, S] int64: x_1 .. x_m EOS, then kPadId
+  torch::Tensor source_lengths;  // [B] int64 (on the CPU, as packing wants)
+  torch::Tensor target_input;    // [B, T] BOS y_1 .. y_n, then padding
+  torch::Tensor target_output;   // [B, T] y_1 .. y_n EOS, then padding
+  int64_t target_tokens = 0;     // real (non-pad) tokens in target_output
+  Batch to(const torch::Device& device) const;
+};
+
+// Groups example indices into batches whose padded size, B * (S + T + 1), stays within
+// `batch_tokens`. With `shuffle`, examples are shuffled, sorted by length within windows of
+// about 100 batches (so padding stays small), and the batches shuffled; all seeded by `seed`.
+// Without it, batches follow sorted length (for validation).
+std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens,
+                                               bool shuffle, uint64_t seed);
+
+Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& indices);
+
+// Pads id sequences into [B, max length] with kPadId; returns the tensor and the lengths [B].
+std::pair<torch::Tensor, torch::Tensor> pad_sequences(const std::vector<const std::vector<int64_t>*>& sequences);
+
+}  // namespace nmt

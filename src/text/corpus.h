@@ -1,0 +1,44 @@
+// Reading and checking text: parallel corpora for training, plain lines for translation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nmt {
+
+class Vocabulary;
+
+struct ParallelText {
+  std::vector<std::string> source;
+  std::vector<std::string> target;
+};
+
+struct CorpusStats {
+  int64_t lines = 0;          // pairs read
+  int64_t empty = 0;          // skipped: a side is empty
+  int64_t too_long = 0;       // skipped: a side is over the length limit
+  int64_t kept = 0;
+};
+
+// Reads a file's lines (without '\n' or a trailing '\r'), checking UTF-8. Throws
+// std::runtime_error naming the file (and line) when it is missing or malformed.
+std::vector<std::string> read_lines(const std::string& path);
+
+// Reads a parallel corpus; both files must have the same number of lines. Pairs with an empty
+// side are dropped and counted in `stats`.
+ParallelText read_parallel(const std::string& source_path, const std::string& target_path,
+                           CorpusStats& stats);
+
+// One training pair as subword ids, without BOS/EOS.
+struct Example {
+  std::vector<int64_t> source;
+  std::vector<int64_t> target;
+};
+
+// Encodes pairs; those with a side longer than `max_length` subwords are dropped and counted.
+std::vector<Example> encode_parallel(const ParallelText& text, const Vocabulary& source_vocabulary,
+                                     const Vocabulary& target_vocabulary, int max_length,
+                                     CorpusStats& stats);
+
+}  // namespace nmt

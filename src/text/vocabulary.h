@@ -1,0 +1,51 @@
+// A sentencepiece subword vocabulary. The model proto travels inside checkpoints, so translation
+// needs nothing but the model directory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/enums.h"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace nmt {
+
+class Vocabulary {
+ public:
+  // Loads a serialized sentencepiece model; `origin` names where it came from, for errors.
+  static Vocabulary from_serialized(const std::string& model_proto, const std::string& origin);
+  static Vocabulary load(const std::string& path);
+
+  // Subword ids of `text`, without BOS/EOS.
+  std::vector<int64_t> encode(const std::string& text) const;
+  // Subword strings of `text` (for attention labels).
+  std::vector<std::string> encode_pieces(const std::string& text) const;
+  // Detokenized text; special ids are dropped.
+  std::string decode(const std::vector<int64_t>& ids) const;
+  std::string piece(int64_t id) const;
+  int64_t size() const;
+  const std::string& serialized() const { return serialized_; }
+
+ private:
+  std::shared_ptr<const sentencepiece::SentencePieceProcessor> processor_;
+  std::string serialized_;
+};
+
+struct VocabularyTrainingOptions {
+  VocabType type = VocabType::kUnigram;
+  int size = 8000;        // upper bound: sentencepiece shrinks it for tiny corpora
+  int seed = 1;
+  int threads = 1;
+};
+
+// Trains a vocabulary on `sentences` and returns the serialized model proto. The special ids of
+// text/special_tokens.h are fixed here.
+std::string train_vocabulary(const std::vector<const std::vector<std::string>*>& sentences,
+                             const VocabularyTrainingOptions& options);
+
+}  // namespace nmt

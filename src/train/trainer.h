@@ -1,0 +1,26 @@
+// The training loop: `nmt train`.
+#pragma once
+
+#include <string>
+
+#include "config/train_config.h"
+
+namespace nmt {
+
+struct TrainRunOptions {
+  bool resume = false;     // continue from model_dir/last.ckpt
+  bool overwrite = false;  // start again even though model_dir holds a run
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double best_score = 0;       // of config.best_metric
+  double seconds = 0;
+  std::string stop_reason;
+};
+
+// Trains per `config` (validated here). Writes into config.model_dir: vocabularies, config.toml,
+// best.ckpt, last.ckpt, train.log, metrics.jsonl.
+TrainSummary train(const TrainConfig& config, const TrainRunOptions& run);
+
+}  // namespace nmt

@@ -1,0 +1,51 @@
+#include "util/runtime.h"
+
+#include <dlfcn.h>
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+namespace nmt {
+
+void set_threads(int threads) {
+  const int count = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(count);
+}
+
+void set_seed(int seed) { torch::manual_seed(static_cast<uint64_t>(seed)); }
+
+torch::Device parse_device(const std::string& name) {
+  if (name == "cpu") return torch::kCPU;
+  if (name == "cuda") {
+    if (!torch::cuda::is_available()) {
+      throw std::invalid_argument(
+          "--device cuda: this LibTorch has no CUDA support or sees no GPU; use --device cpu, or build "
+          "against a CUDA LibTorch (README, 'GPU')");
+    }
+    return torch::kCUDA;
+  }
+  throw std::invalid_argument("--device: '" + name + "' is not one of cpu|cuda");
+}
+
+std::string slow_blas_warning() {
+  // Debian's LibTorch calls sgemm_ from whatever libblas.so.3 the alternatives system selects;
+  // the reference implementation lives under .../blas/ and is about 20 times slower than OpenBLAS.
+  void* symbol = dlsym(RTLD_DEFAULT, "sgemm_");
+  if (symbol == nullptr) return "";
+  Dl_info info{};
+  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "";
+  std::error_code error;
+  const std::string library = std::filesystem::canonical(info.dli_fname, error).string();
+  if (error) return "";
+  if (library.find("/blas/libblas") != std::string::npos) {
+    return "LibTorch is using the reference BLAS (" + library +
+           "), about 20x slower than OpenBLAS: run scripts/setup.sh as root, or apt-get install libopenblas0-openmp";
+  }
+  return "";
+}
+
+}  // namespace nmt

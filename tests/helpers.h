@@ -1,0 +1,53 @@
+// Small models and batches for tests: every tensor tiny, every generator seeded.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "model/options.h"
+#include "model/seq2seq.h"
+#include "test_paths.h"
+#include "text/special_tokens.h"
+
+namespace nmt::testing {
+
+inline ModelOptions tiny_model_options(AttentionType attention, int64_t decoder_hidden = 12) {
+  ModelOptions options;
+  options.embedding_size = 8;
+  options.encoder_hidden_size = 6;  // encoder states 12 = decoder size: dot/cosine without a key map
+  options.encoder_layers = 1;
+  options.decoder_hidden_size = decoder_hidden;
+  options.decoder_layers = 1;
+  options.attention = attention;
+  options.attention_size = 10;
+  options.dropout = 0.0;
+  return options;
+}
+
+inline const std::vector<AttentionType>& all_attention_types() {
+  static const std::vector<AttentionType> types = {AttentionType::kAdditive, AttentionType::kDot,
+                                                   AttentionType::kGeneral, AttentionType::kCosine,
+                                                   AttentionType::kNone};
+  return types;
+}
+
+// A padded batch [B, S] of random ids >= 4 (no specials) ending in EOS, with the given lengths
+// (EOS included).
+inline std::pair<torch::Tensor, torch::Tensor> random_source(const std::vector<int64_t>& lengths, int64_t vocab,
+                                                             uint64_t seed) {
+  torch::manual_seed(seed);
+  const int64_t max_length = *std::max_element(lengths.begin(), lengths.end());
+  torch::Tensor source = torch::full({static_cast<int64_t>(lengths.size()), max_length}, kPadId, torch::kInt64);
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const int64_t length = lengths[b];
+    source[b].narrow(0, 0, length - 1).copy_(torch::randint(4, vocab, {length - 1}, torch::kInt64));
+    source[b][length - 1] = kEosId;
+  }
+  return {source, torch::tensor(lengths, torch::kInt64)};
+}
+
+inline std::string source_path(const std::string& relative) { return std::string(NMT_SOURCE_DIR) + "/" + relative; }
+
+}  // namespace nmt::testing

@@ -1,0 +1,96 @@
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include "helpers.h"
+#include "model/attention.h"
+#include "model/scorers.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+
+namespace {
+
+EncodedSource random_encoded(Attention& attention, const std::vector<int64_t>& lengths, int64_t key_size) {
+  const auto batch = static_cast<int64_t>(lengths.size());
+  const int64_t max_length = *std::max_element(lengths.begin(), lengths.end());
+  EncodedSource source;
+  torch::Tensor length_tensor = torch::tensor(lengths, torch::kInt64);
+  source.mask = make_source_mask(length_tensor, max_length, torch::kCPU);
+  source.states = torch::randn({batch, max_length, key_size}) * source.mask.unsqueeze(2);
+  source.summary = torch::randn({batch, key_size});
+  source.keys = attention->project_keys(source.states);
+  return source;
+}
+
+}  // namespace
+
+TEST_CASE("every scorer's weights sum to 1 over real positions and are exactly 0 on padding", "[attention]") {
+  for (AttentionType type : {AttentionType::kAdditive, AttentionType::kDot, AttentionType::kGeneral, AttentionType::kCosine}) {
+    for (int64_t query_size : {12, 7}) {  // equal to the key size, and different (dot/cosine key map)
+      DYNAMIC_SECTION(to_string(type) << " query " << query_size) {
+        torch::manual_seed(3);
+        AttentionOptions options{type, query_size, 12, 9, 0.0};
+        Attention attention(options);
+        const std::vector<int64_t> lengths = {5, 1, 3, 5};
+        EncodedSource source = random_encoded(attention, lengths, 12);
+        AttentionResult result = attention(torch::randn({4, query_size}) * 5, source);
+        REQUIRE(result.weights.sizes() == torch::IntArrayRef({4, 5}));
+        REQUIRE(result.context.sizes() == torch::IntArrayRef({4, 12}));
+        for (int64_t b = 0; b < 4; ++b) {
+          torch::Tensor row = result.weights[b];
+          CHECK(row.narrow(0, 0, lengths[b]).sum().item<double>() == Approx(1.0).epsilon(1e-6));
+          if (lengths[b] < 5) {
+            CHECK(row.narrow(0, lengths[b], 5 - lengths[b]).abs().max().item<float>() == 0.0f);
+          }
+          CHECK(row.min().item<float>() >= 0.0f);
+        }
+        // The context mixes only real states.
+        torch::Tensor expected = torch::bmm(result.weights.unsqueeze(1), source.states).squeeze(1);
+        CHECK(torch::allclose(result.context, expected));
+      }
+    }
+  }
+}
+
+TEST_CASE("padding values cannot leak into attention", "[attention]") {
+  torch::manual_seed(4);
+  Attention attention(AttentionOptions{AttentionType::kAdditive, 6, 6, 5, 0.0});
+  EncodedSource source = random_encoded(attention, {2, 4}, 6);
+  torch::Tensor query = torch::randn({2, 6});
+  AttentionResult before = attention(query, source);
+  // Garbage in the padded positions of sentence 0 must change nothing.
+  source.states[0].narrow(0, 2, 2).fill_(1000.0);
+  source.keys = attention->project_keys(source.states);
+  AttentionResult after = attention(query, source);
+  CHECK(torch::equal(before.weights, after.weights));
+  CHECK(torch::allclose(before.context, after.context));
+}
+
+TEST_CASE("dot and cosine use the encoder states directly when sizes match", "[attention]") {
+  Attention dot(AttentionOptions{AttentionType::kDot, 12, 12, 9, 0.0});
+  CHECK(dot->parameters().empty());
+  Attention dot_mapped(AttentionOptions{AttentionType::kDot, 7, 12, 9, 0.0});
+  CHECK(dot_mapped->parameters().size() == 1);
+  Attention cosine_fixed(AttentionOptions{AttentionType::kCosine, 12, 12, 9, 4.0});
+  CHECK(cosine_fixed->parameters().empty());
+  Attention cosine_learned(AttentionOptions{AttentionType::kCosine, 12, 12, 9, 0.0});
+  CHECK(cosine_learned->parameters().size() == 1);
+}
+
+TEST_CASE("cosine scores are the sharpness times a cosine in [-1, 1]", "[attention]") {
+  torch::manual_seed(5);
+  auto scorer = std::make_shared<CosineScorerImpl>(AttentionOptions{AttentionType::kCosine, 4, 4, 3, 3.0});
+  torch::Tensor states = torch::randn({2, 3, 4});
+  torch::Tensor query = torch::randn({2, 4});
+  torch::Tensor scores = scorer->score(query, scorer->project_keys(states));
+  torch::Tensor expected = 3.0 * torch::cosine_similarity(states, query.unsqueeze(1), /*dim=*/2);
+  CHECK(torch::allclose(scores, expected, 1e-5, 1e-6));
+}
+
+TEST_CASE("attention none gives the fixed encoder summary as context", "[attention]") {
+  Attention attention(AttentionOptions{AttentionType::kNone, 12, 12, 9, 0.0});
+  EncodedSource source = random_encoded(attention, {3, 2}, 12);
+  AttentionResult result = attention(torch::randn({2, 12}), source);
+  CHECK_FALSE(result.weights.defined());
+  CHECK(torch::equal(result.context, source.summary));
+}

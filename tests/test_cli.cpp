@@ -1,0 +1,154 @@
+// The command line as a user meets it: exit codes and one-line errors that name the problem.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+#include "helpers.h"
+#include "text/corpus.h"
+#include "util/io.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CommandResult {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_nmt(const std::string& arguments) {
+  const std::string command = std::string(NMT_BINARY) + " " + arguments + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  CommandResult result;
+  std::array<char, 4096> buffer{};
+  size_t count;
+  while ((count = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), count);
+  const int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+fs::path work_directory() {
+  static const fs::path dir = [] {
+    fs::path path = fs::temp_directory_path() / ("nmt_cli_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+    return path;
+  }();
+  return dir;
+}
+
+std::string write_config(const std::string& name, const std::string& body) {
+  const std::string path = (work_directory() / name).string();
+  write_file_atomic(path, "[train]\n" + body);
+  return path;
+}
+
+const std::string kToy = source_path("data/toy");
+
+std::string tiny_train_arguments(const std::string& model_dir) {
+  return "train --train-source " + kToy + "/train.src --train-target " + kToy + "/train.tgt --dev-source " + kToy +
+         "/dev.src --dev-target " + kToy + "/dev.tgt --model-dir " + model_dir +
+         " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16 --attention-size 8"
+         " --max-steps 3 --validate-every 3 --batch-tokens 400 --threads 1";
+}
+
+}  // namespace
+
+TEST_CASE("cli: a misspelt config key is an error naming the key", "[cli]") {
+  const std::string config = write_config("typo.toml", "hiden-size = 12\n");
+  CommandResult result = run_nmt("train --config " + config + " --dump-config");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains("hiden-size"));
+}
+
+TEST_CASE("cli: config file values, command-line overrides and --dump-config", "[cli]") {
+  const std::string config = write_config("good.toml", "attention = \"dot\"\ndropout = 0.25\nvocab-size = 500\n");
+  CommandResult result = run_nmt("train --config " + config + " --vocab-size 300 --dump-config");
+  REQUIRE(result.status == 0);
+  CHECK_THAT(result.output, Catch::Contains("attention = \"dot\"") && Catch::Contains("dropout = 0.25") &&
+                                Catch::Contains("vocab-size = 300"));
+}
+
+TEST_CASE("cli: a bad choice lists the allowed values", "[cli]") {
+  CommandResult result = run_nmt("train --attention luong --dump-config");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains("additive") && Catch::Contains("general") && Catch::Contains("none"));
+}
+
+TEST_CASE("cli: missing files and devices give one-line errors", "[cli]") {
+  CommandResult missing = run_nmt("train --train-source /nope/a.src --train-target /nope/a.tgt --dev-source /nope/d.src "
+                                  "--dev-target /nope/d.tgt --model-dir " + (work_directory() / "m0").string());
+  CHECK(missing.status != 0);
+  CHECK_THAT(missing.output, Catch::Contains("/nope/a.src"));
+
+  CommandResult no_model = run_nmt("translate --model /nope/model --input /dev/null");
+  CHECK(no_model.status != 0);
+  CHECK_THAT(no_model.output, Catch::Contains("/nope/model"));
+
+  const std::string hyp = (work_directory() / "hyp.txt").string();
+  const std::string ref = (work_directory() / "ref.txt").string();
+  write_file_atomic(hyp, "a b c\n");
+  write_file_atomic(ref, "a b c\nd e f\n");
+  CommandResult mismatch = run_nmt("evaluate --hyp " + hyp + " --ref " + ref);
+  CHECK(mismatch.status != 0);
+  CHECK_THAT(mismatch.output, Catch::Contains(hyp) && Catch::Contains(ref) && Catch::Contains("1") && Catch::Contains("2"));
+}
+
+#ifndef NMT_EXPECT_CUDA
+TEST_CASE("cli: --device cuda without CUDA is a clear error", "[cli]") {
+  CommandResult result = run_nmt(tiny_train_arguments((work_directory() / "cuda").string()) + " --device cuda");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains("--device cuda"));
+}
+#endif
+
+TEST_CASE("cli: train, then translate keeps line order and empty lines, and evaluate scores it", "[cli]") {
+  const std::string model_dir = (work_directory() / "model").string();
+  CommandResult trained = run_nmt(tiny_train_arguments(model_dir));
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  const std::string input = (work_directory() / "input.txt").string();
+  write_file_atomic(input, "A frog sees the bridge .\n\nThe dog eats .\n");
+  const std::string output = (work_directory() / "output.txt").string();
+  CommandResult translated = run_nmt("translate --model " + model_dir + " --input " + input + " --output " + output +
+                                     " --beam-size 3 --max-length 8 --quiet");
+  INFO(translated.output);
+  REQUIRE(translated.status == 0);
+  std::vector<std::string> lines = read_lines(output);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[1].empty());
+
+  const std::string attention_dir = (work_directory() / "attention").string();
+  CommandResult aligned = run_nmt("translate --model " + model_dir + " --input " + input + " --alignment --attention-dir " +
+                                  attention_dir + " --max-length 8 --quiet");
+  REQUIRE(aligned.status == 0);
+  CHECK(fs::exists(fs::path(attention_dir) / "input.txt.00001.svg"));
+  CHECK(fs::exists(fs::path(attention_dir) / "input.txt.00003.json"));
+  CHECK_FALSE(fs::exists(fs::path(attention_dir) / "input.txt.00002.svg"));
+
+  const std::string perfect = (work_directory() / "perfect.txt").string();
+  write_file_atomic(perfect, "The dog eats the red apple today .\nA frog sees the bridge .\n");
+  CommandResult scored = run_nmt("evaluate --hyp " + perfect + " --ref " + perfect + " --json");
+  REQUIRE(scored.status == 0);
+  CHECK_THAT(scored.output, Catch::Contains("\"bleu\": 100,") && Catch::Contains("\"chrf\": 100,"));
+
+  // Translate-then-score in one command, on the first lines of the toy dev set.
+  const std::string dev_source = (work_directory() / "dev3.src").string();
+  const std::string dev_target = (work_directory() / "dev3.tgt").string();
+  std::vector<std::string> source_lines = read_lines(kToy + "/dev.src"), target_lines = read_lines(kToy + "/dev.tgt");
+  write_file_atomic(dev_source, source_lines[0] + "\n" + source_lines[1] + "\n");
+  write_file_atomic(dev_target, target_lines[0] + "\n" + target_lines[1] + "\n");
+  CommandResult end_to_end = run_nmt("evaluate --model " + model_dir + " --src " + dev_source + " --ref " + dev_target +
+                                     " --beam-size 2 --max-length 8");
+  INFO(end_to_end.output);
+  CHECK(end_to_end.status == 0);
+  CHECK_THAT(end_to_end.output, Catch::Contains("BLEU = ") && Catch::Contains("tok:13a"));
+}

@@ -1,0 +1,157 @@
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <set>
+
+#include "config/train_config.h"
+#include "helpers.h"
+#include "text/batching.h"
+#include "text/corpus.h"
+#include "text/utf8.h"
+#include "text/vocabulary.h"
+#include "util/io.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+std::string write_temp(const std::string& name, const std::string& content) {
+  const fs::path path = fs::temp_directory_path() / ("nmt_data_" + std::to_string(::getpid()) + "_" + name);
+  write_file_atomic(path.string(), content);
+  return path.string();
+}
+}  // namespace
+
+TEST_CASE("UTF-8 validation", "[data]") {
+  CHECK(is_valid_utf8("plain ascii"));
+  CHECK(is_valid_utf8("Grüße, 東京, 🙂"));
+  CHECK_FALSE(is_valid_utf8("\xff"));
+  CHECK_FALSE(is_valid_utf8("abc\xc3"));          // truncated 2-byte sequence
+  CHECK_FALSE(is_valid_utf8("\xc0\xaf"));         // overlong '/'
+  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));     // UTF-16 surrogate
+  CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80")); // above U+10FFFF
+}
+
+TEST_CASE("a parallel corpus with different line counts names both files and counts", "[data]") {
+  const std::string source = write_temp("mismatch.src", "a\nb\nc\n");
+  const std::string target = write_temp("mismatch.tgt", "x\ny\n");
+  CorpusStats stats;
+  try {
+    read_parallel(source, target, stats);
+    FAIL("no error");
+  } catch (const std::runtime_error& error) {
+    const std::string message = error.what();
+    CHECK_THAT(message, Catch::Contains(source) && Catch::Contains(target) && Catch::Contains("3") &&
+                            Catch::Contains("2"));
+  }
+}
+
+TEST_CASE("empty pairs are skipped and counted; invalid UTF-8 names file and line", "[data]") {
+  const std::string source = write_temp("empty.src", "one\n\nthree\r\nfour\n");
+  const std::string target = write_temp("empty.tgt", "uno\ndos\n  \ncuatro\n");
+  CorpusStats stats;
+  ParallelText text = read_parallel(source, target, stats);
+  CHECK(stats.lines == 4);
+  CHECK(stats.empty == 2);
+  CHECK(text.source == std::vector<std::string>{"one", "four"});
+  CHECK(text.target == std::vector<std::string>{"uno", "cuatro"});
+
+  const std::string bad = write_temp("bad.src", "fine\nalso fine\nbroken \xe2\x82 here\n");
+  CHECK_THROWS_WITH(read_lines(bad), Catch::Contains(bad + ":3") && Catch::Contains("UTF-8"));
+  CHECK_THROWS_WITH(read_lines("/nonexistent/corpus.txt"), Catch::Contains("/nonexistent/corpus.txt"));
+}
+
+TEST_CASE("token-budget batches cover every example once, respect the budget and follow the seed", "[data]") {
+  std::vector<Example> examples;
+  std::mt19937 generator(7);
+  for (int i = 0; i < 500; ++i) {
+    // Target lengths follow source lengths, as in real parallel text.
+    const size_t length = 1 + generator() % 30;
+    examples.push_back({std::vector<int64_t>(length, 5), std::vector<int64_t>(length + generator() % 4, 6)});
+  }
+  const int budget = 300;
+  auto batches = make_batches(examples, budget, true, 1);
+  std::multiset<int64_t> seen;
+  size_t padded = 0, real = 0;
+  for (const auto& batch : batches) {
+    size_t max_source = 0, max_target = 0;
+    for (int64_t index : batch) {
+      seen.insert(index);
+      max_source = std::max(max_source, examples[index].source.size() + 1);
+      max_target = std::max(max_target, examples[index].target.size() + 1);
+      real += examples[index].source.size() + examples[index].target.size() + 2;
+    }
+    CHECK(batch.size() * (max_source + max_target) <= static_cast<size_t>(budget));
+    padded += batch.size() * (max_source + max_target);
+  }
+  CHECK(seen.size() == examples.size());
+  CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == examples.size());
+  // Length bucketing keeps padding small: random batching would waste about half.
+  CHECK(static_cast<double>(real) / static_cast<double>(padded) > 0.8);
+  CHECK(make_batches(examples, budget, true, 1) == batches);
+  CHECK(make_batches(examples, budget, true, 2) != batches);
+}
+
+TEST_CASE("collate pads, appends EOS to the source and shifts the target", "[data]") {
+  std::vector<Example> examples = {{{7, 8, 9}, {10, 11}}, {{7}, {12, 13, 14}}};
+  Batch batch = collate(examples, {0, 1});
+  CHECK(torch::equal(batch.source, torch::tensor({7, 8, 9, 3, 7, 3, 0, 0}, torch::kInt64).view({2, 4})));
+  CHECK(torch::equal(batch.source_lengths, torch::tensor({4, 2}, torch::kInt64)));
+  CHECK(torch::equal(batch.target_input, torch::tensor({2, 10, 11, 0, 2, 12, 13, 14}, torch::kInt64).view({2, 4})));
+  CHECK(torch::equal(batch.target_output, torch::tensor({10, 11, 3, 0, 12, 13, 14, 3}, torch::kInt64).view({2, 4})));
+  CHECK(batch.target_tokens == 7);
+}
+
+TEST_CASE("vocabularies keep the special ids and round-trip text", "[data]") {
+  const std::vector<std::string> sentences = read_lines(source_path("data/toy/train.src"));
+  const std::vector<std::string> some(sentences.begin(), sentences.begin() + 300);
+  for (VocabType type : {VocabType::kUnigram, VocabType::kBpe}) {
+    DYNAMIC_SECTION(to_string(type)) {
+      const std::string proto = train_vocabulary({&some}, {type, 150, 1, 1});
+      Vocabulary vocabulary = Vocabulary::from_serialized(proto, "test");
+      CHECK(vocabulary.size() <= 150);
+      CHECK(vocabulary.piece(kUnkId) == "<unk>");
+      CHECK(vocabulary.piece(kBosId) == "<s>");
+      CHECK(vocabulary.piece(kEosId) == "</s>");
+      CHECK(vocabulary.decode(vocabulary.encode(some[0])) == some[0]);
+      CHECK_THROWS_WITH(Vocabulary::from_serialized("not a model", "bad.model"), Catch::Contains("bad.model"));
+    }
+  }
+}
+
+TEST_CASE("configuration: entries round-trip, bad values name the key", "[config]") {
+  TrainConfig config;
+  config.train_source = "a.src";
+  config.model.attention = AttentionType::kCosine;
+  config.learning_rate = 0.0003;
+  config.joint_vocab = false;
+  CHECK(config_entries(config_from_entries(config_entries(config))) == config_entries(config));
+
+  CLI::App app;
+  TrainConfig parsed;
+  add_train_options(app, parsed);
+  CHECK_THROWS_AS(app.parse(std::vector<std::string>{"sideways", "--attention"}), CLI::ValidationError);
+  try {
+    app.parse(std::vector<std::string>{"sideways", "--attention"});
+  } catch (const CLI::ParseError& error) {
+    CHECK_THAT(std::string(error.what()), Catch::Contains("additive") && Catch::Contains("cosine"));
+  }
+
+  TrainConfig invalid = config;
+  invalid.train_target = "b", invalid.dev_source = "c", invalid.dev_target = "d", invalid.model_dir = "m";
+  REQUIRE_NOTHROW(validate(invalid));
+  invalid.model.dropout = 1.5;
+  CHECK_THROWS_WITH(validate(invalid), Catch::StartsWith("dropout"));
+  invalid.model.dropout = 0.1;
+  invalid.model.tie_embeddings = true;
+  invalid.model.embedding_size = 100;
+  CHECK_THROWS_WITH(validate(invalid), Catch::StartsWith("tie-embeddings"));
+  invalid.model.tie_embeddings = false;
+  invalid.device = "tpu";
+  CHECK_THROWS_WITH(validate(invalid), Catch::StartsWith("device"));
+  TrainConfig missing;
+  CHECK_THROWS_WITH(validate(missing), Catch::StartsWith("train-source"));
+}

@@ -1,0 +1,148 @@
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "helpers.h"
+#include "search/search.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+
+namespace {
+
+constexpr int64_t kVocab = 15;
+
+// A model trained for a few steps on random pairs, so that its distributions are peaked enough
+// for EOS to be produced but still give different beams.
+Seq2Seq small_model(AttentionType type) {
+  torch::manual_seed(71);
+  Seq2Seq model(tiny_model_options(type), kVocab, kVocab);
+  auto [source, lengths] = random_source({6, 4, 5, 3}, kVocab, 72);
+  torch::Tensor output = torch::randint(4, kVocab, {4, 4}, torch::kInt64);
+  output.select(1, 3).fill_(kEosId);
+  torch::Tensor input = torch::cat({torch::full({4, 1}, kBosId, torch::kInt64), output.narrow(1, 0, 3)}, 1);
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.01));
+  for (int step = 0; step < 15; ++step) {
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model(source, lengths, input).logits.flatten(0, 1), output.flatten());
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+  }
+  model->eval();
+  return model;
+}
+
+SearchOptions options_with(int beam, double alpha = 0.0) {
+  SearchOptions options;
+  options.beam_size = beam;
+  options.n_best = 1;
+  options.length_penalty = alpha;
+  options.max_length = 12;
+  options.return_attention = true;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("beam size 1 gives exactly the greedy output and score", "[search]") {
+  for (AttentionType type : all_attention_types()) {
+    for (double alpha : {0.0, 1.0}) {
+      DYNAMIC_SECTION(to_string(type) << " alpha " << alpha) {
+        Seq2Seq model = small_model(type);
+        torch::InferenceMode guard;
+        auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 73);
+        SearchResult greedy = greedy_search(model, source, lengths, options_with(1, alpha));
+        SearchResult beam = beam_search(model, source, lengths, options_with(1, alpha));
+        REQUIRE(greedy.size() == 5);
+        REQUIRE(beam.size() == 5);
+        for (size_t b = 0; b < 5; ++b) {
+          REQUIRE(beam[b].size() == 1);
+          CHECK(greedy[b][0].tokens == beam[b][0].tokens);
+          CHECK(greedy[b][0].score == beam[b][0].score);
+          CHECK(greedy[b][0].log_probability == beam[b][0].log_probability);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("search output does not depend on the batch it is in", "[search]") {
+  Seq2Seq model = small_model(AttentionType::kAdditive);
+  torch::InferenceMode guard;
+  const std::vector<int64_t> lengths = {6, 2, 4, 7, 3, 5};
+  auto [source, length_tensor] = random_source(lengths, kVocab, 74);
+  for (int beam : {1, 3}) {
+    DYNAMIC_SECTION("beam " << beam) {
+      SearchResult together = search(model, source, length_tensor, options_with(beam));
+      for (size_t b = 0; b < lengths.size(); ++b) {
+        torch::Tensor alone = source[static_cast<int64_t>(b)].narrow(0, 0, lengths[b]).unsqueeze(0);
+        SearchResult single = search(model, alone, torch::tensor({lengths[b]}), options_with(beam));
+        CHECK(single[0][0].tokens == together[b][0].tokens);
+        CHECK(single[0][0].score == Approx(together[b][0].score).epsilon(1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("beam search never scores below greedy; n-best lists are sorted and distinct", "[search]") {
+  for (AttentionType type : {AttentionType::kAdditive, AttentionType::kGeneral, AttentionType::kNone}) {
+    DYNAMIC_SECTION(to_string(type)) {
+      Seq2Seq model = small_model(type);
+      torch::InferenceMode guard;
+      auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 75);
+      SearchResult greedy = greedy_search(model, source, lengths, options_with(1));
+      for (int beam : {2, 4}) {
+        SearchOptions options = options_with(beam);
+        options.n_best = beam;
+        SearchResult result = beam_search(model, source, lengths, options);
+        for (size_t b = 0; b < 5; ++b) {
+          REQUIRE_FALSE(result[b].empty());
+          // Beam rows batch differently from greedy rows, so equal paths may differ in the last float bits.
+          CHECK(result[b][0].score >= greedy[b][0].score - 1e-5);
+          std::set<std::vector<int64_t>> distinct;
+          for (size_t k = 0; k < result[b].size(); ++k) {
+            distinct.insert(result[b][k].tokens);
+            if (k > 0) CHECK(result[b][k - 1].score >= result[b][k].score);
+          }
+          CHECK(distinct.size() == result[b].size());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("returned attention has one row per output step and rows summing to 1", "[search]") {
+  Seq2Seq model = small_model(AttentionType::kCosine);
+  torch::InferenceMode guard;
+  const std::vector<int64_t> lengths = {6, 3};
+  auto [source, length_tensor] = random_source(lengths, kVocab, 76);
+  for (int beam : {1, 3}) {
+    SearchResult result = search(model, source, length_tensor, options_with(beam));
+    for (size_t b = 0; b < lengths.size(); ++b) {
+      const Hypothesis& best = result[b][0];
+      REQUIRE(best.attention.defined());
+      const int64_t rows = best.attention.size(0);
+      // One row per output token, plus one for the EOS step when the output ended with EOS.
+      CHECK((rows == static_cast<int64_t>(best.tokens.size()) || rows == static_cast<int64_t>(best.tokens.size()) + 1));
+      CHECK(best.attention.size(1) == lengths[b]);
+      CHECK(torch::allclose(best.attention.sum(1), torch::ones({rows}), 1e-5, 1e-5));
+    }
+  }
+}
+
+TEST_CASE("length limits and option checks", "[search]") {
+  SearchOptions options;
+  options.max_length_ratio = 1.5;
+  options.max_length = 20;
+  CHECK(max_output_length(4, options) == 16);
+  CHECK(max_output_length(40, options) == 20);
+  CHECK(length_penalty(7, 0.0) == 1.0);
+  CHECK(length_penalty(7, 1.0) == Approx(2.0));
+  options.n_best = 6;
+  options.beam_size = 5;
+  CHECK_THROWS_WITH(validate(options), Catch::Contains("--n-best"));
+  options.n_best = 1;
+  options.beam_size = 0;
+  CHECK_THROWS_WITH(validate(options), Catch::Contains("--beam-size"));
+}

@@ -1,0 +1,169 @@
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/train_config.h"
+#include "helpers.h"
+#include "text/corpus.h"
+#include "train/checkpoint.h"
+#include "train/schedule.h"
+#include "train/trainer.h"
+#include "util/io.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_directory(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("nmt_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The first `count` lines of a toy corpus file, copied to `dir`.
+std::string head_of(const std::string& file, size_t count, const fs::path& dir) {
+  std::vector<std::string> lines = read_lines(source_path("data/toy/" + file));
+  std::string text;
+  for (size_t i = 0; i < count && i < lines.size(); ++i) text += lines[i] + "\n";
+  const std::string path = (dir / file).string();
+  write_file_atomic(path, text);
+  return path;
+}
+
+TrainConfig tiny_config(const fs::path& dir) {
+  TrainConfig config;
+  config.train_source = head_of("train.src", 200, dir);
+  config.train_target = head_of("train.tgt", 200, dir);
+  config.dev_source = head_of("dev.src", 20, dir);
+  config.dev_target = head_of("dev.tgt", 20, dir);
+  config.model_dir = (dir / "model").string();
+  config.vocab_size = 120;
+  config.model = tiny_model_options(AttentionType::kAdditive);
+  config.batch_tokens = 600;
+  config.validate_every = 4;
+  config.log_every = 2;
+  config.max_steps = 6;
+  config.threads = 1;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("loss falls when a tiny batch is overfitted", "[training]") {
+  for (AttentionType type : all_attention_types()) {
+    DYNAMIC_SECTION(to_string(type)) {
+      torch::manual_seed(51);
+      Seq2Seq model(tiny_model_options(type), 20, 20);
+      model->train();
+      auto [source, lengths] = random_source({6, 4, 5}, 20, 52);
+      torch::Tensor target_output = torch::randint(4, 20, {3, 5}, torch::kInt64);
+      torch::Tensor target_input = torch::cat({torch::full({3, 1}, kBosId, torch::kInt64), target_output.narrow(1, 0, 4)}, 1);
+      torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.03));
+      double first = 0, last = 0;
+      for (int step = 0; step < 100; ++step) {
+        DecoderOutput out = model(source, lengths, target_input);
+        torch::Tensor loss = torch::nn::functional::cross_entropy(out.logits.flatten(0, 1), target_output.flatten());
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+        (step == 0 ? first : last) = loss.item<double>();
+      }
+      // From ~log(20) = 3.0 to a fraction of it: the model memorises the three pairs.
+      CHECK(last < 0.3 * first);
+    }
+  }
+}
+
+TEST_CASE("learning-rate schedule: warm-up, then decay after patience", "[training]") {
+  LearningRateSchedule schedule({/*warmup*/ 4, /*factor*/ 0.5, /*patience*/ 2, /*min*/ 0.1});
+  CHECK(schedule.rate(0, 1.0) == Approx(0.25));
+  CHECK(schedule.rate(3, 1.0) == Approx(1.0));
+  CHECK(schedule.rate(10, 1.0) == Approx(1.0));
+  int64_t plateau = 0;
+  double rate = 1.0;
+  rate = schedule.after_validation(false, plateau, rate);
+  rate = schedule.after_validation(false, plateau, rate);
+  CHECK(rate == 1.0);
+  rate = schedule.after_validation(false, plateau, rate);
+  CHECK(rate == 0.5);
+  rate = schedule.after_validation(true, plateau, rate);
+  CHECK(plateau == 0);
+  for (int i = 0; i < 20; ++i) rate = schedule.after_validation(false, plateau, rate);
+  CHECK(rate == Approx(0.1));
+}
+
+TEST_CASE("training writes checkpoints that reload to identical outputs and resume at the same step", "[training]") {
+  const fs::path dir = fresh_directory("train");
+  TrainConfig config = tiny_config(dir);
+  TrainSummary first = train(config, {});
+  CHECK(first.steps == 6);
+  for (const char* name : {"best.ckpt", "last.ckpt", "config.toml", "train.log", "metrics.jsonl", "vocab.joint.model"}) {
+    INFO(name);
+    CHECK(fs::exists(fs::path(config.model_dir) / name));
+  }
+  // No temporary files are left behind.
+  for (const auto& entry : fs::directory_iterator(config.model_dir)) {
+    CHECK(entry.path().string().find(".tmp") == std::string::npos);
+  }
+
+  ModelBundle loaded = load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  CHECK(loaded.progress.step == 6);
+  CHECK(config_entries(loaded.config) == config_entries(config));
+
+  // Save again and reload: identical outputs.
+  const std::string copy = (dir / "copy.ckpt").string();
+  save_checkpoint(copy, loaded, nullptr);
+  ModelBundle reloaded = load_checkpoint(copy, torch::kCPU);
+  loaded.model->eval();
+  reloaded.model->eval();
+  auto [source, lengths] = random_source({5, 3}, loaded.source_vocabulary.size(), 61);
+  torch::Tensor target = torch::randint(4, loaded.target_vocabulary.size(), {2, 4}, torch::kInt64);
+  CHECK(torch::equal(loaded.model(source, lengths, target).logits, reloaded.model(source, lengths, target).logits));
+  CHECK(reloaded.source_vocabulary.encode("A frog sees the bridge .") == loaded.source_vocabulary.encode("A frog sees the bridge ."));
+
+  // Without --resume or --overwrite the run is protected.
+  CHECK_THROWS_WITH(train(config, {}), Catch::Contains("--resume"));
+  // Resuming continues from step 6, not from 0.
+  config.max_steps = 9;
+  TrainSummary resumed = train(config, {/*resume=*/true, false});
+  CHECK(resumed.steps == 9);
+  CHECK(load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU).progress.step == 9);
+  // Changing the architecture on resume is refused, naming the key.
+  config.model.attention = AttentionType::kDot;
+  CHECK_THROWS_WITH(train(config, {true, false}), Catch::Contains("attention"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("training is reproducible for a seed", "[training]") {
+  const fs::path dir = fresh_directory("seed");
+  TrainConfig config = tiny_config(dir);
+  config.max_steps = 3;
+  config.model.dropout = 0.2;
+  train(config, {});
+  ModelBundle a = load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  train(config, {false, /*overwrite=*/true});
+  ModelBundle b = load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  auto pa = a.model->parameters(), pb = b.model->parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a truncated checkpoint gives an error naming the file", "[training]") {
+  const fs::path dir = fresh_directory("truncated");
+  TrainConfig config = tiny_config(dir);
+  config.max_steps = 2;
+  train(config, {});
+  const std::string last = resolve_checkpoint(config.model_dir, "last");
+  std::string bytes = read_file(last);
+  const std::string truncated = (dir / "truncated.ckpt").string();
+  write_file_atomic(truncated, bytes.substr(0, bytes.size() / 2));
+  CHECK_THROWS_WITH(load_checkpoint(truncated, torch::kCPU), Catch::Contains(truncated));
+  CHECK_THROWS_WITH(load_checkpoint((dir / "missing.ckpt").string(), torch::kCPU), Catch::Contains("missing.ckpt"));
+  fs::remove_all(dir);
+}
