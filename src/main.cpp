@@ -115,6 +115,16 @@ int run_translate(TranslateSettings& settings, std::vector<std::string> inputs, 
                   const std::string& output_dir, const std::string& attention_dir, bool alignment,
                   bool with_scores) {
   if (inputs.empty()) inputs = {"-"};
+  validate(settings.search);
+  validate(settings.batching);
+  if (settings.search.n_best > 1 && (alignment || with_scores || !attention_dir.empty())) {
+    throw std::invalid_argument("--n-best > 1 prints 'i ||| text ||| score' lines; it cannot be combined with "
+                                "--alignment, --attention-dir or --with-scores");
+  }
+  if (!output_dir.empty() && output != "-") throw std::invalid_argument("give either --output or --output-dir");
+  for (const std::string& input : inputs) {
+    if (input != "-" && !fs::exists(input)) throw std::runtime_error(input + ": input file not found");
+  }
   if (inputs.size() > 1 && output_dir.empty()) {
     throw std::invalid_argument("several --input files need --output-dir (one output file each)");
   }
@@ -249,8 +259,10 @@ int main(int argc, char** argv) {
   CLI::App* train_command = app.add_subcommand("train", "train a model from a configuration file and/or options");
   train_command->fallthrough();
   add_train_options(*train_command, train_config);
-  train_command->add_flag("--resume", train_run.resume, "continue the run in --model-dir from last.ckpt");
-  train_command->add_flag("--overwrite", train_run.overwrite, "start again even if --model-dir holds a run");
+  CLI::Option* resume_flag =
+      train_command->add_flag("--resume", train_run.resume, "continue the run in --model-dir from last.ckpt");
+  train_command->add_flag("--overwrite", train_run.overwrite, "start again even if --model-dir holds a run")
+      ->excludes(resume_flag);
   train_command->add_flag("--dump-config", dump_config, "print the effective configuration and exit");
 
   // translate
@@ -285,7 +297,6 @@ int main(int argc, char** argv) {
   evaluate_command->add_option("--src", evaluate_settings.source_file, "source file to translate (with --model)");
   evaluate_command->add_option("--output", evaluate_settings.output, "with --model: also write the translation here");
   add_model_options(*evaluate_command, evaluate_translate);
-  evaluate_translate.quiet = true;
 
   try {
     app.parse(argc, argv);
@@ -311,6 +322,10 @@ int main(int argc, char** argv) {
       return run_translate(translate_settings, inputs, output, output_dir, attention_dir, alignment, with_scores);
     }
     if (evaluate_command->parsed()) return run_evaluate(evaluate_settings, evaluate_translate);
+  } catch (const c10::Error& error) {  // LibTorch errors carry a backtrace: keep the first line
+    const std::string message = error.what_without_backtrace();
+    spdlog::error("{}", message.substr(0, message.find('\n')));
+    return 1;
   } catch (const std::exception& error) {
     spdlog::error("{}", error.what());
     return 1;

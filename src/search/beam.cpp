@@ -61,7 +61,6 @@ SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torc
   SearchResult finished(batch_size);
   BeamRows rows{torch::empty({batch_size * beam, 0}, int_options), torch::Tensor()};
   torch::Tensor previous = torch::full({batch_size * beam}, kBosId, int_options);
-  const double best_penalty_cap = length_penalty(options.max_length, options.length_penalty);
 
   auto finish = [&](int64_t sentence, const Candidate& candidate, int64_t length, bool ended_with_eos,
                     const torch::Tensor& row_tokens, const torch::Tensor& row_attention) {
@@ -72,7 +71,8 @@ SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torc
     hypothesis.log_probability = candidate.log_probability;
     hypothesis.score = candidate.log_probability / length_penalty(length, options.length_penalty);
     if (row_attention.defined()) {
-      hypothesis.attention = row_attention.cpu().narrow(1, 0, lengths_cpu[sentence].item<int64_t>());
+      // clone: a view would keep the whole [rows, steps, S] history of this step alive.
+      hypothesis.attention = row_attention.narrow(1, 0, lengths_cpu[sentence].item<int64_t>()).cpu().clone();
     }
     finished[sentence].push_back(std::move(hypothesis));
   };
@@ -82,12 +82,21 @@ SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torc
     StepOutput out = model->decoder->step(previous, state, encoded);
     torch::Tensor log_probs = next_token_log_probs(out.logits, options);  // [A*K, V]
     const int64_t vocab = log_probs.size(1);
+    // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
+    // per row in float32 first, then add the float64 running scores to [A*K, 2K] candidates only.
+    const int64_t per_row = std::min<int64_t>(2 * beam, vocab);
+    auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [A*K, 2K]
     torch::Tensor scores_tensor =
         torch::tensor(alive_scores, torch::kFloat64).to(device).view({active_count * beam, 1});
-    torch::Tensor candidates = (log_probs.to(torch::kFloat64) + scores_tensor).view({active_count, beam * vocab});
-    auto [top_scores, top_ids] = candidates.topk(std::min<int64_t>(2 * beam, beam * vocab), /*dim=*/1);
+    torch::Tensor candidates = (row_log_probs.to(torch::kFloat64) + scores_tensor).view({active_count, beam * per_row});
+    auto [top_scores, top_positions] = candidates.topk(std::min<int64_t>(2 * beam, beam * per_row), /*dim=*/1);
+    // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
+    torch::Tensor top_beams = top_positions.div(per_row, "floor");
+    torch::Tensor flat_rows = top_beams + torch::arange(active_count, int_options).unsqueeze(1) * beam;  // [A, 2K]
+    torch::Tensor top_tokens = row_tokens.view({-1}).index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
+                                   .view(top_positions.sizes());
+    torch::Tensor top_ids = (top_beams * vocab + top_tokens).cpu();
     top_scores = top_scores.cpu();
-    top_ids = top_ids.cpu();
     const int64_t width = top_ids.size(1);
     auto score_access = top_scores.accessor<double, 2>();
     auto id_access = top_ids.accessor<int64_t, 2>();
@@ -131,7 +140,7 @@ SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torc
         // The best an alive hypothesis can still reach: its log-probability can only fall, and
         // with alpha > 0 the most it can be divided by is the cap's length penalty.
         const double best_alive = alive.front().log_probability;
-        const double bound = options.length_penalty == 0 ? best_alive : best_alive / best_penalty_cap;
+        const double bound = best_alive / length_penalty(limit[sentence], options.length_penalty);
         stop = nth_best >= bound;
       }
       if (stop) continue;

@@ -28,8 +28,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   std::vector<std::vector<int64_t>> sources(lines.size());
   std::vector<size_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].find_first_not_of(" \t") == std::string::npos) continue;  // empty in, empty out
     sources[i] = source_vocabulary_.encode(lines[i]);
+    if (sources[i].empty()) continue;  // empty (or only whitespace) in, empty out
     for (int64_t id : sources[i]) translations[i].source_pieces.push_back(source_vocabulary_.piece(id));
     sources[i].push_back(kEosId);
     order.push_back(i);

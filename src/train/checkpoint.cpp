@@ -125,6 +125,10 @@ ModelBundle load_checkpoint(const std::string& path, const torch::Device& device
     bundle.model->load(model_archive);
     bundle.model->to(device);
     return bundle;
+  } catch (const std::runtime_error& error) {
+    const std::string message = error.what();
+    if (message.rfind(path, 0) == 0) throw;
+    throw std::runtime_error(path + ": " + message);
   } catch (const c10::Error& error) {
     std::string message = error.what_without_backtrace();
     throw std::runtime_error(path + ": cannot read checkpoint (truncated or corrupt?): " +
@@ -133,10 +137,10 @@ ModelBundle load_checkpoint(const std::string& path, const torch::Device& device
   }
 }
 
-void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer) {
+void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer, const torch::Device& device) {
   try {
     torch::serialize::InputArchive archive, optimizer_archive;
-    archive.load_from(path);
+    archive.load_from(path, device);
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
   } catch (const c10::Error& error) {

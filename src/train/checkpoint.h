@@ -45,7 +45,7 @@ void save_checkpoint(const std::string& path, const ModelBundle& bundle, torch::
 // Loads a checkpoint onto `device`; restores optimizer state when `optimizer` is given (its
 // parameters must be the loaded model's, so call load_checkpoint first, then restore_optimizer).
 ModelBundle load_checkpoint(const std::string& path, const torch::Device& device);
-void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer);
+void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer, const torch::Device& device);
 
 // `which` is best, last or a path; model_dir/best.ckpt etc.
 std::string resolve_checkpoint(const std::string& model_dir, const std::string& which);

@@ -44,6 +44,7 @@ class MetricsFile {
  public:
   explicit MetricsFile(const std::string& path) : out_(path, std::ios::app) {
     if (!out_) throw std::runtime_error(path + ": cannot open the metrics file for writing");
+    out_.precision(10);
   }
   void write(const std::string& event, const std::vector<std::pair<std::string, double>>& values) {
     out_ << "{\"event\": " << json_quote(event);
@@ -71,12 +72,14 @@ std::string format_duration(double seconds) {
   return buffer;
 }
 
-// Keys that fix the vocabulary and the network's shapes: a resumed run must keep them.
-bool is_architecture_key(const std::string& key) {
+// Keys a resumed run must keep: those that fix the vocabulary and the network's shapes, and
+// those that fix how each epoch is cut into batches (resuming continues mid-epoch).
+bool is_fixed_on_resume(const std::string& key) {
   static const std::vector<std::string> keys = {
-      "vocab-type",     "vocab-size",  "joint-vocab",         "embedding-size", "encoder-hidden-size",
-      "encoder-layers", "decoder-hidden-size", "decoder-layers", "attention",   "attention-size",
-      "cosine-sharpness", "tie-embeddings"};
+      "train-source",   "train-target",        "vocab-type",     "vocab-size",     "joint-vocab",
+      "max-length",     "embedding-size",      "encoder-hidden-size", "encoder-layers", "decoder-hidden-size",
+      "decoder-layers", "attention",           "attention-size", "cosine-sharpness", "tie-embeddings",
+      "batch-tokens",   "seed"};
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
@@ -84,7 +87,7 @@ void check_resumable(const TrainConfig& requested, const TrainConfig& stored, co
   const auto wanted = config_entries(requested);
   const auto had = config_entries(stored);
   for (size_t i = 0; i < wanted.size(); ++i) {
-    if (is_architecture_key(wanted[i].first) && wanted[i].second != had[i].second) {
+    if (is_fixed_on_resume(wanted[i].first) && wanted[i].second != had[i].second) {
       throw std::invalid_argument(wanted[i].first + ": is " + wanted[i].second + " but " + checkpoint + " was trained with " +
                                   had[i].second + "; resume with the same value or start a new model-dir");
     }
@@ -191,7 +194,7 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
   Seq2Seq& model = bundle.model;
   TrainingProgress& progress = bundle.progress;
   optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
-  if (run.resume) restore_optimizer(last_path, *optimizer);
+  if (run.resume) restore_optimizer(last_path, *optimizer, device);
   write_file_atomic((dir / "config.toml").string(), to_toml(config));
   log->info("effective configuration (also in {}):\n{}", (dir / "config.toml").string(), to_toml(config));
 
@@ -264,6 +267,11 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
     const auto batches = make_batches(train_examples, config.batch_tokens, /*shuffle=*/true,
                                       static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(progress.epoch));
     for (; progress.batch_in_epoch < static_cast<int64_t>(batches.size()) && !stop;) {
+      if (config.max_steps > 0 && progress.step >= config.max_steps) {  // e.g. resumed at the limit
+        summary.stop_reason = "max-steps reached";
+        stop = true;
+        break;
+      }
       const double learning_rate = schedule.rate(progress.step, progress.learning_rate);
       for (auto& group : optimizer->param_groups()) {
         static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
@@ -275,7 +283,14 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
       torch::Tensor loss = loss_sum / static_cast<double>(batch.target_tokens);
       optimizer->zero_grad();
       loss.backward();
-      if (config.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), config.clip_norm);
+      // clip_grad_norm_ with an infinite threshold only measures the norm.
+      const double gradient_norm = torch::nn::utils::clip_grad_norm_(
+          model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());
+      if (!std::isfinite(gradient_norm)) {
+        // Stop before the update: the weights and last.ckpt stay as they were.
+        throw std::runtime_error("training diverged at step " + std::to_string(progress.step + 1) +
+                                 " (non-finite gradient norm); lower learning-rate or set clip-norm, then --resume");
+      }
       optimizer->step();
       ++progress.step;
       ++progress.batch_in_epoch;
@@ -308,8 +323,9 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
         const auto validation_start = Clock::now();
         ValidationResult result = validate_model();
         const double value = result.metric(config.best_metric);
-        const bool improved = !progress.has_best || (higher_is_better(config.best_metric) ? value > progress.best_score
-                                                                                           : value < progress.best_score);
+        const bool improved = std::isfinite(value) &&
+                              (!progress.has_best || (higher_is_better(config.best_metric) ? value > progress.best_score
+                                                                                            : value < progress.best_score));
         if (improved) {
           progress.best_score = value;
           progress.has_best = true;
@@ -333,6 +349,7 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
                                      {"elapsed_seconds", elapsed()}});
         if (improved) save_checkpoint(best_path, bundle, nullptr);
         save_last();
+        window_start = Clock::now();  // validation time is not training throughput
         if (config.early_stopping_patience > 0 &&
             progress.validations_without_improvement >= config.early_stopping_patience) {
           summary.stop_reason = "early stopping: " + std::to_string(config.early_stopping_patience) +

@@ -1,5 +1,6 @@
 #include "util/io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,11 +10,28 @@
 
 namespace nmt {
 
+namespace {
+
+// Flushes a file (or directory) to disk, so that a rename never publishes data still in the
+// page cache: after a crash the old or the new file is there, never a truncated one.
+void sync_to_disk(const std::string& path, bool directory) {
+  const int descriptor = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (descriptor < 0) throw std::runtime_error(path + ": cannot open to flush it to disk");
+  const int result = ::fsync(descriptor);
+  ::close(descriptor);
+  if (result != 0 && !directory) throw std::runtime_error(path + ": cannot flush to disk (disk full?)");
+}
+
+}  // namespace
+
 void write_via_temporary(const std::string& path, const std::function<void(const std::string&)>& write) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   try {
     write(temporary);
+    sync_to_disk(temporary, false);
     std::filesystem::rename(temporary, path);
+    const auto parent = std::filesystem::path(path).parent_path();
+    sync_to_disk(parent.empty() ? "." : parent.string(), true);
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);
@@ -26,8 +44,8 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) throw std::runtime_error(path + ": cannot write (check the directory exists and is writable)");
     out << content;
-    out.flush();
-    if (!out) throw std::runtime_error(path + ": write failed (disk full?)");
+    out.close();
+    if (out.fail()) throw std::runtime_error(path + ": write failed (disk full?)");
   });
 }
 
