@@ -167,3 +167,18 @@ TEST_CASE("a truncated checkpoint gives an error naming the file", "[training]")
   CHECK_THROWS_WITH(load_checkpoint((dir / "missing.ckpt").string(), torch::kCPU), Catch::Contains("missing.ckpt"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("max-minutes stops the run after a last validation", "[training]") {
+  const fs::path dir = fresh_directory("minutes");
+  TrainConfig config = tiny_config(dir);
+  config.max_steps = 0;
+  config.max_epochs = 1000;      // would run for many minutes
+  config.validate_every = 1000;  // no regular validation before the limit
+  config.max_minutes = 1e-6;     // spent after the first update
+  TrainSummary summary = train(config, {});
+  CHECK(summary.stop_reason == "max-minutes reached");
+  CHECK(summary.steps == 1);
+  // The end of the budget validates, so best.ckpt exists.
+  CHECK(fs::exists(fs::path(config.model_dir) / "best.ckpt"));
+  fs::remove_all(dir);
+}

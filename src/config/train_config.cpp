@@ -39,6 +39,8 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("batch-tokens", config.batch_tokens, "padded source+target tokens per batch");
   visit("max-epochs", config.max_epochs, "stop after this many epochs");
   visit("max-steps", config.max_steps, "stop after this many updates (0 = no limit)");
+  visit("max-minutes", config.max_minutes,
+        "stop (after a last validation) once this run has trained this many minutes (0 = no limit)");
   visit("learning-rate", config.learning_rate, "Adam learning rate");
   visit("warmup-steps", config.warmup_steps, "linear learning-rate warm-up steps (0 = none)");
   visit("lr-decay-factor", config.lr_decay_factor, "learning-rate factor on a validation plateau");
@@ -202,6 +204,7 @@ void validate(const TrainConfig& config) {
   require(config.batch_tokens >= 2, "batch-tokens", "must be at least 2");
   require(config.max_epochs >= 1, "max-epochs", "must be at least 1");
   require(config.max_steps >= 0, "max-steps", "must be >= 0 (0 = no limit)");
+  require(config.max_minutes >= 0, "max-minutes", "must be >= 0 (0 = no limit)");
   require(config.learning_rate > 0, "learning-rate", "must be > 0");
   require(config.warmup_steps >= 0, "warmup-steps", "must be >= 0");
   require(config.lr_decay_factor > 0 && config.lr_decay_factor <= 1, "lr-decay-factor", "must be in (0, 1]");

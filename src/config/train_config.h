@@ -37,6 +37,7 @@ struct TrainConfig {
   int batch_tokens = 2000;         // padded source+target tokens per batch
   int max_epochs = 30;
   int max_steps = 0;               // 0 = no step limit
+  double max_minutes = 0;          // wall-clock budget of one `nmt train` run; 0 = no limit
   double learning_rate = 1e-3;     // Adam
   int warmup_steps = 0;            // linear warm-up from 0
   double lr_decay_factor = 0.5;    // reduce on plateau of the validation metric

@@ -94,10 +94,21 @@ void check_resumable(const TrainConfig& requested, const TrainConfig& stored, co
   }
 }
 
-struct Vocabularies {
-  Vocabulary source;
-  Vocabulary target;
+struct ValidationResult {
+  double loss = 0;        // mean token cross-entropy (no label smoothing)
+  double perplexity = 0;
+  double bleu = 0;
+  double metric(Metric which) const {
+    switch (which) {
+      case Metric::kBleu: return bleu;
+      case Metric::kLoss: return loss;
+      case Metric::kPerplexity: return perplexity;
+    }
+    return bleu;
+  }
 };
+
+}  // namespace
 
 Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, spdlog::logger& log) {
   VocabularyTrainingOptions options{config.vocab_type, config.vocab_size, config.seed, std::max(1, config.threads)};
@@ -123,21 +134,28 @@ Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& t
   return vocabularies;
 }
 
-struct ValidationResult {
-  double loss = 0;        // mean token cross-entropy (no label smoothing)
-  double perplexity = 0;
-  double bleu = 0;
-  double metric(Metric which) const {
-    switch (which) {
-      case Metric::kBleu: return bleu;
-      case Metric::kLoss: return loss;
-      case Metric::kPerplexity: return perplexity;
-    }
-    return bleu;
+double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch, const TrainConfig& config,
+                  int64_t step) {
+  DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
+  auto loss_options = torch::nn::functional::CrossEntropyFuncOptions()
+                          .ignore_index(kPadId)
+                          .label_smoothing(config.label_smoothing)
+                          .reduction(torch::kSum);
+  torch::Tensor loss_sum =
+      torch::nn::functional::cross_entropy(out.logits.flatten(0, 1), batch.target_output.flatten(), loss_options);
+  optimizer.zero_grad();
+  (loss_sum / static_cast<double>(batch.target_tokens)).backward();
+  // clip_grad_norm_ with an infinite threshold only measures the norm.
+  const double gradient_norm = torch::nn::utils::clip_grad_norm_(
+      model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());
+  if (!std::isfinite(gradient_norm)) {
+    // Stop before the update: the weights and last.ckpt stay as they were.
+    throw std::runtime_error("training diverged at step " + std::to_string(step + 1) +
+                             " (non-finite gradient norm); lower learning-rate or set clip-norm, then --resume");
   }
-};
-
-}  // namespace
+  optimizer.step();
+  return loss_sum.item<double>();
+}
 
 TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& run) {
   validate(requested_config);
@@ -259,8 +277,6 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
   auto window_start = Clock::now();
   bool stop = false;
   model->train();
-  torch::nn::functional::CrossEntropyFuncOptions loss_options;
-  loss_options.ignore_index(kPadId).label_smoothing(config.label_smoothing).reduction(torch::kSum);
 
   auto save_last = [&]() { save_checkpoint(last_path, bundle, optimizer.get()); };
   for (; progress.epoch < config.max_epochs && !stop; ++progress.epoch, progress.batch_in_epoch = 0) {
@@ -277,24 +293,10 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
         static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
       }
       Batch batch = collate(train_examples, batches[progress.batch_in_epoch]).to(device);
-      DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
-      torch::Tensor loss_sum = torch::nn::functional::cross_entropy(out.logits.flatten(0, 1),
-                                                                    batch.target_output.flatten(), loss_options);
-      torch::Tensor loss = loss_sum / static_cast<double>(batch.target_tokens);
-      optimizer->zero_grad();
-      loss.backward();
-      // clip_grad_norm_ with an infinite threshold only measures the norm.
-      const double gradient_norm = torch::nn::utils::clip_grad_norm_(
-          model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());
-      if (!std::isfinite(gradient_norm)) {
-        // Stop before the update: the weights and last.ckpt stay as they were.
-        throw std::runtime_error("training diverged at step " + std::to_string(progress.step + 1) +
-                                 " (non-finite gradient norm); lower learning-rate or set clip-norm, then --resume");
-      }
-      optimizer->step();
+      const double loss_sum = train_step(model, *optimizer, batch, config, progress.step);
       ++progress.step;
       ++progress.batch_in_epoch;
-      window_loss += loss_sum.item<double>();
+      window_loss += loss_sum;
       window_tokens += batch.target_tokens;
 
       if (progress.step % config.log_every == 0) {
@@ -317,7 +319,8 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
       }
 
       const bool out_of_steps = config.max_steps > 0 && progress.step >= config.max_steps;
-      const bool end_of_training = out_of_steps || (progress.epoch + 1 == config.max_epochs &&
+      const bool out_of_time = config.max_minutes > 0 && elapsed() >= 60.0 * config.max_minutes;
+      const bool end_of_training = out_of_steps || out_of_time || (progress.epoch + 1 == config.max_epochs &&
                                                     progress.batch_in_epoch == static_cast<int64_t>(batches.size()));
       if (progress.step % config.validate_every == 0 || end_of_training) {
         const auto validation_start = Clock::now();
@@ -357,8 +360,8 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
           stop = true;
         }
       }
-      if (out_of_steps && !stop) {
-        summary.stop_reason = "max-steps reached";
+      if ((out_of_steps || out_of_time) && !stop) {
+        summary.stop_reason = out_of_steps ? "max-steps reached" : "max-minutes reached";
         stop = true;
       }
     }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The benchmark: training and translation speed of the Multi30k recipe on this machine, and how
+# close they come to the machine's own matrix-multiply rate. Prints one Markdown table.
+#
+# Usage: scripts/bench/run.sh [MODEL_DIR] [CONFIG]
+#   MODEL_DIR  a trained model for the translation rows (default models/multi30k_de_en; the rows
+#              are skipped when it has no best.ckpt)
+#   CONFIG     the training settings (default configs/multi30k_de_en.toml)
+# Environment: NMT_BENCH_STEPS (timed training steps, default 100), NMT_BENCH_THREADS (default:
+# all cores). Needs a build (scripts/build.sh) and the corpus (scripts/get_multi30k.sh).
+#
+# Each row runs in its own process, so its peak resident memory is its own. FLOP counts come from
+# the model's shapes (src/model/flops.h): matrix products only, training = 3 x forward, beam K =
+# K decoder rows per output token. "% of mm" divides the achieved rate by the first row's.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+bench="${NMT_BENCH_BINARY:-build/nmt_bench}"
+model="${1:-models/multi30k_de_en}"
+config="${2:-configs/multi30k_de_en.toml}"
+steps="${NMT_BENCH_STEPS:-100}"
+threads="${NMT_BENCH_THREADS:-0}"
+test_source=data/multi30k/test_2016_flickr.de
+
+[ -x "$bench" ] || { echo "bench: $bench not found; run scripts/build.sh first" >&2; exit 1; }
+[ -s "$test_source" ] || { echo "bench: $test_source not found; run scripts/get_multi30k.sh first" >&2; exit 1; }
+
+echo "| what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+mm_row=$("$bench" mm --threads "$threads")
+echo "$mm_row"
+mm_gflops=$(echo "$mm_row" | awk -F'|' '{ gsub(/ /, "", $7); print $7 }')
+
+"$bench" --config "$config" train --threads "$threads" --bench-steps "$steps" --mm-gflops "$mm_gflops"
+
+if [ -f "$model/best.ckpt" ]; then
+  for beam in 1 5; do
+    for batch in 16 64 128; do
+      "$bench" translate --model "$model" --input "$test_source" --beam-size "$beam" --batch-size "$batch" \
+        --threads "$threads" --mm-gflops "$mm_gflops"
+    done
+  done
+else
+  echo "bench: $model/best.ckpt not found: translation rows skipped (train the recipe first)" >&2
+fi

@@ -1,0 +1,239 @@
+// nmt_bench: the measurements behind scripts/bench/run.sh. Each subcommand measures one thing in
+// a fresh process (so that its peak resident memory is its own) and prints one Markdown table row:
+//
+//   | what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |
+//
+//   nmt_bench mm [--size N]                               float32 N x N matrix multiply (LibTorch)
+//   nmt_bench train --config FILE [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
+//   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--mm-gflops R]
+//
+// `train` times the training loop's own update (train_step: collate, forward, backward, clipping,
+// Adam) on the config's corpus after warm-up; `translate` times the Translator on a whole file
+// after translating its first lines once. FLOPs come from the model's shapes (model/flops.h).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "config/train_config.h"
+#include "model/flops.h"
+#include "search/translator.h"
+#include "text/batching.h"
+#include "text/corpus.h"
+#include "text/special_tokens.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+#include "util/runtime.h"
+
+namespace fs = std::filesystem;
+using namespace nmt;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Peak resident set size of this process in MiB (VmHWM).
+double peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  }
+  return 0;
+}
+
+struct Row {
+  std::string what, setting;
+  double sentences_per_second = -1, tokens_per_second = -1, flops_per_token = -1, gflops = -1, mm_gflops = 0;
+};
+
+void print_row(const Row& row) {
+  auto number = [](double value, const char* format) {
+    if (value < 0) return std::string("-");
+    char buffer[64];
+    std::snprintf(buffer, sizeof(buffer), format, value);
+    return std::string(buffer);
+  };
+  const std::string percent = row.gflops >= 0 && row.mm_gflops > 0 ? number(100.0 * row.gflops / row.mm_gflops, "%.1f %%")
+                                                                    : "-";
+  std::printf("| %s | %s | %s | %s | %s | %s | %s | %.0f MiB |\n", row.what.c_str(), row.setting.c_str(),
+              number(row.sentences_per_second, "%.1f").c_str(), number(row.tokens_per_second, "%.0f").c_str(),
+              number(row.flops_per_token / 1e6, "%.2f M").c_str(), number(row.gflops, "%.1f").c_str(),
+              percent.c_str(), peak_rss_mib());
+  std::fflush(stdout);
+}
+
+Row bench_mm(int64_t size) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor a = torch::randn({size, size}), b = torch::randn({size, size}), c = torch::empty({size, size});
+  for (int i = 0; i < 3; ++i) torch::mm_out(c, a, b);  // warm-up
+  int repeats = 0;
+  const auto start = Clock::now();
+  while (repeats < 5 || seconds_since(start) < 3.0) {
+    torch::mm_out(c, a, b);
+    ++repeats;
+  }
+  const double seconds = seconds_since(start);
+  Row row{"matrix multiply", "float32 " + std::to_string(size) + "x" + std::to_string(size) + ", " +
+                                 std::to_string(torch::get_num_threads()) + " threads"};
+  row.gflops = 2.0 * static_cast<double>(size * size * size) * repeats / seconds / 1e9;
+  return row;
+}
+
+Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops) {
+  validate(config);
+  set_threads(config.threads);
+  set_seed(config.seed);
+  const torch::Device device = parse_device(config.device);
+  spdlog::set_level(spdlog::level::warn);
+
+  CorpusStats stats;
+  ParallelText text = read_parallel(config.train_source, config.train_target, stats);
+  // Vocabularies are trained as `nmt train` does, into a scratch directory removed afterwards.
+  const fs::path scratch = fs::temp_directory_path() / ("nmt_bench." + std::to_string(::getpid()));
+  fs::create_directories(scratch);
+  config.model_dir = scratch.string();
+  Vocabularies vocabularies = build_vocabularies(config, text, *spdlog::default_logger());
+  fs::remove_all(scratch);
+  std::vector<Example> examples = encode_parallel(text, vocabularies.source, vocabularies.target, config.max_length, stats);
+  const auto batches = make_batches(examples, config.batch_tokens, /*shuffle=*/true, static_cast<uint64_t>(config.seed));
+  if (static_cast<size_t>(warmup + steps) > batches.size()) {
+    throw std::invalid_argument("--bench-steps + --bench-warmup exceed the " + std::to_string(batches.size()) +
+                                " batches of one epoch");
+  }
+
+  Seq2Seq model(config.model, vocabularies.source.size(), vocabularies.target.size());
+  model->to(device);
+  model->train();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
+  for (int i = 0; i < warmup; ++i) {
+    train_step(model, optimizer, collate(examples, batches[i]).to(device), config, i);
+  }
+  int64_t target_tokens = 0, source_tokens = 0, sentences = 0;
+  const auto start = Clock::now();
+  for (int i = warmup; i < warmup + steps; ++i) {
+    Batch batch = collate(examples, batches[i]).to(device);
+    train_step(model, optimizer, batch, config, i);
+    target_tokens += batch.target_tokens;
+    source_tokens += batch.source_lengths.sum().item<int64_t>();
+    sentences += batch.source.size(0);
+  }
+  const double seconds = seconds_since(start);
+
+  FlopShapes shapes{vocabularies.target.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
+                    static_cast<double>(target_tokens) / static_cast<double>(sentences)};
+  Row row{"training", std::to_string(steps) + " steps, " + std::to_string(sentences / steps) + " sentences/batch, " +
+                          to_string(config.model.attention) + ", " + std::to_string(torch::get_num_threads()) +
+                          " threads"};
+  row.sentences_per_second = static_cast<double>(sentences) / seconds;
+  row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
+  row.flops_per_token = training_flops_per_target_token(config.model, shapes);
+  row.gflops = row.flops_per_token * row.tokens_per_second / 1e9;
+  row.mm_gflops = mm_gflops;
+  return row;
+}
+
+Row bench_translate(const std::string& model_dir, const std::string& checkpoint, const std::string& input,
+                    const SearchOptions& search, const BatchingOptions& batching, int threads, double mm_gflops) {
+  set_threads(threads);
+  ModelBundle bundle = load_checkpoint(resolve_checkpoint(model_dir, checkpoint), torch::kCPU);
+  const std::vector<std::string> lines = read_lines(input);
+  Translator translator(bundle.model, bundle.source_vocabulary, bundle.target_vocabulary, search, batching, torch::kCPU);
+  translator.translate({lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
+
+  const auto start = Clock::now();
+  const std::vector<Translation> translations = translator.translate(lines);
+  const double seconds = seconds_since(start);
+  int64_t target_tokens = 0, source_tokens = 0, sentences = 0;
+  for (const auto& translation : translations) {
+    if (translation.hypotheses.empty()) continue;
+    target_tokens += static_cast<int64_t>(translation.hypotheses[0].tokens.size()) + 1;  // + EOS
+    source_tokens += static_cast<int64_t>(translation.source_pieces.size()) + 1;
+    ++sentences;
+  }
+  FlopShapes shapes{bundle.target_vocabulary.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
+                    static_cast<double>(target_tokens) / static_cast<double>(sentences)};
+  const FlopCount count = count_flops(bundle.config.model, shapes);
+  // Beam search runs K decoder rows per output position (fewer once hypotheses finish).
+  const double beam_decoder = static_cast<double>(search.beam_size) * count.decoder;
+  Row row{search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size),
+          std::to_string(lines.size()) + " sentences, batch " + std::to_string(batching.batch_size) +
+              (batching.batch_in_tokens ? " tokens" : " sentences") + ", " +
+              std::to_string(torch::get_num_threads()) + " threads"};
+  row.sentences_per_second = static_cast<double>(lines.size()) / seconds;
+  row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
+  row.flops_per_token = count.forward_per_target_token(shapes) - count.decoder + beam_decoder;
+  row.gflops = row.flops_per_token * row.tokens_per_second / 1e9;
+  row.mm_gflops = mm_gflops;
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"nmt_bench: measurements for scripts/bench/run.sh (one Markdown table row per run)"};
+  app.require_subcommand(1);
+  app.set_config("--config", "", "TOML configuration file ([train] section)");
+  double mm_gflops = 0;
+  int threads = 0;
+
+  CLI::App* mm = app.add_subcommand("mm", "float32 matrix-multiply rate");
+  int64_t size = 2048;
+  mm->add_option("--size", size, "matrix size")->capture_default_str();
+  mm->add_option("--threads", threads, "threads (0 = cores)");
+
+  CLI::App* train = app.add_subcommand("train", "training throughput at a configuration's settings");
+  TrainConfig config;
+  add_train_options(*train, config);
+  int steps = 100, warmup = 20;
+  train->add_option("--bench-steps", steps, "timed steps")->capture_default_str();
+  train->add_option("--bench-warmup", warmup, "untimed steps first")->capture_default_str();
+  train->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
+
+  CLI::App* translate = app.add_subcommand("translate", "translation speed of a trained model");
+  std::string model_dir, checkpoint = "best", input;
+  SearchOptions search;
+  BatchingOptions batching;
+  std::string batch_type = "sentences";
+  translate->add_option("--model", model_dir, "model directory")->required();
+  translate->add_option("--checkpoint", checkpoint, "best, last or a path")->capture_default_str();
+  translate->add_option("--input", input, "source text")->required();
+  translate->add_option("--beam-size", search.beam_size, "1 = greedy")->capture_default_str();
+  translate->add_option("--length-penalty", search.length_penalty, "GNMT alpha")->capture_default_str();
+  translate->add_option("--batch-size", batching.batch_size, "sentences (or tokens) per batch")->capture_default_str();
+  translate->add_option("--batch-type", batch_type, "sentences|tokens")
+      ->check(CLI::IsMember({"sentences", "tokens"}))
+      ->capture_default_str();
+  translate->add_option("--threads", threads, "threads (0 = cores)");
+  translate->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  try {
+    if (mm->parsed()) {
+      set_threads(threads);
+      print_row(bench_mm(size));
+    } else if (train->parsed()) {
+      print_row(bench_train(config, steps, warmup, mm_gflops));
+    } else {
+      batching.batch_in_tokens = batch_type == "tokens";
+      print_row(bench_translate(model_dir, checkpoint, input, search, batching, threads, mm_gflops));
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "nmt_bench: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
