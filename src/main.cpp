@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "config/train_config.h"
@@ -64,6 +65,17 @@ void add_model_options(CLI::App& command, TranslateSettings& settings) {
       ->capture_default_str();
   command.add_flag("--quiet", settings.quiet, "no progress line on stderr");
   add_run_options(command, settings.run);
+}
+
+// Output files are named after their input: "stdin" or the input's file name.
+std::string output_stem(const std::string& input) { return input == "-" ? "stdin" : fs::path(input).filename().string(); }
+
+// Checked before any decoding, so that a typo does not cost a whole translation run.
+void require_parent_directory(const std::string& path, const std::string& option) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent)) {
+    throw std::invalid_argument(option + " " + path + ": directory " + parent.string() + " does not exist");
+  }
 }
 
 ModelBundle load_model(TranslateSettings& settings) {
@@ -128,6 +140,16 @@ int run_translate(TranslateSettings& settings, std::vector<std::string> inputs, 
   if (inputs.size() > 1 && output_dir.empty()) {
     throw std::invalid_argument("several --input files need --output-dir (one output file each)");
   }
+  // Output (and attention) files are named after the input's file name: two inputs with the same
+  // name would overwrite each other's results.
+  std::set<std::string> stems;
+  for (const std::string& input : inputs) {
+    if (!stems.insert(output_stem(input)).second) {
+      throw std::invalid_argument("--input: two inputs are named " + output_stem(input) +
+                                  "; their outputs would overwrite each other (rename or translate them separately)");
+    }
+  }
+  if (output != "-") require_parent_directory(output, "--output");
   settings.search.return_attention = !attention_dir.empty() || alignment;
   ModelBundle bundle = load_model(settings);
   if (settings.search.return_attention && bundle.config.model.attention == AttentionType::kNone) {
@@ -137,21 +159,9 @@ int run_translate(TranslateSettings& settings, std::vector<std::string> inputs, 
   if (!attention_dir.empty()) fs::create_directories(attention_dir);
 
   for (const std::string& input : inputs) {
-    std::vector<std::string> lines;
-    if (input == "-") {
-      std::ostringstream buffer;
-      buffer << std::cin.rdbuf();
-      const std::string temporary_name = "stdin";
-      std::istringstream stream(buffer.str());
-      for (std::string line; std::getline(stream, line);) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        lines.push_back(line);
-      }
-    } else {
-      lines = read_lines(input);
-    }
+    const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
     const std::vector<Translation> translations = translate_lines(settings, bundle, lines);
-    const std::string stem = input == "-" ? "stdin" : fs::path(input).filename().string();
+    const std::string stem = output_stem(input);
 
     std::ostringstream text;
     for (size_t i = 0; i < translations.size(); ++i) {
@@ -176,14 +186,16 @@ int run_translate(TranslateSettings& settings, std::vector<std::string> inputs, 
           char number[32];
           std::snprintf(number, sizeof(number), "%05zu", i + 1);
           const std::string base = (fs::path(attention_dir) / (stem + "." + number)).string();
-          write_file_atomic(base + ".svg", attention_svg(matrix, lines[i] + "  →  " + translation.texts[0]));
-          write_file_atomic(base + ".json", attention_json(matrix));
+          write_file_atomic(base + ".svg", attention_svg(matrix, lines[i] + "  →  " + translation.texts[0]),
+                            Durability::kNoSync);
+          write_file_atomic(base + ".json", attention_json(matrix), Durability::kNoSync);
         }
       }
     }
     const std::string destination = !output_dir.empty() ? (fs::path(output_dir) / (stem + ".hyp")).string() : output;
     if (destination == "-") {
       std::cout << text.str() << std::flush;
+      if (!std::cout) throw std::runtime_error("standard output: write failed (disk full or pipe closed?)");
     } else {
       write_file_atomic(destination, text.str());
     }
@@ -204,13 +216,23 @@ struct EvaluateSettings {
 int run_evaluate(EvaluateSettings& settings, TranslateSettings& translate_settings) {
   if (settings.reference_files.empty()) throw std::invalid_argument("evaluate: give at least one --ref FILE");
   settings.bleu.tokenize = settings.tokenize == "none" ? eval::BleuTokenize::kNone : eval::BleuTokenize::k13a;
+  // References first: a wrong path is reported before any model is loaded or sentence translated.
+  std::vector<std::vector<std::string>> references;
+  for (const std::string& file : settings.reference_files) references.push_back(read_lines(file));
   std::vector<std::string> hypotheses;
   std::string hypothesis_name;
   if (!translate_settings.model_dir.empty()) {
     if (settings.source_file.empty()) throw std::invalid_argument("evaluate --model needs --src FILE to translate");
     if (!settings.hypothesis_files.empty()) throw std::invalid_argument("evaluate: give either --hyp or --model/--src");
+    if (!settings.output.empty()) require_parent_directory(settings.output, "--output");
+    const std::vector<std::string> sources = read_lines(settings.source_file);
+    if (sources.size() != references.front().size()) {
+      throw std::invalid_argument(settings.source_file + " has " + std::to_string(sources.size()) + " lines but " +
+                                  settings.reference_files.front() + " has " +
+                                  std::to_string(references.front().size()) + "; they must match line by line");
+    }
     ModelBundle bundle = load_model(translate_settings);
-    hypotheses = best_texts(translate_lines(translate_settings, bundle, read_lines(settings.source_file)));
+    hypotheses = best_texts(translate_lines(translate_settings, bundle, sources));
     hypothesis_name = "translation of " + settings.source_file;
     if (!settings.output.empty()) {
       std::string text;
@@ -222,12 +244,11 @@ int run_evaluate(EvaluateSettings& settings, TranslateSettings& translate_settin
     hypotheses = read_lines(settings.hypothesis_files[0]);
     hypothesis_name = settings.hypothesis_files[0];
   }
-  std::vector<std::vector<std::string>> references;
-  for (const std::string& file : settings.reference_files) {
-    references.push_back(read_lines(file));
-    if (references.back().size() != hypotheses.size()) {
-      throw std::invalid_argument(hypothesis_name + " has " + std::to_string(hypotheses.size()) + " lines but " + file +
-                                  " has " + std::to_string(references.back().size()) + "; they must match line by line");
+  for (size_t i = 0; i < references.size(); ++i) {
+    if (references[i].size() != hypotheses.size()) {
+      throw std::invalid_argument(hypothesis_name + " has " + std::to_string(hypotheses.size()) + " lines but " +
+                                  settings.reference_files[i] + " has " + std::to_string(references[i].size()) +
+                                  "; they must match line by line");
     }
   }
   const eval::BleuScore bleu = eval::corpus_bleu(hypotheses, references, settings.bleu);

@@ -134,6 +134,37 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   CHECK(fs::exists(fs::path(attention_dir) / "input.txt.00003.json"));
   CHECK_FALSE(fs::exists(fs::path(attention_dir) / "input.txt.00002.svg"));
 
+  // Standard input in, standard output out: the same three lines, the empty one kept.
+  CommandResult piped = run_nmt("translate --model " + model_dir + " --beam-size 3 --max-length 8 --quiet < " + input);
+  REQUIRE(piped.status == 0);
+  CHECK(piped.output == read_file(output));
+  // n-best: 'i ||| text ||| score' lines, two per non-empty input line, none missing for the empty one.
+  CommandResult n_best = run_nmt("translate --model " + model_dir + " --input " + input +
+                                 " --beam-size 3 --n-best 2 --max-length 8 --quiet");
+  REQUIRE(n_best.status == 0);
+  CHECK_THAT(n_best.output, Catch::StartsWith("0 ||| ") && Catch::Contains("\n1 ||| ") && Catch::Contains("\n2 ||| "));
+  // Invalid UTF-8 on standard input is an error naming the line.
+  const std::string bad = (work_directory() / "bad.txt").string();
+  write_file_atomic(bad, "A frog .\n\xff\xfe\n");
+  CommandResult invalid = run_nmt("translate --model " + model_dir + " --quiet < " + bad);
+  CHECK(invalid.status != 0);
+  CHECK_THAT(invalid.output, Catch::Contains("standard input:2: invalid UTF-8"));
+  // Two inputs with the same file name would overwrite each other's output: refused before decoding.
+  fs::create_directories(work_directory() / "a");
+  fs::create_directories(work_directory() / "b");
+  write_file_atomic((work_directory() / "a" / "same.txt").string(), "The dog eats .\n");
+  write_file_atomic((work_directory() / "b" / "same.txt").string(), "A frog sees the bridge .\n");
+  const std::string out_dir = (work_directory() / "out").string();
+  CommandResult clash = run_nmt("translate --model " + model_dir + " --input " + (work_directory() / "a" / "same.txt").string() +
+                                " " + (work_directory() / "b" / "same.txt").string() + " --output-dir " + out_dir + " --quiet");
+  CHECK(clash.status != 0);
+  CHECK_THAT(clash.output, Catch::Contains("same.txt"));
+  CHECK_FALSE(fs::exists(fs::path(out_dir) / "same.txt.hyp"));
+  // An output in a directory that does not exist is refused up front.
+  CommandResult nowhere = run_nmt("translate --model " + model_dir + " --input " + input + " --output /nope/out.txt --quiet");
+  CHECK(nowhere.status != 0);
+  CHECK_THAT(nowhere.output, Catch::Contains("/nope"));
+
   const std::string perfect = (work_directory() / "perfect.txt").string();
   write_file_atomic(perfect, "The dog eats the red apple today .\nA frog sees the bridge .\n");
   CommandResult scored = run_nmt("evaluate --hyp " + perfect + " --ref " + perfect + " --json");
@@ -151,4 +182,8 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   INFO(end_to_end.output);
   CHECK(end_to_end.status == 0);
   CHECK_THAT(end_to_end.output, Catch::Contains("BLEU = ") && Catch::Contains("tok:13a"));
+  // A missing reference is reported (naming it) without translating first.
+  CommandResult no_reference = run_nmt("evaluate --model " + model_dir + " --src " + dev_source + " --ref /nope/ref.txt");
+  CHECK(no_reference.status != 0);
+  CHECK_THAT(no_reference.output, Catch::Contains("/nope/ref.txt"));
 }

@@ -4,7 +4,8 @@
 //   | what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |
 //
 //   nmt_bench mm [--size N]                               float32 N x N matrix multiply (LibTorch)
-//   nmt_bench train --config FILE [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
+//   nmt_bench --config FILE train [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
+//             [--profile TRACE.json]
 //   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--mm-gflops R]
 //
 // `train` times the training loop's own update (train_step: collate, forward, backward, clipping,
@@ -12,6 +13,7 @@
 // after translating its first lines once. FLOPs come from the model's shapes (model/flops.h).
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <unistd.h>
@@ -89,7 +91,7 @@ Row bench_mm(int64_t size) {
   return row;
 }
 
-Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops) {
+Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, const std::string& profile) {
   validate(config);
   set_threads(config.threads);
   set_seed(config.seed);
@@ -118,7 +120,10 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops) {
   for (int i = 0; i < warmup; ++i) {
     train_step(model, optimizer, collate(examples, batches[i]).to(device), config, i);
   }
-  int64_t target_tokens = 0, source_tokens = 0, sentences = 0;
+  int64_t target_tokens = 0, source_tokens = 0, sentences = 0, target_cells = 0;
+  // With --profile, the timed steps also write a Chrome trace of every LibTorch operator.
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+  if (!profile.empty()) profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(profile);
   const auto start = Clock::now();
   for (int i = warmup; i < warmup + steps; ++i) {
     Batch batch = collate(examples, batches[i]).to(device);
@@ -126,14 +131,18 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops) {
     target_tokens += batch.target_tokens;
     source_tokens += batch.source_lengths.sum().item<int64_t>();
     sentences += batch.source.size(0);
+    target_cells += batch.target_output.numel();
   }
   const double seconds = seconds_since(start);
+  profiler.reset();
 
   FlopShapes shapes{vocabularies.target.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
+  char padding[32];
+  std::snprintf(padding, sizeof(padding), "%.0f%%", 100.0 * (1.0 - static_cast<double>(target_tokens) / target_cells));
   Row row{"training", std::to_string(steps) + " steps, " + std::to_string(sentences / steps) + " sentences/batch, " +
-                          to_string(config.model.attention) + ", " + std::to_string(torch::get_num_threads()) +
-                          " threads"};
+                          padding + " target padding, " + to_string(config.model.attention) + ", " +
+                          std::to_string(torch::get_num_threads()) + " threads"};
   row.sentences_per_second = static_cast<double>(sentences) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
   row.flops_per_token = training_flops_per_target_token(config.model, shapes);
@@ -198,6 +207,8 @@ int main(int argc, char** argv) {
   train->add_option("--bench-steps", steps, "timed steps")->capture_default_str();
   train->add_option("--bench-warmup", warmup, "untimed steps first")->capture_default_str();
   train->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
+  std::string profile;
+  train->add_option("--profile", profile, "also write a Chrome trace of the timed steps to this file (slows them)");
 
   CLI::App* translate = app.add_subcommand("translate", "translation speed of a trained model");
   std::string model_dir, checkpoint = "best", input;
@@ -226,7 +237,7 @@ int main(int argc, char** argv) {
       set_threads(threads);
       print_row(bench_mm(size));
     } else if (train->parsed()) {
-      print_row(bench_train(config, steps, warmup, mm_gflops));
+      print_row(bench_train(config, steps, warmup, mm_gflops, profile));
     } else {
       batching.batch_in_tokens = batch_type == "tokens";
       print_row(bench_translate(model_dir, checkpoint, input, search, batching, threads, mm_gflops));

@@ -20,6 +20,10 @@ EncodedSource EncodedSource::index_select(const torch::Tensor& index) const {
   return selected;
 }
 
+torch::Tensor batched_matvec(const torch::Tensor& matrices, const torch::Tensor& vectors) {
+  return (matrices * vectors.unsqueeze(1)).sum(2);  // [B, S, K] * [B, 1, K] -> [B, S]
+}
+
 AttentionImpl::AttentionImpl(const AttentionOptions& options) {
   scorer_ = make_scorer(options);
   if (scorer_) register_module("scorer", scorer_);
@@ -38,7 +42,8 @@ AttentionResult AttentionImpl::forward(const torch::Tensor& query, const Encoded
   // least one real position (the source EOS), so no row is all -inf.
   scores = scores.masked_fill(source.mask.logical_not(), -std::numeric_limits<float>::infinity());
   torch::Tensor weights = torch::softmax(scores, /*dim=*/1);                      // [B, S]
-  torch::Tensor context = torch::bmm(weights.unsqueeze(1), source.states).squeeze(1);  // [B, C]
+  // sum_j weights_j h_j, as a broadcast multiply and sum (see batched_matvec).
+  torch::Tensor context = (weights.unsqueeze(2) * source.states).sum(1);  // [B, C]
   return {context, weights};
 }
 

@@ -32,6 +32,12 @@ class ScorerImpl : public torch::nn::Module {
 
 std::shared_ptr<ScorerImpl> make_scorer(const AttentionOptions& options);
 
+// Row-wise products of a batch of matrices with a batch of vectors: matrices [B, S, K], vectors
+// [B, K] -> [B, S]. LibTorch 1.13's CPU bmm runs one BLAS call per batch row for shapes like these
+// (tens of thousands of tiny calls per training step, forward and backward); a broadcast multiply
+// and a sum is one pass over the data, and its result does not depend on the batch.
+torch::Tensor batched_matvec(const torch::Tensor& matrices, const torch::Tensor& vectors);
+
 struct AttentionResult {
   torch::Tensor context;  // [B, C]
   torch::Tensor weights;  // [B, S], rows sum to 1, exactly 0 on padding; undefined for `none`

@@ -101,9 +101,10 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
 
   if (teacher_forcing >= 1.0 || !is_training()) {
     // Every input token is known: embed and project all of them in one matrix multiply.
-    torch::Tensor all_gates = embedding_gates(dropout(embedding(target_input)));  // [B, T, 3H]
+    // unbind, not select(1, t) per step: each select's backward would write a zero [B, T, 3H] tensor.
+    const std::vector<torch::Tensor> all_gates = embedding_gates(dropout(embedding(target_input))).unbind(1);  // T x [B, 3H]
     for (int64_t t = 0; t < steps; ++t) {
-      auto [attentional, step_weights] = advance(all_gates.select(1, t), state, source);
+      auto [attentional, step_weights] = advance(all_gates[static_cast<size_t>(t)], state, source);
       attentionals.push_back(attentional);
       weights.push_back(step_weights);
     }

@@ -37,7 +37,7 @@ torch::Tensor CosineScorerImpl::project_keys(const torch::Tensor& states) {
 
 torch::Tensor CosineScorerImpl::score(const torch::Tensor& query, const torch::Tensor& keys) {
   torch::Tensor unit_query = query / query.norm(2, /*dim=*/{1}, /*keepdim=*/true).clamp_min(kNormEpsilon);
-  torch::Tensor cosine = torch::bmm(keys, unit_query.unsqueeze(2)).squeeze(2);  // [B, S] in [-1, 1]
+  torch::Tensor cosine = batched_matvec(keys, unit_query);  // [B, S] in [-1, 1]
   return log_sharpness.defined() ? cosine * log_sharpness.exp() : cosine * fixed_sharpness;
 }
 

@@ -24,7 +24,7 @@ torch::Tensor DotScorerImpl::project_keys(const torch::Tensor& states) {
 }
 
 torch::Tensor DotScorerImpl::score(const torch::Tensor& query, const torch::Tensor& keys) {
-  return torch::bmm(keys, query.unsqueeze(2)).squeeze(2);  // [B, S, Q] x [B, Q, 1] -> [B, S]
+  return batched_matvec(keys, query);  // [B, S, Q] . [B, Q] -> [B, S]
 }
 
 }  // namespace nmt

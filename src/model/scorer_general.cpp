@@ -15,7 +15,7 @@ torch::Tensor GeneralScorerImpl::project_keys(const torch::Tensor& states) {
 }
 
 torch::Tensor GeneralScorerImpl::score(const torch::Tensor& query, const torch::Tensor& keys) {
-  return torch::bmm(keys, query.unsqueeze(2)).squeeze(2);  // [B, S]
+  return batched_matvec(keys, query);  // [B, S]
 }
 
 }  // namespace nmt

@@ -8,21 +8,25 @@
 
 namespace nmt {
 
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open file (check the path)");
+std::vector<std::string> read_lines(std::istream& in, const std::string& name) {
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (!is_valid_utf8(line)) {
-      throw std::runtime_error(path + ":" + std::to_string(lines.size() + 1) +
+      throw std::runtime_error(name + ":" + std::to_string(lines.size() + 1) +
                                ": invalid UTF-8; convert the file to UTF-8 (e.g. with iconv)");
     }
     lines.push_back(std::move(line));
   }
-  if (in.bad()) throw std::runtime_error(path + ": read error");
+  if (in.bad()) throw std::runtime_error(name + ": read error");
   return lines;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open file (check the path)");
+  return read_lines(in, path);
 }
 
 ParallelText read_parallel(const std::string& source_path, const std::string& target_path,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct CorpusStats {
 // Reads a file's lines (without '\n' or a trailing '\r'), checking UTF-8. Throws
 // std::runtime_error naming the file (and line) when it is missing or malformed.
 std::vector<std::string> read_lines(const std::string& path);
+// The same for an open stream (standard input); `name` stands for it in errors.
+std::vector<std::string> read_lines(std::istream& in, const std::string& name);
 
 // Reads a parallel corpus; both files must have the same number of lines. Pairs with an empty
 // side are dropped and counted in `stats`.

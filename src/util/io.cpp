@@ -24,14 +24,15 @@ void sync_to_disk(const std::string& path, bool directory) {
 
 }  // namespace
 
-void write_via_temporary(const std::string& path, const std::function<void(const std::string&)>& write) {
+void write_via_temporary(const std::string& path, const std::function<void(const std::string&)>& write,
+                         Durability durability) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   try {
     write(temporary);
-    sync_to_disk(temporary, false);
+    if (durability == Durability::kSync) sync_to_disk(temporary, false);
     std::filesystem::rename(temporary, path);
     const auto parent = std::filesystem::path(path).parent_path();
-    sync_to_disk(parent.empty() ? "." : parent.string(), true);
+    if (durability == Durability::kSync) sync_to_disk(parent.empty() ? "." : parent.string(), true);
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);
@@ -39,14 +40,14 @@ void write_via_temporary(const std::string& path, const std::function<void(const
   }
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+void write_file_atomic(const std::string& path, const std::string& content, Durability durability) {
   write_via_temporary(path, [&](const std::string& temporary) {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) throw std::runtime_error(path + ": cannot write (check the directory exists and is writable)");
     out << content;
     out.close();
     if (out.fail()) throw std::runtime_error(path + ": write failed (disk full?)");
-  });
+  }, durability);
 }
 
 std::string read_file(const std::string& path) {

@@ -7,12 +7,20 @@
 
 namespace nmt {
 
+// kSync flushes the file and its directory to disk before and after the rename, so even a crash
+// of the machine leaves the old or the new file. kNoSync still renames (a killed process never
+// leaves a half-written file) but lets the page cache write it out: for many small files that can
+// be made again, such as attention plots, where thousands of fsyncs would cost seconds.
+enum class Durability { kSync, kNoSync };
+
 // Writes `content` to `path` atomically (temporary file in the same directory, then rename).
-void write_file_atomic(const std::string& path, const std::string& content);
+void write_file_atomic(const std::string& path, const std::string& content,
+                       Durability durability = Durability::kSync);
 
 // Calls `write(temporary_path)` and renames the result to `path`; removes the temporary file if
 // `write` throws. For writers that need a path (LibTorch archives).
-void write_via_temporary(const std::string& path, const std::function<void(const std::string&)>& write);
+void write_via_temporary(const std::string& path, const std::function<void(const std::string&)>& write,
+                         Durability durability = Durability::kSync);
 
 std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
