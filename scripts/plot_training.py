@@ -102,7 +102,7 @@ def main():
     bleu_max = max(b for _, _, dev in runs for _, b, _ in dev)
     losses = [v for _, train, dev in runs for v in [l for _, l in train] + [l for _, _, l in dev]]
     bleu = Panel(0, "dev BLEU (greedy)", x_max, 0, max(1.0, bleu_max * 1.1), "BLEU")
-    loss = Panel(MARGIN_L + PANEL_W + GAP, "loss (solid: training, dashed: dev)", x_max,
+    loss = Panel(MARGIN_L + PANEL_W + GAP, "loss (solid: training, label-smoothed; dashed: dev)", x_max,
                  min(losses) * 0.9, min(max(losses), 3 * min(losses) + 4), "cross-entropy per token")
 
     width = 2 * (MARGIN_L + PANEL_W) + GAP + 20
