@@ -78,6 +78,14 @@ void require_parent_directory(const std::string& path, const std::string& option
   }
 }
 
+// Parallel files must match line by line.
+void require_same_line_count(const std::string& name, size_t lines, const std::string& other_name, size_t other_lines) {
+  if (lines != other_lines) {
+    throw std::invalid_argument(name + " has " + std::to_string(lines) + " lines but " + other_name + " has " +
+                                std::to_string(other_lines) + "; they must match line by line");
+  }
+}
+
 ModelBundle load_model(TranslateSettings& settings) {
   set_threads(settings.run.threads);
   const torch::Device device = parse_device(settings.run.device);
@@ -226,11 +234,8 @@ int run_evaluate(EvaluateSettings& settings, TranslateSettings& translate_settin
     if (!settings.hypothesis_files.empty()) throw std::invalid_argument("evaluate: give either --hyp or --model/--src");
     if (!settings.output.empty()) require_parent_directory(settings.output, "--output");
     const std::vector<std::string> sources = read_lines(settings.source_file);
-    if (sources.size() != references.front().size()) {
-      throw std::invalid_argument(settings.source_file + " has " + std::to_string(sources.size()) + " lines but " +
-                                  settings.reference_files.front() + " has " +
-                                  std::to_string(references.front().size()) + "; they must match line by line");
-    }
+    require_same_line_count(settings.source_file, sources.size(), settings.reference_files.front(),
+                            references.front().size());
     ModelBundle bundle = load_model(translate_settings);
     hypotheses = best_texts(translate_lines(translate_settings, bundle, sources));
     hypothesis_name = "translation of " + settings.source_file;
@@ -245,11 +250,7 @@ int run_evaluate(EvaluateSettings& settings, TranslateSettings& translate_settin
     hypothesis_name = settings.hypothesis_files[0];
   }
   for (size_t i = 0; i < references.size(); ++i) {
-    if (references[i].size() != hypotheses.size()) {
-      throw std::invalid_argument(hypothesis_name + " has " + std::to_string(hypotheses.size()) + " lines but " +
-                                  settings.reference_files[i] + " has " + std::to_string(references[i].size()) +
-                                  "; they must match line by line");
-    }
+    require_same_line_count(hypothesis_name, hypotheses.size(), settings.reference_files[i], references[i].size());
   }
   const eval::BleuScore bleu = eval::corpus_bleu(hypotheses, references, settings.bleu);
   const eval::ChrfScore chrf = eval::corpus_chrf(hypotheses, references);
