@@ -46,14 +46,15 @@ TEST_CASE("a teacher-forced forward pass equals a loop of step()", "[model]") {
         torch::Tensor target_input = torch::randint(4, kVocab, {2, 5}, torch::kInt64);
         target_input.select(1, 0).fill_(kBosId);
         DecoderOutput forward = model(source, lengths, target_input);
-        REQUIRE(forward.logits.sizes() == torch::IntArrayRef({2, 5, kVocab}));
+        torch::Tensor forward_logits = model->decoder->output_logits(forward.attentional);
+        REQUIRE(forward_logits.sizes() == torch::IntArrayRef({2, 5, kVocab}));
 
         EncodedSource encoded = model->encode(source, lengths);
         DecoderState state = model->decoder->initial_state(encoded);
         for (int64_t t = 0; t < 5; ++t) {
           StepOutput out = model->decoder->step(target_input.select(1, t), state, encoded);
           state = out.state;
-          CHECK(torch::allclose(forward.logits.select(1, t), out.logits, 1e-5, 1e-5));
+          CHECK(torch::allclose(forward_logits.select(1, t), out.logits, 1e-5, 1e-5));
           if (type != AttentionType::kNone) {
             CHECK(torch::allclose(forward.attention.select(1, t), out.attention, 1e-5, 1e-6));
           }
@@ -77,7 +78,8 @@ TEST_CASE("gradients reach every parameter", "[model]") {
         auto [source, lengths] = random_source({5, 3}, kVocab, 32);
         torch::Tensor target = torch::randint(4, kVocab, {2, 4}, torch::kInt64);
         DecoderOutput out = model(source, lengths, target);
-        torch::nn::functional::cross_entropy(out.logits.flatten(0, 1), target.flatten()).backward();
+        torch::nn::functional::cross_entropy(model->decoder->output_logits(out.attentional).flatten(0, 1), target.flatten())
+            .backward();
         for (const auto& named : model->named_parameters()) {
           INFO(named.key());
           REQUIRE(named.value().grad().defined());
@@ -107,9 +109,9 @@ TEST_CASE("teacher forcing below 1 feeds the model's own predictions", "[model]"
   model->train();
   auto [source, lengths] = random_source({4, 4}, kVocab, 42);
   torch::Tensor target = torch::randint(4, kVocab, {2, 6}, torch::kInt64);
-  DecoderOutput forced = model(source, lengths, target, 1.0);
-  DecoderOutput free_running = model(source, lengths, target, 0.0);
+  torch::Tensor forced = model->decoder->output_logits(model(source, lengths, target, 1.0).attentional);
+  torch::Tensor free_running = model->decoder->output_logits(model(source, lengths, target, 0.0).attentional);
   // Step 0 reads BOS in both; later steps read different tokens unless predictions match the references.
-  CHECK(torch::allclose(forced.logits.select(1, 0), free_running.logits.select(1, 0), 1e-5, 1e-6));
-  CHECK_FALSE(torch::allclose(forced.logits, free_running.logits, 1e-5, 1e-6));
+  CHECK(torch::allclose(forced.select(1, 0), free_running.select(1, 0), 1e-5, 1e-6));
+  CHECK_FALSE(torch::allclose(forced, free_running, 1e-5, 1e-6));
 }

@@ -24,7 +24,8 @@ Seq2Seq small_model(AttentionType type) {
   torch::Tensor input = torch::cat({torch::full({4, 1}, kBosId, torch::kInt64), output.narrow(1, 0, 3)}, 1);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.01));
   for (int step = 0; step < 15; ++step) {
-    torch::Tensor loss = torch::nn::functional::cross_entropy(model(source, lengths, input).logits.flatten(0, 1), output.flatten());
+    torch::Tensor logits = model->decoder->output_logits(model(source, lengths, input).attentional);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.flatten(0, 1), output.flatten());
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();

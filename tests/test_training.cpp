@@ -7,7 +7,9 @@
 #include "config/train_config.h"
 #include "helpers.h"
 #include "text/corpus.h"
+#include "text/special_tokens.h"
 #include "train/checkpoint.h"
+#include "train/loss.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 #include "util/io.h"
@@ -67,7 +69,8 @@ TEST_CASE("loss falls when a tiny batch is overfitted", "[training]") {
       double first = 0, last = 0;
       for (int step = 0; step < 100; ++step) {
         DecoderOutput out = model(source, lengths, target_input);
-        torch::Tensor loss = torch::nn::functional::cross_entropy(out.logits.flatten(0, 1), target_output.flatten());
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            model->decoder->output_logits(out.attentional).flatten(0, 1), target_output.flatten());
         optimizer.zero_grad();
         loss.backward();
         optimizer.step();
@@ -77,6 +80,47 @@ TEST_CASE("loss falls when a tiny batch is overfitted", "[training]") {
       CHECK(last < 0.3 * first);
     }
   }
+}
+
+TEST_CASE("fused label-smoothed loss: same value and gradient as LibTorch's cross_entropy", "[training]") {
+  torch::manual_seed(53);
+  for (double epsilon : {0.0, 0.1, 0.4}) {
+    INFO("epsilon " << epsilon);
+    torch::Tensor logits = (3 * torch::randn({7, 11}, torch::kFloat64)).requires_grad_();
+    torch::Tensor targets = torch::randint(0, 11, {7}, torch::kInt64);
+    torch::Tensor ours = smoothed_cross_entropy_sum(logits, targets, epsilon);
+    torch::Tensor weight = torch::randn({}, torch::kFloat64);  // a non-unit upstream gradient
+    torch::Tensor our_gradient = torch::autograd::grad({ours * weight}, {logits})[0];
+    auto options = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(epsilon).reduction(torch::kSum);
+    torch::Tensor reference = torch::nn::functional::cross_entropy(logits, targets, options);
+    torch::Tensor reference_gradient = torch::autograd::grad({reference * weight}, {logits})[0];
+    CHECK(ours.item<double>() == Approx(reference.item<double>()).epsilon(1e-12));
+    CHECK(torch::allclose(our_gradient, reference_gradient, 1e-10, 1e-12));
+  }
+}
+
+TEST_CASE("sequence loss skips padded positions and matches cross_entropy with ignore_index", "[training]") {
+  torch::manual_seed(54);
+  Seq2Seq model(tiny_model_options(AttentionType::kGeneral), 20, 20);
+  model->eval();
+  auto [source, lengths] = random_source({5, 3}, 20, 55);
+  torch::Tensor target_output = torch::randint(4, 20, {2, 4}, torch::kInt64);
+  target_output[1][2] = kPadId;
+  target_output[1][3] = kPadId;
+  torch::Tensor target_input = torch::cat({torch::full({2, 1}, kBosId, torch::kInt64), target_output.narrow(1, 0, 3)}, 1);
+  DecoderOutput out = model(source, lengths, target_input);
+  SequenceLoss loss = sequence_loss(*model->decoder, out, target_output, 0.1);
+  CHECK(loss.tokens == 6);
+  auto options = torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kPadId).label_smoothing(0.1).reduction(
+      torch::kSum);
+  torch::Tensor reference = torch::nn::functional::cross_entropy(
+      model->decoder->output_logits(out.attentional).flatten(0, 1), target_output.flatten(), options);
+  CHECK(loss.sum.item<double>() == Approx(reference.item<double>()).epsilon(1e-5));
+  // The same gradient reaches the parameters.
+  const torch::Tensor& weight = model->decoder->combine->weight;
+  torch::Tensor ours = torch::autograd::grad({loss.sum}, {weight}, {}, /*retain_graph=*/true)[0];
+  torch::Tensor theirs = torch::autograd::grad({reference}, {weight})[0];
+  CHECK(torch::allclose(ours, theirs, 1e-4, 1e-6));
 }
 
 TEST_CASE("learning-rate schedule: warm-up, then decay after patience", "[training]") {
@@ -123,7 +167,10 @@ TEST_CASE("training writes checkpoints that reload to identical outputs and resu
   reloaded.model->eval();
   auto [source, lengths] = random_source({5, 3}, loaded.source_vocabulary.size(), 61);
   torch::Tensor target = torch::randint(4, loaded.target_vocabulary.size(), {2, 4}, torch::kInt64);
-  CHECK(torch::equal(loaded.model(source, lengths, target).logits, reloaded.model(source, lengths, target).logits));
+  auto logits = [&](ModelBundle& bundle) {
+    return bundle.model->decoder->output_logits(bundle.model(source, lengths, target).attentional);
+  };
+  CHECK(torch::equal(logits(loaded), logits(reloaded)));
   CHECK(reloaded.source_vocabulary.encode("A frog sees the bridge .") == loaded.source_vocabulary.encode("A frog sees the bridge ."));
 
   // Without --resume or --overwrite the run is protected.

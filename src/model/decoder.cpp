@@ -99,7 +99,8 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   std::vector<torch::Tensor> attentionals, weights;
   attentionals.reserve(steps), weights.reserve(steps);
 
-  if (teacher_forcing >= 1.0 || !is_training()) {
+  const bool always_reference = teacher_forcing >= 1.0 || !is_training();
+  if (always_reference) {
     // Every input token is known: embed and project all of them in one matrix multiply.
     // unbind, not select(1, t) per step: each select's backward would write a zero [B, T, 3H] tensor.
     const std::vector<torch::Tensor> all_gates = embedding_gates(dropout(embedding(target_input))).unbind(1);  // T x [B, 3H]
@@ -108,25 +109,27 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
       attentionals.push_back(attentional);
       weights.push_back(step_weights);
     }
-    torch::Tensor logits = output_logits(torch::stack(attentionals, 1));  // [B, T, V]
-    return {logits, attention->has_scorer() ? torch::stack(weights, 1) : torch::Tensor()};
-  }
-
-  // Scheduled feeding: per step, the reference token with probability teacher_forcing, else the
-  // model's own greedy prediction from the previous step.
-  std::vector<torch::Tensor> all_logits;
-  torch::Tensor previous = target_input.select(1, 0);
-  for (int64_t t = 0; t < steps; ++t) {
-    if (t > 0) {
-      const bool use_reference = torch::rand({1}).item<double>() < teacher_forcing;
-      previous = use_reference ? target_input.select(1, t) : all_logits.back().argmax(1).detach();
+  } else {
+    // Scheduled feeding: per step, the reference token with probability teacher_forcing, else the
+    // model's own greedy prediction from the previous step.
+    torch::Tensor previous = target_input.select(1, 0);
+    for (int64_t t = 0; t < steps; ++t) {
+      if (t > 0) {
+        const bool use_reference = torch::rand({1}).item<double>() < teacher_forcing;
+        if (use_reference) {
+          previous = target_input.select(1, t);
+        } else {
+          torch::NoGradGuard no_grad;  // only the argmax is needed
+          previous = output_logits(attentionals.back()).argmax(1);
+        }
+      }
+      torch::Tensor token_gates = embedding_gates(dropout(embedding(previous)));  // [B, 3H]
+      auto [attentional, step_weights] = advance(token_gates, state, source);
+      attentionals.push_back(attentional);
+      weights.push_back(step_weights);
     }
-    StepOutput out = step(previous, state, source);
-    state = out.state;
-    all_logits.push_back(out.logits);
-    weights.push_back(out.attention);
   }
-  return {torch::stack(all_logits, 1), attention->has_scorer() ? torch::stack(weights, 1) : torch::Tensor()};
+  return {torch::stack(attentionals, 1), attention->has_scorer() ? torch::stack(weights, 1) : torch::Tensor()};
 }
 
 }  // namespace nmt

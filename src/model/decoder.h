@@ -38,9 +38,11 @@ struct StepOutput {
   DecoderState state;
 };
 
+// Teacher-forced pass over T steps. The output layer is left to the caller (output_logits), so
+// that training projects only the positions that hold a real target token (src/train/loss.h).
 struct DecoderOutput {
-  torch::Tensor logits;     // [B, T, V]
-  torch::Tensor attention;  // [B, T, S]; undefined for attention `none`
+  torch::Tensor attentional;  // [B, T, H] a_t of every step, the input of the output layer
+  torch::Tensor attention;    // [B, T, S]; undefined for attention `none`
 };
 
 class DecoderImpl : public torch::nn::Module {
@@ -61,6 +63,9 @@ class DecoderImpl : public torch::nn::Module {
   DecoderOutput forward(const torch::Tensor& target_input, const EncodedSource& source,
                         double teacher_forcing = 1.0);
 
+  // p(y_t) before the softmax: W_o a_t + b_o, for a_t of any shape [..., H] -> [..., V].
+  torch::Tensor output_logits(const torch::Tensor& attentional);
+
   const DecoderOptions& options() const { return options_; }
 
   torch::nn::Embedding embedding{nullptr};
@@ -80,7 +85,6 @@ class DecoderImpl : public torch::nn::Module {
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
   std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
                                                   const EncodedSource& source);
-  torch::Tensor output_logits(const torch::Tensor& attentional);
 
   DecoderOptions options_;
   std::vector<GruCellImpl*> cell_pointers_;

@@ -18,7 +18,8 @@ class Seq2SeqImpl : public torch::nn::Module {
   // source [B, S], lengths [B] -> states, attention keys, mask and summary.
   EncodedSource encode(const torch::Tensor& source, const torch::Tensor& lengths);
 
-  // Teacher-forced pass: logits [B, T, V] and attention [B, T, S].
+  // Teacher-forced pass: attentional vectors [B, T, H] and attention [B, T, S]; the logits are
+  // decoder->output_logits(out.attentional).
   DecoderOutput forward(const torch::Tensor& source, const torch::Tensor& lengths, const torch::Tensor& target_input,
                         double teacher_forcing = 1.0);
 

@@ -18,6 +18,7 @@
 #include "text/corpus.h"
 #include "text/special_tokens.h"
 #include "train/checkpoint.h"
+#include "train/loss.h"
 #include "train/schedule.h"
 #include "util/io.h"
 #include "util/runtime.h"
@@ -137,12 +138,7 @@ Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& t
 double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch, const TrainConfig& config,
                   int64_t step) {
   DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
-  auto loss_options = torch::nn::functional::CrossEntropyFuncOptions()
-                          .ignore_index(kPadId)
-                          .label_smoothing(config.label_smoothing)
-                          .reduction(torch::kSum);
-  torch::Tensor loss_sum =
-      torch::nn::functional::cross_entropy(out.logits.flatten(0, 1), batch.target_output.flatten(), loss_options);
+  const torch::Tensor loss_sum = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing).sum;
   optimizer.zero_grad();
   (loss_sum / static_cast<double>(batch.target_tokens)).backward();
   // clip_grad_norm_ with an infinite threshold only measures the norm.
@@ -247,10 +243,7 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
       for (const auto& indices : dev_batches) {
         Batch batch = collate(dev_examples, indices).to(device);
         DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input);
-        loss_sum += torch::nn::functional::cross_entropy(
-                        out.logits.flatten(0, 1), batch.target_output.flatten(),
-                        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kPadId).reduction(torch::kSum))
-                        .item<double>();
+        loss_sum += sequence_loss(*model->decoder, out, batch.target_output, /*epsilon=*/0.0).sum.item<double>();
         tokens += batch.target_tokens;
       }
       result.loss = loss_sum / static_cast<double>(tokens);
