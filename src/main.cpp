@@ -18,6 +18,7 @@
 #include "eval/bleu.h"
 #include "search/translator.h"
 #include "text/corpus.h"
+#include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "util/io.h"
@@ -266,6 +267,37 @@ int run_evaluate(EvaluateSettings& settings, TranslateSettings& translate_settin
   return 0;
 }
 
+struct AverageSettings {
+  std::string model_dir;
+  int last = 0;
+  std::vector<std::string> checkpoints;
+  std::string output;
+};
+
+int run_average(AverageSettings& settings) {
+  if (!fs::is_directory(settings.model_dir)) {
+    throw std::runtime_error(settings.model_dir + ": model directory not found (train one with nmt train)");
+  }
+  std::vector<std::string> paths = settings.checkpoints;
+  if (paths.empty()) {
+    paths = step_checkpoints(settings.model_dir);
+    if (paths.empty()) {
+      throw std::runtime_error(settings.model_dir +
+                               ": no step-*.ckpt checkpoints to average; train with keep-checkpoints = N (N > 1)");
+    }
+    if (settings.last > 0 && static_cast<size_t>(settings.last) < paths.size()) {
+      paths.erase(paths.begin(), paths.end() - settings.last);
+    }
+  }
+  if (settings.output.empty()) settings.output = (fs::path(settings.model_dir) / "averaged.ckpt").string();
+  require_parent_directory(settings.output, "--output");
+  ModelBundle averaged = average_checkpoints(paths, torch::kCPU);
+  save_checkpoint(settings.output, averaged, nullptr);
+  std::cout << "averaged " << paths.size() << " checkpoints (" << fs::path(paths.front()).filename().string()
+            << " .. " << fs::path(paths.back()).filename().string() << ") into " << settings.output << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -320,6 +352,16 @@ int main(int argc, char** argv) {
   evaluate_command->add_option("--output", evaluate_settings.output, "with --model: also write the translation here");
   add_model_options(*evaluate_command, evaluate_translate);
 
+  // average
+  AverageSettings average_settings;
+  CLI::App* average_command =
+      app.add_subcommand("average", "average the weights of the last checkpoints of a run (keep-checkpoints)");
+  average_command->add_option("--model", average_settings.model_dir, "model directory (from nmt train)")->required();
+  average_command->add_option("--last", average_settings.last, "the newest N step-*.ckpt (0 = all kept)")
+      ->capture_default_str();
+  average_command->add_option("--checkpoints", average_settings.checkpoints, "these checkpoint files instead");
+  average_command->add_option("--output", average_settings.output, "where to write (default MODEL/averaged.ckpt)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -344,6 +386,7 @@ int main(int argc, char** argv) {
       return run_translate(translate_settings, inputs, output, output_dir, attention_dir, alignment, with_scores);
     }
     if (evaluate_command->parsed()) return run_evaluate(evaluate_settings, evaluate_translate);
+    if (average_command->parsed()) return run_average(average_settings);
   } catch (const c10::Error& error) {  // LibTorch errors carry a backtrace: keep the first line
     const std::string message = error.what_without_backtrace();
     spdlog::error("{}", message.substr(0, message.find('\n')));

@@ -110,6 +110,35 @@ TEST_CASE("cli: --device cuda without CUDA is a clear error", "[cli]") {
 }
 #endif
 
+TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint translate can use", "[cli]") {
+  const std::string model_dir = (work_directory() / "kept").string();
+  std::string arguments = tiny_train_arguments(model_dir) + " --keep-checkpoints 2";
+  arguments.replace(arguments.find("--max-steps 3 --validate-every 3"), 32, "--max-steps 6 --validate-every 2");
+  CommandResult trained = run_nmt(arguments);
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  CHECK_FALSE(fs::exists(fs::path(model_dir) / "step-00000002.ckpt"));
+  CHECK(fs::exists(fs::path(model_dir) / "step-00000004.ckpt"));
+  CHECK(fs::exists(fs::path(model_dir) / "step-00000006.ckpt"));
+
+  CommandResult averaged = run_nmt("average --model " + model_dir);
+  INFO(averaged.output);
+  REQUIRE(averaged.status == 0);
+  CHECK_THAT(averaged.output, Catch::Contains("averaged 2 checkpoints"));
+  const std::string input = (work_directory() / "average_input.txt").string();
+  write_file_atomic(input, "A frog sees the bridge .\n");
+  CommandResult translated = run_nmt("translate --model " + model_dir + " --checkpoint " + model_dir +
+                                     "/averaged.ckpt --input " + input + " --max-length 8 --quiet");
+  CHECK(translated.status == 0);
+
+  // A run without kept checkpoints: a one-line error that says what to do.
+  const std::string plain_dir = (work_directory() / "plain").string();
+  REQUIRE(run_nmt(tiny_train_arguments(plain_dir)).status == 0);
+  CommandResult nothing = run_nmt("average --model " + plain_dir);
+  CHECK(nothing.status != 0);
+  CHECK_THAT(nothing.output, Catch::Contains("keep-checkpoints"));
+}
+
 TEST_CASE("cli: train, then translate keeps line order and empty lines, and evaluate scores it", "[cli]") {
   const std::string model_dir = (work_directory() / "model").string();
   CommandResult trained = run_nmt(tiny_train_arguments(model_dir));

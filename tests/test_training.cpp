@@ -8,7 +8,9 @@
 #include "helpers.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
+#include "train/average.h"
 #include "train/checkpoint.h"
+#include "model/word_dropout.h"
 #include "train/loss.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
@@ -121,6 +123,58 @@ TEST_CASE("sequence loss skips padded positions and matches cross_entropy with i
   torch::Tensor ours = torch::autograd::grad({loss.sum}, {weight}, {}, /*retain_graph=*/true)[0];
   torch::Tensor theirs = torch::autograd::grad({reference}, {weight})[0];
   CHECK(torch::allclose(ours, theirs, 1e-4, 1e-6));
+}
+
+TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", "[training]") {
+  const fs::path dir = fresh_directory("average");
+  TrainConfig config = tiny_config(dir);
+  config.max_steps = 8;
+  config.validate_every = 2;
+  config.keep_checkpoints = 3;
+  train(config, {});
+  const std::vector<std::string> kept = step_checkpoints(config.model_dir);
+  REQUIRE(kept.size() == 3);  // steps 4, 6, 8; step 2 was pruned
+  CHECK(fs::path(kept.front()).filename() == "step-00000004.ckpt");
+  CHECK(fs::path(kept.back()).filename() == "step-00000008.ckpt");
+
+  ModelBundle averaged = average_checkpoints(kept, torch::kCPU);
+  std::vector<ModelBundle> bundles;
+  for (const auto& path : kept) bundles.push_back(load_checkpoint(path, torch::kCPU));
+  CHECK(averaged.progress.step == 8);
+  for (const auto& named : averaged.model->named_parameters()) {
+    INFO(named.key());
+    torch::Tensor mean = torch::zeros_like(named.value());
+    for (auto& bundle : bundles) mean += bundle.model->named_parameters()[named.key()] / 3.0;
+    CHECK(torch::allclose(named.value(), mean, 1e-6, 1e-7));
+  }
+  // The weights did change between the checkpoints, so the mean is not just one of them.
+  CHECK_FALSE(torch::equal(bundles.front().model->decoder->combine->weight, bundles.back().model->decoder->combine->weight));
+
+  // Checkpoints of a different model are refused, naming the file.
+  TrainConfig other = tiny_config(fresh_directory("average_other"));
+  other.model.decoder_hidden_size = 10;
+  other.max_steps = 2;
+  other.validate_every = 2;
+  other.keep_checkpoints = 1;
+  train(other, {});
+  const std::string odd = step_checkpoints(other.model_dir).front();
+  CHECK_THROWS_WITH(average_checkpoints({odd, kept.back()}, torch::kCPU), Catch::Contains(odd));
+}
+
+TEST_CASE("word dropout drops whole positions while training and nothing in evaluation", "[training]") {
+  torch::manual_seed(57);
+  torch::Tensor embedded = torch::rand({40, 50, 6}) + 0.5;  // no zeros of its own
+  torch::Tensor dropped = word_dropout(embedded, 0.25, /*training=*/true);
+  torch::Tensor zero_rows = (dropped == 0).all(-1);       // [40, 50]
+  torch::Tensor any_zero = (dropped == 0).any(-1);
+  CHECK(torch::equal(zero_rows, any_zero));               // a position is dropped whole or not at all
+  const double fraction = zero_rows.to(torch::kFloat64).mean().item<double>();
+  CHECK(fraction > 0.2);
+  CHECK(fraction < 0.3);
+  torch::Tensor kept = dropped.masked_select(~zero_rows.unsqueeze(-1).expand_as(dropped));
+  torch::Tensor original = embedded.masked_select(~zero_rows.unsqueeze(-1).expand_as(dropped));
+  CHECK(torch::allclose(kept, original / 0.75));          // survivors scaled by 1 / (1 - p)
+  CHECK(torch::equal(word_dropout(embedded, 0.25, /*training=*/false), embedded));
 }
 
 TEST_CASE("learning-rate schedule: warm-up, then decay after patience", "[training]") {

@@ -33,6 +33,8 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("cosine-sharpness", config.model.cosine_sharpness,
         "cosine scorer: fixed sharpness (> 0) or learned (0)");
   visit("dropout", config.model.dropout, "dropout on embeddings, between layers and on outputs");
+  visit("word-dropout", config.model.word_dropout,
+        "probability of dropping a whole source or target input token's embedding while training");
   visit("tie-embeddings", config.model.tie_embeddings,
         "share target embeddings and output projection (needs embedding-size == decoder-hidden-size)");
 
@@ -58,6 +60,8 @@ void visit_fields(Visitor& visit, Config& config) {
         "stop after this many validations without improvement (0 = off)");
   visit("dev-max-decode-ratio", config.dev_max_decode_ratio,
         "dev decoding stops at ratio * source length + 10 tokens");
+  visit("keep-checkpoints", config.keep_checkpoints,
+        "keep the weights of the last N validations as step-NNNNNNNN.ckpt, for nmt average (0 = none)");
 
   visit("seed", config.seed, "random seed (training is reproducible for a seed and thread count)");
   visit("threads", config.threads, "CPU threads (0 = number of cores)");
@@ -198,6 +202,7 @@ void validate(const TrainConfig& config) {
   require(model.attention_size >= 1, "attention-size", "must be at least 1");
   require(model.cosine_sharpness >= 0, "cosine-sharpness", "must be >= 0 (0 = learned)");
   require(model.dropout >= 0 && model.dropout < 1, "dropout", "must be in [0, 1)");
+  require(model.word_dropout >= 0 && model.word_dropout < 1, "word-dropout", "must be in [0, 1)");
   require(!model.tie_embeddings || model.embedding_size == model.decoder_hidden_size, "tie-embeddings",
           "needs embedding-size == decoder-hidden-size (" + std::to_string(model.embedding_size) +
               " vs " + std::to_string(model.decoder_hidden_size) + ")");
@@ -216,6 +221,7 @@ void validate(const TrainConfig& config) {
   require(config.validate_every >= 1, "validate-every", "must be at least 1");
   require(config.log_every >= 1, "log-every", "must be at least 1");
   require(config.early_stopping_patience >= 0, "early-stopping-patience", "must be >= 0 (0 = off)");
+  require(config.keep_checkpoints >= 0, "keep-checkpoints", "must be >= 0 (0 = none)");
   require(config.dev_max_decode_ratio >= 1, "dev-max-decode-ratio", "must be at least 1");
   require(config.threads >= 0, "threads", "must be >= 0 (0 = number of cores)");
   require(config.device == "cpu" || config.device == "cuda", "device", "'" + config.device + "' is not one of cpu|cuda");

@@ -53,6 +53,7 @@ struct TrainConfig {
   Metric best_metric = Metric::kBleu;
   int early_stopping_patience = 8; // validations without improvement; 0 = off
   int dev_max_decode_ratio = 2;    // greedy dev decoding stops at ratio * source length + 10
+  int keep_checkpoints = 0;        // keep the weights of the last N validations (for nmt average)
 
   // Run
   int seed = 1;

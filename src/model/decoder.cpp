@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/word_dropout.h"
 #include "text/special_tokens.h"
 
 namespace nmt {
@@ -76,6 +77,10 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
   return {attentional, attended.weights};
 }
 
+torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {
+  return dropout(word_dropout(embedding(tokens), options_.word_dropout, is_training()));
+}
+
 torch::Tensor DecoderImpl::output_logits(const torch::Tensor& attentional) {
   return torch::nn::functional::linear(attentional, output_weight, output_bias);
 }
@@ -84,7 +89,7 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
                              const EncodedSource& source) {
   TORCH_CHECK(previous_tokens.dim() == 1 && previous_tokens.size(0) == state.attentional.size(0),
               "decoder step: previous_tokens [B] expected");
-  torch::Tensor token_gates = embedding_gates(dropout(embedding(previous_tokens)));  // [B, 3H]
+  torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]
   DecoderState next = state;
   auto [attentional, weights] = advance(token_gates, next, source);
   return {output_logits(attentional), weights, next};
@@ -103,7 +108,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   if (always_reference) {
     // Every input token is known: embed and project all of them in one matrix multiply.
     // unbind, not select(1, t) per step: each select's backward would write a zero [B, T, 3H] tensor.
-    const std::vector<torch::Tensor> all_gates = embedding_gates(dropout(embedding(target_input))).unbind(1);  // T x [B, 3H]
+    const std::vector<torch::Tensor> all_gates = embedding_gates(embed(target_input)).unbind(1);  // T x [B, 3H]
     for (int64_t t = 0; t < steps; ++t) {
       auto [attentional, step_weights] = advance(all_gates[static_cast<size_t>(t)], state, source);
       attentionals.push_back(attentional);
@@ -123,7 +128,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
           previous = output_logits(attentionals.back()).argmax(1);
         }
       }
-      torch::Tensor token_gates = embedding_gates(dropout(embedding(previous)));  // [B, 3H]
+      torch::Tensor token_gates = embedding_gates(embed(previous));  // [B, 3H]
       auto [attentional, step_weights] = advance(token_gates, state, source);
       attentionals.push_back(attentional);
       weights.push_back(step_weights);

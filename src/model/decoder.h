@@ -85,6 +85,8 @@ class DecoderImpl : public torch::nn::Module {
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
   std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
                                                   const EncodedSource& source);
+  // Embeddings of tokens [...] -> [..., E], with word dropout and dropout while training.
+  torch::Tensor embed(const torch::Tensor& tokens);
 
   DecoderOptions options_;
   std::vector<GruCellImpl*> cell_pointers_;

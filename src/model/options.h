@@ -14,6 +14,7 @@ struct EncoderOptions {
   int64_t hidden_size = 256;      // GRU size per direction; encoder states are 2 * hidden_size
   int64_t num_layers = 1;         // stacked bidirectional layers
   double dropout = 0.3;           // on embeddings and between layers
+  double word_dropout = 0.0;      // whole source positions dropped (training only)
 };
 
 struct AttentionOptions {
@@ -30,6 +31,7 @@ struct DecoderOptions {
   int64_t hidden_size = 256;      // GRU size H (also the attentional vector's size)
   int64_t num_layers = 1;         // stacked GRU layers
   double dropout = 0.3;           // on embeddings, between layers and on the attentional vector
+  double word_dropout = 0.0;      // whole target input positions dropped (training only)
   bool tie_embeddings = false;    // share target embeddings with the output projection (E == H)
   AttentionOptions attention;
 };
@@ -45,16 +47,17 @@ struct ModelOptions {
   int64_t attention_size = 256;          // additive scorer only
   double cosine_sharpness = 0.0;         // cosine scorer only: 0 = learned
   double dropout = 0.3;
+  double word_dropout = 0.0;             // source and target input positions (model/word_dropout.h)
   bool tie_embeddings = false;
 
   EncoderOptions encoder(int64_t source_vocab_size) const {
-    return {source_vocab_size, embedding_size, encoder_hidden_size, encoder_layers, dropout};
+    return {source_vocab_size, embedding_size, encoder_hidden_size, encoder_layers, dropout, word_dropout};
   }
   DecoderOptions decoder(int64_t target_vocab_size) const {
     AttentionOptions attention_options{attention, decoder_hidden_size, 2 * encoder_hidden_size,
                                        attention_size, cosine_sharpness};
-    return {target_vocab_size, embedding_size, decoder_hidden_size, decoder_layers,
-            dropout,           tie_embeddings, attention_options};
+    return {target_vocab_size, embedding_size, decoder_hidden_size, decoder_layers, dropout, word_dropout,
+            tie_embeddings,    attention_options};
   }
 };
 

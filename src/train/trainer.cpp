@@ -17,6 +17,7 @@
 #include "text/batching.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
+#include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/loss.h"
 #include "train/schedule.h"
@@ -344,6 +345,10 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
                                      {"best", improved ? 1.0 : 0.0},
                                      {"elapsed_seconds", elapsed()}});
         if (improved) save_checkpoint(best_path, bundle, nullptr);
+        if (config.keep_checkpoints > 0) {
+          save_checkpoint((dir / step_checkpoint_name(progress.step)).string(), bundle, nullptr);
+          prune_step_checkpoints(config.model_dir, config.keep_checkpoints);
+        }
         save_last();
         window_start = Clock::now();  // validation time is not training throughput
         if (config.early_stopping_patience > 0 &&
