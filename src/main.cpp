@@ -283,13 +283,18 @@ int run_average(AverageSettings& settings) {
     paths = step_checkpoints(settings.model_dir);
     if (paths.empty()) {
       throw std::runtime_error(settings.model_dir +
-                               ": no step-*.ckpt checkpoints to average; train with keep-checkpoints = N (N > 1)");
+                               ": no step-*.ckpt checkpoints to average; train with keep-checkpoints = N");
     }
     if (settings.last > 0 && static_cast<size_t>(settings.last) < paths.size()) {
       paths.erase(paths.begin(), paths.end() - settings.last);
     }
   }
   if (settings.output.empty()) settings.output = (fs::path(settings.model_dir) / "averaged.ckpt").string();
+  const std::string output_name = fs::path(settings.output).filename().string();
+  if (output_name == "best.ckpt" || output_name == "last.ckpt" || step_of_checkpoint_name(output_name) >= 0) {
+    throw std::invalid_argument("--output " + settings.output +
+                                ": the trainer's own checkpoint names are reserved; choose another name");
+  }
   require_parent_directory(settings.output, "--output");
   ModelBundle averaged = average_checkpoints(paths, torch::kCPU);
   save_checkpoint(settings.output, averaged, nullptr);
@@ -357,9 +362,12 @@ int main(int argc, char** argv) {
   CLI::App* average_command =
       app.add_subcommand("average", "average the weights of the last checkpoints of a run (keep-checkpoints)");
   average_command->add_option("--model", average_settings.model_dir, "model directory (from nmt train)")->required();
-  average_command->add_option("--last", average_settings.last, "the newest N step-*.ckpt (0 = all kept)")
-      ->capture_default_str();
-  average_command->add_option("--checkpoints", average_settings.checkpoints, "these checkpoint files instead");
+  CLI::Option* last_option =
+      average_command->add_option("--last", average_settings.last, "the newest N step-*.ckpt (0 = all kept)")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
+  average_command->add_option("--checkpoints", average_settings.checkpoints, "these checkpoint files instead")
+      ->excludes(last_option);
   average_command->add_option("--output", average_settings.output, "where to write (default MODEL/averaged.ckpt)");
 
   try {

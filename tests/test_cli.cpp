@@ -53,11 +53,12 @@ std::string write_config(const std::string& name, const std::string& body) {
 
 const std::string kToy = source_path("data/toy");
 
-std::string tiny_train_arguments(const std::string& model_dir) {
+std::string tiny_train_arguments(const std::string& model_dir, int steps = 3, int validate_every = 3) {
   return "train --train-source " + kToy + "/train.src --train-target " + kToy + "/train.tgt --dev-source " + kToy +
          "/dev.src --dev-target " + kToy + "/dev.tgt --model-dir " + model_dir +
          " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16 --attention-size 8"
-         " --max-steps 3 --validate-every 3 --batch-tokens 400 --threads 1";
+         " --max-steps " + std::to_string(steps) + " --validate-every " + std::to_string(validate_every) +
+         " --batch-tokens 400 --threads 1";
 }
 
 }  // namespace
@@ -112,9 +113,7 @@ TEST_CASE("cli: --device cuda without CUDA is a clear error", "[cli]") {
 
 TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint translate can use", "[cli]") {
   const std::string model_dir = (work_directory() / "kept").string();
-  std::string arguments = tiny_train_arguments(model_dir) + " --keep-checkpoints 2";
-  arguments.replace(arguments.find("--max-steps 3 --validate-every 3"), 32, "--max-steps 6 --validate-every 2");
-  CommandResult trained = run_nmt(arguments);
+  CommandResult trained = run_nmt(tiny_train_arguments(model_dir, 6, 2) + " --keep-checkpoints 2");
   INFO(trained.output);
   REQUIRE(trained.status == 0);
   CHECK_FALSE(fs::exists(fs::path(model_dir) / "step-00000002.ckpt"));
@@ -137,6 +136,10 @@ TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint
   CommandResult nothing = run_nmt("average --model " + plain_dir);
   CHECK(nothing.status != 0);
   CHECK_THAT(nothing.output, Catch::Contains("keep-checkpoints"));
+  // The trainer's own names are not overwritten with a weights-only average (--resume needs last.ckpt).
+  CommandResult reserved = run_nmt("average --model " + model_dir + " --output " + model_dir + "/last.ckpt");
+  CHECK(reserved.status != 0);
+  CHECK_THAT(reserved.output, Catch::Contains("reserved"));
 }
 
 TEST_CASE("cli: train, then translate keeps line order and empty lines, and evaluate scores it", "[cli]") {

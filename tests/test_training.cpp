@@ -6,11 +6,11 @@
 
 #include "config/train_config.h"
 #include "helpers.h"
+#include "model/word_dropout.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
-#include "model/word_dropout.h"
 #include "train/loss.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
@@ -135,6 +135,9 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
   const std::vector<std::string> kept = step_checkpoints(config.model_dir);
   REQUIRE(kept.size() == 3);  // steps 4, 6, 8; step 2 was pruned
   CHECK(fs::path(kept.front()).filename() == "step-00000004.ckpt");
+  CHECK(step_of_checkpoint_name("step-123456789.ckpt") == 123456789);  // past eight digits
+  CHECK(step_of_checkpoint_name("step-abc.ckpt") == -1);
+  CHECK(step_of_checkpoint_name("best.ckpt") == -1);
   CHECK(fs::path(kept.back()).filename() == "step-00000008.ckpt");
 
   ModelBundle averaged = average_checkpoints(kept, torch::kCPU);
@@ -150,6 +153,20 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
   // The weights did change between the checkpoints, so the mean is not just one of them.
   CHECK_FALSE(torch::equal(bundles.front().model->decoder->combine->weight, bundles.back().model->decoder->combine->weight));
 
+  // A kept step ahead of last.ckpt (from a continuation that died before writing last.ckpt) is
+  // removed on --resume; the resumed run keeps its own.
+  fs::copy_file(kept.back(), fs::path(config.model_dir) / "step-00000010.ckpt");
+  config.max_steps = 9;
+  train(config, {/*resume=*/true, false});
+  std::vector<std::string> after_resume;
+  for (const auto& path : step_checkpoints(config.model_dir)) after_resume.push_back(fs::path(path).filename().string());
+  CHECK(after_resume == std::vector<std::string>{"step-00000006.ckpt", "step-00000008.ckpt", "step-00000009.ckpt"});
+  // --overwrite starts a new run: none of the old run's steps survive to be averaged with it.
+  config.max_steps = 2;
+  train(config, {false, /*overwrite=*/true});
+  REQUIRE(step_checkpoints(config.model_dir).size() == 1);
+  CHECK(fs::path(step_checkpoints(config.model_dir).front()).filename() == "step-00000002.ckpt");
+
   // Checkpoints of a different model are refused, naming the file.
   TrainConfig other = tiny_config(fresh_directory("average_other"));
   other.model.decoder_hidden_size = 10;
@@ -158,7 +175,8 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
   other.keep_checkpoints = 1;
   train(other, {});
   const std::string odd = step_checkpoints(other.model_dir).front();
-  CHECK_THROWS_WITH(average_checkpoints({odd, kept.back()}, torch::kCPU), Catch::Contains(odd));
+  CHECK_THROWS_WITH(average_checkpoints({odd, step_checkpoints(config.model_dir).front()}, torch::kCPU),
+                    Catch::Contains(odd));
 }
 
 TEST_CASE("word dropout drops whole positions while training and nothing in evaluation", "[training]") {
@@ -175,6 +193,10 @@ TEST_CASE("word dropout drops whole positions while training and nothing in eval
   torch::Tensor original = embedded.masked_select(~zero_rows.unsqueeze(-1).expand_as(dropped));
   CHECK(torch::allclose(kept, original / 0.75));          // survivors scaled by 1 / (1 - p)
   CHECK(torch::equal(word_dropout(embedded, 0.25, /*training=*/false), embedded));
+
+  TrainConfig config = tiny_config(fresh_directory("word_dropout"));
+  config.model.word_dropout = 1.0;
+  CHECK_THROWS_WITH(validate(config), Catch::Contains("word-dropout"));
 }
 
 TEST_CASE("learning-rate schedule: warm-up, then decay after patience", "[training]") {

@@ -3,7 +3,7 @@
 //
 //   | what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |
 //
-//   nmt_bench mm [--size N]                               float32 N x N matrix multiply (LibTorch)
+//   nmt_bench mm [--size N | --shape M,K,N] [--mm-gflops R] float32 matrix multiply (LibTorch)
 //   nmt_bench --config FILE train [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
 //             [--profile TRACE.json]
 //   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--mm-gflops R]
@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "config/train_config.h"
 #include "model/flops.h"
@@ -74,20 +75,25 @@ void print_row(const Row& row) {
   std::fflush(stdout);
 }
 
-Row bench_mm(int64_t size) {
+// [rows x inner] times [inner x columns], repeated for at least 3 s after warm-up.
+Row bench_mm(int64_t rows, int64_t inner, int64_t columns, double mm_gflops) {
   torch::NoGradGuard no_grad;
-  torch::Tensor a = torch::randn({size, size}), b = torch::randn({size, size}), c = torch::empty({size, size});
+  torch::Tensor a = torch::randn({rows, inner}), b = torch::randn({inner, columns}), c = torch::empty({rows, columns});
   for (int i = 0; i < 3; ++i) torch::mm_out(c, a, b);  // warm-up
-  int repeats = 0;
+  int64_t repeats = 0;
   const auto start = Clock::now();
   while (repeats < 5 || seconds_since(start) < 3.0) {
     torch::mm_out(c, a, b);
     ++repeats;
   }
   const double seconds = seconds_since(start);
-  Row row{"matrix multiply", "float32 " + std::to_string(size) + "x" + std::to_string(size) + ", " +
-                                 std::to_string(torch::get_num_threads()) + " threads"};
-  row.gflops = 2.0 * static_cast<double>(size * size * size) * repeats / seconds / 1e9;
+  const std::string shape = rows == inner && inner == columns
+                                ? std::to_string(rows) + "x" + std::to_string(rows)
+                                : std::to_string(rows) + "x" + std::to_string(inner) + " by " +
+                                      std::to_string(inner) + "x" + std::to_string(columns);
+  Row row{"matrix multiply", "float32 " + shape + ", " + std::to_string(torch::get_num_threads()) + " threads"};
+  row.gflops = 2.0 * static_cast<double>(rows * inner * columns) * static_cast<double>(repeats) / seconds / 1e9;
+  row.mm_gflops = mm_gflops;
   return row;
 }
 
@@ -197,8 +203,11 @@ int main(int argc, char** argv) {
 
   CLI::App* mm = app.add_subcommand("mm", "float32 matrix-multiply rate");
   int64_t size = 2048;
-  mm->add_option("--size", size, "matrix size")->capture_default_str();
+  std::vector<int64_t> shape;
+  CLI::Option* size_option = mm->add_option("--size", size, "square matrices of this size")->capture_default_str();
+  mm->add_option("--shape", shape, "M,K,N: [M x K] times [K x N] instead")->delimiter(',')->expected(3)->excludes(size_option);
   mm->add_option("--threads", threads, "threads (0 = cores)");
+  mm->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
 
   CLI::App* train = app.add_subcommand("train", "training throughput at a configuration's settings");
   TrainConfig config;
@@ -235,7 +244,7 @@ int main(int argc, char** argv) {
   try {
     if (mm->parsed()) {
       set_threads(threads);
-      print_row(bench_mm(size));
+      print_row(shape.empty() ? bench_mm(size, size, size, mm_gflops) : bench_mm(shape[0], shape[1], shape[2], mm_gflops));
     } else if (train->parsed()) {
       print_row(bench_train(config, steps, warmup, mm_gflops, profile));
     } else {

@@ -85,9 +85,12 @@ struct OptionAdder {
              "--" + key, [&field, &names, key](const std::string& text) { field = parse_enum(names, key, text); },
              help + " (" + allowed_values(names) + ")")
           ->check(CLI::IsMember(allowed))
-          ->default_str(to_string(field));
+          ->default_str(to_string(field))
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     } else {
-      app.add_option("--" + key, field, help)->capture_default_str();
+      // Given twice (a script's default, then the user's override), the last one counts.
+      app.add_option("--" + key, field, help)->capture_default_str()->multi_option_policy(
+          CLI::MultiOptionPolicy::TakeLast);
     }
   }
 };

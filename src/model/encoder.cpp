@@ -26,8 +26,8 @@ EncoderOutput EncoderImpl::forward(const torch::Tensor& source, const torch::Ten
               "encoder: source [B, S] and lengths [B] expected");
   const int64_t batch_size = source.size(0);
   const int64_t source_length = source.size(1);
-  torch::Tensor embedded = dropout(word_dropout(embedding(source), options_.word_dropout, is_training()));
-  // embedded [B, S, E]
+  torch::Tensor embedded =
+      dropout(word_dropout(embedding(source), options_.word_dropout, is_training()));  // [B, S, E]
   auto packed = rnn_utils::pack_padded_sequence(embedded, lengths.cpu(), /*batch_first=*/true,
                                                 /*enforce_sorted=*/false);
   auto [packed_states, final_states] = rnn->forward_with_packed_input(packed);

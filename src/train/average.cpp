@@ -12,28 +12,52 @@ namespace fs = std::filesystem;
 namespace nmt {
 
 std::string step_checkpoint_name(int64_t step) {
-  char name[32];
+  char name[40];
   std::snprintf(name, sizeof(name), "step-%08lld.ckpt", static_cast<long long>(step));
   return name;
 }
 
-std::vector<std::string> step_checkpoints(const std::string& model_dir) {
-  std::vector<std::string> paths;
-  if (!fs::is_directory(model_dir)) return paths;
-  for (const auto& entry : fs::directory_iterator(model_dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.size() == step_checkpoint_name(0).size() && name.rfind("step-", 0) == 0 &&
-        name.substr(name.size() - 5) == ".ckpt") {
-      paths.push_back(entry.path().string());
-    }
+int64_t step_of_checkpoint_name(const std::string& file_name) {
+  const std::string prefix = "step-", suffix = ".ckpt";
+  if (file_name.size() <= prefix.size() + suffix.size() || file_name.rfind(prefix, 0) != 0 ||
+      file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
   }
-  std::sort(paths.begin(), paths.end());  // zero-padded step numbers sort by step
+  const std::string digits = file_name.substr(prefix.size(), file_name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+std::vector<std::string> step_checkpoints(const std::string& model_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  if (!fs::is_directory(model_dir, error)) return {};
+  for (const auto& entry : fs::directory_iterator(model_dir, error)) {
+    const int64_t step = step_of_checkpoint_name(entry.path().filename().string());
+    if (step >= 0 && entry.is_regular_file(error)) found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
   return paths;
 }
 
-void prune_step_checkpoints(const std::string& model_dir, int keep) {
-  std::vector<std::string> paths = step_checkpoints(model_dir);
-  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 0)) < paths.size(); ++i) fs::remove(paths[i]);
+std::vector<std::string> prune_step_checkpoints(const std::string& model_dir, int keep) {
+  const std::vector<std::string> paths = step_checkpoints(model_dir);
+  std::vector<std::string> failed;
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 0)) < paths.size(); ++i) {
+    std::error_code error;
+    if (!fs::remove(paths[i], error) && error) failed.push_back(paths[i] + ": " + error.message());
+  }
+  return failed;
+}
+
+int remove_step_checkpoints_after(const std::string& model_dir, int64_t step) {
+  int removed = 0;
+  for (const auto& path : step_checkpoints(model_dir)) {
+    if (step_of_checkpoint_name(fs::path(path).filename().string()) > step) removed += fs::remove(path) ? 1 : 0;
+  }
+  return removed;
 }
 
 ModelBundle average_checkpoints(const std::vector<std::string>& paths, const torch::Device& device) {

@@ -12,7 +12,8 @@ using torch::autograd::tensor_list;
 
 // Forward keeps log softmax(z) [N, V]; backward turns it into softmax(z) - q in place of a
 // new [N, V] tensor, where LibTorch's cross_entropy would make several passes (a zero one-hot
-// scatter, the smoothing term's expand, log_softmax's own backward).
+// scatter, the smoothing term's expand, log_softmax's own backward). The backward is not itself
+// differentiable (no second derivatives), which training does not need.
 struct SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntropy> {
   static torch::Tensor forward(AutogradContext* context, const torch::Tensor& logits, const torch::Tensor& targets,
                                double epsilon) {
@@ -51,6 +52,10 @@ torch::Tensor smoothed_cross_entropy_sum(const torch::Tensor& logits, const torc
 
 SequenceLoss sequence_loss(DecoderImpl& decoder, const DecoderOutput& output, const torch::Tensor& target_output,
                            double epsilon) {
+  TORCH_CHECK(output.attentional.dim() == 3 && target_output.dim() == 2 &&
+                  output.attentional.size(0) == target_output.size(0) &&
+                  output.attentional.size(1) == target_output.size(1),
+              "sequence_loss: attentional [B, T, H] and target_output [B, T] expected");
   const torch::Tensor targets = target_output.flatten();                 // [B * T]
   const torch::Tensor positions = targets.ne(kPadId).nonzero().squeeze(1);  // [N] real target tokens
   const torch::Tensor attentional = output.attentional.flatten(0, 1).index_select(0, positions);  // [N, H]

@@ -139,9 +139,10 @@ Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& t
 double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch, const TrainConfig& config,
                   int64_t step) {
   DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
-  const torch::Tensor loss_sum = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing).sum;
+  const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
+  const torch::Tensor& loss_sum = loss.sum;
   optimizer.zero_grad();
-  (loss_sum / static_cast<double>(batch.target_tokens)).backward();
+  (loss_sum / static_cast<double>(loss.tokens)).backward();
   // clip_grad_norm_ with an infinite threshold only measures the norm.
   const double gradient_norm = torch::nn::utils::clip_grad_norm_(
       model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());
@@ -175,7 +176,10 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
   }
   fs::create_directories(dir);
   if (!has_run || run.overwrite) {
-    for (const char* name : {"train.log", "metrics.jsonl", "best.ckpt", "last.ckpt"}) fs::remove(dir / name);
+    for (const char* name : {"train.log", "metrics.jsonl", "best.ckpt", "last.ckpt", "averaged.ckpt"}) {
+      fs::remove(dir / name);
+    }
+    remove_step_checkpoints_after(config.model_dir, -1);  // a new run must not average with the old one
   }
   auto log = make_logger((dir / "train.log").string());
   MetricsFile metrics((dir / "metrics.jsonl").string());
@@ -197,6 +201,10 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
     bundle.config = config;  // schedule, limits and paths may change on resume
     log->info("resuming from {} at step {} (epoch {}, batch {})", last_path, bundle.progress.step,
               bundle.progress.epoch + 1, bundle.progress.batch_in_epoch);
+    // Kept checkpoints written after last.ckpt belong to the interrupted continuation, not this one.
+    if (const int removed = remove_step_checkpoints_after(config.model_dir, bundle.progress.step); removed > 0) {
+      log->info("removed {} kept step checkpoint(s) newer than {}", removed, last_path);
+    }
   } else {
     Vocabularies vocabularies = build_vocabularies(config, train_text, *log);
     bundle.config = config;
@@ -244,8 +252,9 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
       for (const auto& indices : dev_batches) {
         Batch batch = collate(dev_examples, indices).to(device);
         DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input);
-        loss_sum += sequence_loss(*model->decoder, out, batch.target_output, /*epsilon=*/0.0).sum.item<double>();
-        tokens += batch.target_tokens;
+        const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, /*epsilon=*/0.0);
+        loss_sum += loss.sum.item<double>();
+        tokens += loss.tokens;
       }
       result.loss = loss_sum / static_cast<double>(tokens);
       result.perplexity = std::exp(result.loss);
@@ -345,11 +354,13 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
                                      {"best", improved ? 1.0 : 0.0},
                                      {"elapsed_seconds", elapsed()}});
         if (improved) save_checkpoint(best_path, bundle, nullptr);
-        if (config.keep_checkpoints > 0) {
-          save_checkpoint((dir / step_checkpoint_name(progress.step)).string(), bundle, nullptr);
-          prune_step_checkpoints(config.model_dir, config.keep_checkpoints);
-        }
         save_last();
+        if (config.keep_checkpoints > 0) {  // after last.ckpt: a kept step is never ahead of it
+          save_checkpoint((dir / step_checkpoint_name(progress.step)).string(), bundle, nullptr);
+          for (const auto& failure : prune_step_checkpoints(config.model_dir, config.keep_checkpoints)) {
+            log->warn("could not delete an old step checkpoint: {}", failure);
+          }
+        }
         window_start = Clock::now();  // validation time is not training throughput
         if (config.early_stopping_patience > 0 &&
             progress.validations_without_improvement >= config.early_stopping_patience) {
