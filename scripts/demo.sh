@@ -7,10 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/build.sh
 
-model_dir=models/demo
-for ((i = 1; i <= $#; ++i)); do
-  if [ "${!i}" = "--model-dir" ]; then j=$((i + 1)); model_dir="${!j}"; fi
-done
+# The model directory as training will resolve it (config file, then the options given).
+model_dir=$(build/nmt train --config configs/demo.toml "$@" --dump-config | sed -n 's/^model-dir = "\(.*\)"$/\1/p')
 
 build/nmt train --config configs/demo.toml --overwrite "$@"
 build/nmt translate --model "$model_dir" --input data/toy/test.src --output "$model_dir/test.hyp" \

@@ -10,10 +10,8 @@ cd "$root"
 scripts/get_multi30k.sh
 scripts/build.sh
 
-model_dir=models/multi30k_de_en
-for ((i = 1; i <= $#; ++i)); do
-  if [ "${!i}" = "--model-dir" ]; then j=$((i + 1)); model_dir="${!j}"; fi
-done
+# The model directory as training will resolve it (config file, then the options given).
+model_dir=$(build/nmt train --config configs/multi30k_de_en.toml "$@" --dump-config | sed -n 's/^model-dir = "\(.*\)"$/\1/p')
 
 build/nmt train --config configs/multi30k_de_en.toml --overwrite "$@"
 test_source=data/multi30k/test_2016_flickr.de

@@ -38,8 +38,9 @@ struct StepOutput {
   DecoderState state;
 };
 
-// A training-style pass over T steps (teacher forcing, or scheduled feeding). The output layer is left to the caller (output_logits), so
-// that training projects only the positions that hold a real target token (src/train/loss.h).
+// A training-style pass over T steps (teacher forcing, or scheduled feeding). The output layer
+// is left to the caller (output_logits), so that training projects only the positions that hold a
+// real target token (src/train/loss.h).
 struct DecoderOutput {
   torch::Tensor attentional;  // [B, T, H] a_t of every step, the input of the output layer
   torch::Tensor attention;    // [B, T, S]; undefined for attention `none`

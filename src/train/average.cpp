@@ -60,37 +60,43 @@ int remove_step_checkpoints_after(const std::string& model_dir, int64_t step) {
   return removed;
 }
 
+namespace {
+
+// Parameters, then buffers, in registration order: the same order for every model of one
+// configuration. The tensors share storage with the model.
+std::vector<torch::Tensor> weights_of(Seq2Seq& model) {
+  std::vector<torch::Tensor> tensors = model->parameters();
+  for (const auto& buffer : model->buffers()) tensors.push_back(buffer);
+  return tensors;
+}
+
+}  // namespace
+
 ModelBundle average_checkpoints(const std::vector<std::string>& paths, const torch::Device& device) {
   if (paths.empty()) throw std::invalid_argument("average: no checkpoints given");
   ModelBundle result = load_checkpoint(paths.back(), device);
   torch::NoGradGuard no_grad;
-  auto result_tensors = result.model->named_parameters();
-  auto result_buffers = result.model->named_buffers();
+  const std::vector<torch::Tensor> result_weights = weights_of(result.model);
   std::vector<torch::Tensor> sums;
-  for (const auto& item : result_tensors) sums.push_back(item.value().to(torch::kFloat64));
-  for (const auto& item : result_buffers) sums.push_back(item.value().to(torch::kFloat64));
+  for (const auto& weight : result_weights) sums.push_back(weight.to(torch::kFloat64));
 
   for (size_t i = 0; i + 1 < paths.size(); ++i) {
     ModelBundle other = load_checkpoint(paths[i], device);
     // The model and vocabularies must be the same; training-only keys (max-minutes...) may differ
     // between a run and its --resume, so compare what defines the network.
-    const bool same_vocabulary = other.source_vocabulary.serialized() == result.source_vocabulary.serialized() &&
-                                 other.target_vocabulary.serialized() == result.target_vocabulary.serialized();
-    std::vector<torch::Tensor> tensors;
-    for (const auto& item : other.model->named_parameters()) tensors.push_back(item.value());
-    for (const auto& item : other.model->named_buffers()) tensors.push_back(item.value());
-    bool same_shapes = same_vocabulary && tensors.size() == sums.size();
-    for (size_t k = 0; same_shapes && k < tensors.size(); ++k) same_shapes = tensors[k].sizes() == sums[k].sizes();
-    if (!same_shapes || other.config.model.attention != result.config.model.attention) {
+    const std::vector<torch::Tensor> weights = weights_of(other.model);
+    bool same = other.source_vocabulary.serialized() == result.source_vocabulary.serialized() &&
+                other.target_vocabulary.serialized() == result.target_vocabulary.serialized() &&
+                other.config.model.attention == result.config.model.attention && weights.size() == sums.size();
+    for (size_t k = 0; same && k < weights.size(); ++k) same = weights[k].sizes() == sums[k].sizes();
+    if (!same) {
       throw std::runtime_error(paths[i] + ": not from the same run as " + paths.back() +
                                " (different model or vocabulary); average checkpoints of one run only");
     }
-    for (size_t k = 0; k < tensors.size(); ++k) sums[k].add_(tensors[k].to(torch::kFloat64));
+    for (size_t k = 0; k < weights.size(); ++k) sums[k].add_(weights[k].to(torch::kFloat64));
   }
   const double count = static_cast<double>(paths.size());
-  size_t k = 0;
-  for (auto& item : result_tensors) item.value().copy_(sums[k++].div_(count));
-  for (auto& item : result_buffers) item.value().copy_(sums[k++].div_(count));
+  for (size_t k = 0; k < sums.size(); ++k) result_weights[k].copy_(sums[k].div_(count));
   return result;
 }
 

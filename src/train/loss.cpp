@@ -10,9 +10,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// Forward keeps log softmax(z) [N, V]; backward turns it into softmax(z) - q in place of a
-// new [N, V] tensor, where LibTorch's cross_entropy would make several passes (a zero one-hot
-// scatter, the smoothing term's expand, log_softmax's own backward). The backward is not itself
+// Forward keeps log softmax(z) [N, V]; backward makes softmax(z) - q from it in one new [N, V]
+// tensor, where LibTorch's cross_entropy would make several passes (a zero one-hot scatter, the
+// smoothing term's expand, log_softmax's own backward). The backward is not itself
 // differentiable (no second derivatives), which training does not need.
 struct SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntropy> {
   static torch::Tensor forward(AutogradContext* context, const torch::Tensor& logits, const torch::Tensor& targets,

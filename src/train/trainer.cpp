@@ -140,9 +140,8 @@ double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batc
                   int64_t step) {
   DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
   const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
-  const torch::Tensor& loss_sum = loss.sum;
   optimizer.zero_grad();
-  (loss_sum / static_cast<double>(loss.tokens)).backward();
+  (loss.sum / static_cast<double>(loss.tokens)).backward();
   // clip_grad_norm_ with an infinite threshold only measures the norm.
   const double gradient_norm = torch::nn::utils::clip_grad_norm_(
       model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());
@@ -152,7 +151,7 @@ double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batc
                              " (non-finite gradient norm); lower learning-rate or set clip-norm, then --resume");
   }
   optimizer.step();
-  return loss_sum.item<double>();
+  return loss.sum.item<double>();
 }
 
 TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& run) {
