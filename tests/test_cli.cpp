@@ -170,6 +170,14 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   CommandResult piped = run_nmt("translate --model " + model_dir + " --beam-size 3 --max-length 8 --quiet < " + input);
   REQUIRE(piped.status == 0);
   CHECK(piped.output == read_file(output));
+  // One sentence per batch: with two threads the batches are decoded side by side, and must give
+  // exactly what one thread gives, in the same order.
+  const std::string one_per_batch = "translate --model " + model_dir + " --input " + input +
+                                    " --beam-size 3 --max-length 8 --with-scores --batch-size 1 --quiet";
+  CommandResult one_thread = run_nmt(one_per_batch + " --threads 1");
+  CommandResult two_threads = run_nmt(one_per_batch + " --threads 2");
+  REQUIRE(one_thread.status == 0);
+  CHECK(two_threads.output == one_thread.output);
   // n-best: 'i ||| text ||| score' lines, two per non-empty input line, none missing for the empty one.
   CommandResult n_best = run_nmt("translate --model " + model_dir + " --input " + input +
                                  " --beam-size 3 --n-best 2 --max-length 8 --quiet");

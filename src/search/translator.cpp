@@ -3,12 +3,20 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 
 #include "text/batching.h"
 #include "text/special_tokens.h"
+#include "util/runtime.h"
 
 namespace nmt {
+namespace {
+
+// Decoder rows per step (sentences x beam) up to which batches are decoded in parallel.
+constexpr size_t kMaxRowsForWorkers = 256;
+
+}  // namespace
 
 Translator::Translator(Seq2Seq model, Vocabulary source_vocabulary, Vocabulary target_vocabulary,
                        SearchOptions search, BatchingOptions batching, torch::Device device)
@@ -38,10 +46,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
 
-  const bool was_training = model_->is_training();
-  model_->eval();
-  torch::InferenceMode inference_mode;
-  size_t done = lines.size() - order.size();
+  // Batches: consecutive runs of the sorted sentences, as long as batching_ allows.
+  std::vector<std::pair<size_t, size_t>> batches;  // [begin, end) in `order`
   for (size_t begin = 0; begin < order.size();) {
     size_t end = begin + 1;
     const size_t longest = sources[order[begin]].size();
@@ -51,20 +57,45 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       if (cost > static_cast<size_t>(batching_.batch_size)) break;
       ++end;
     }
+    batches.emplace_back(begin, end);
+    begin = end;
+  }
+
+  const bool was_training = model_->is_training();
+  model_->eval();
+  std::mutex progress_mutex;
+  size_t done = lines.size() - order.size();
+  auto translate_batch = [&](size_t index) {
+    torch::InferenceMode inference_mode;  // per thread
+    const auto [begin, end] = batches[index];
     std::vector<const std::vector<int64_t>*> batch_sources;
     for (size_t k = begin; k < end; ++k) batch_sources.push_back(&sources[order[k]]);
     auto [source, lengths] = pad_sequences(batch_sources);
     SearchResult result = search(model_, source.to(device_), lengths, search_);
-    for (size_t k = begin; k < end; ++k) {
-      Translation& translation = translations[order[k]];
-      translation.hypotheses = std::move(result[k - begin]);
-      for (const auto& hypothesis : translation.hypotheses) {
-        translation.texts.push_back(target_vocabulary_.decode(hypothesis.tokens));
-      }
-    }
+    for (size_t k = begin; k < end; ++k) translations[order[k]].hypotheses = std::move(result[k - begin]);
+    std::lock_guard<std::mutex> lock(progress_mutex);
     done += end - begin;
     if (progress) progress(done);
-    begin = end;
+  };
+  // On the CPU, small batches decode faster side by side, one batch per thread with single-threaded
+  // operators, than one after another with each operator split across the threads. Measured with 2
+  // threads on the Multi30k test set: greedy batch 64 1.52 -> 1.24 s, beam 5 batch 32 (160 rows
+  // per step) 4.55 -> 4.05 s; at beam 5 batch 64 (320 rows) splitting the operators is faster
+  // (4.21 vs 4.38 s).
+  size_t largest_batch = 0;
+  for (const auto& [begin, end] : batches) largest_batch = std::max(largest_batch, end - begin);
+  const bool small_steps = largest_batch * static_cast<size_t>(search_.beam_size) <= kMaxRowsForWorkers;
+  const size_t workers =
+      device_.is_cpu() && small_steps ? std::min<size_t>(batches.size(), static_cast<size_t>(torch::get_num_threads())) : 1;
+  if (workers <= 1) {
+    for (size_t index = 0; index < batches.size(); ++index) translate_batch(index);
+  } else {
+    run_in_parallel(workers, batches.size(), translate_batch);
+  }
+  for (auto& translation : translations) {
+    for (const auto& hypothesis : translation.hypotheses) {
+      translation.texts.push_back(target_vocabulary_.decode(hypothesis.tokens));
+    }
   }
   if (was_training) model_->train();
   return translations;

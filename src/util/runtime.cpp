@@ -5,15 +5,47 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <exception>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace nmt {
 
 void set_threads(int threads) {
   const int count = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(count);
+}
+
+void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size_t)>& task) {
+  struct RestoreThreads {
+    int count = torch::get_num_threads();
+    ~RestoreThreads() { torch::set_num_threads(count); }
+  } restore;
+  // Sets the count new threads start with as well as this thread's own (OpenMP's is per thread).
+  torch::set_num_threads(1);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> errors(workers);
+  auto work = [&](size_t worker) {
+    try {
+      torch::set_num_threads(1);
+      for (size_t index = next++; index < tasks && !failed; index = next++) task(index);
+    } catch (...) {
+      errors[worker] = std::current_exception();
+      failed = true;
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(workers);
+  for (size_t worker = 1; worker < workers; ++worker) threads.emplace_back(work, worker);
+  work(0);
+  for (auto& thread : threads) thread.join();
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
 }
 
 void set_seed(int seed) { torch::manual_seed(static_cast<uint64_t>(seed)); }

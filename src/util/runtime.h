@@ -3,12 +3,19 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <string>
 
 namespace nmt {
 
 // Sets LibTorch's intra-op threads; 0 means the number of cores.
 void set_threads(int threads);
+
+// Runs task(0) ... task(tasks - 1) on `workers` threads (the calling one included), each taking
+// the next task as it finishes one, with LibTorch's operators single-threaded inside them; the
+// previous thread count is restored afterwards. The first exception a task throws is rethrown
+// here once all threads have stopped (tasks not yet started are skipped).
+void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size_t)>& task);
 
 // Seeds LibTorch's generators (CPU and CUDA).
 void set_seed(int seed);

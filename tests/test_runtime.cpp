@@ -1,0 +1,47 @@
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "util/runtime.h"
+
+using namespace nmt;
+
+TEST_CASE("run_in_parallel runs every task once, on several threads, then restores the thread count", "[runtime]") {
+  torch::set_num_threads(2);
+  std::vector<std::atomic<int>> runs(40);
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  std::atomic<int> inner_threads_above_one{0};
+  run_in_parallel(3, runs.size(), [&](size_t index) {
+    runs[index]++;
+    if (torch::get_num_threads() != 1) inner_threads_above_one++;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // so that no single thread takes them all
+    std::lock_guard<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  for (const auto& count : runs) CHECK(count == 1);
+  CHECK(threads.size() > 1);
+  CHECK(inner_threads_above_one == 0);
+  CHECK(torch::get_num_threads() == 2);
+}
+
+TEST_CASE("run_in_parallel rethrows a task's exception after all threads stop", "[runtime]") {
+  torch::set_num_threads(2);
+  std::atomic<int> started{0};
+  CHECK_THROWS_WITH(run_in_parallel(2, 100,
+                                    [&](size_t index) {
+                                      started++;
+                                      if (index == 3) throw std::runtime_error("task 3 failed");
+                                      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                    }),
+                    "task 3 failed");
+  CHECK(started < 100);  // the remaining tasks were skipped
+  CHECK(torch::get_num_threads() == 2);
+}
