@@ -1,7 +1,12 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include <functional>
+#include <tuple>
+
 #include "helpers.h"
+#include "model/bigru.h"
+#include "model/loop_linear.h"
 #include "model/seq2seq.h"
 
 using namespace nmt;
@@ -114,4 +119,110 @@ TEST_CASE("teacher forcing below 1 feeds the model's own predictions", "[model]"
   // Step 0 reads BOS in both; later steps read different tokens unless predictions match the references.
   CHECK(torch::allclose(forced.select(1, 0), free_running.select(1, 0), 1e-5, 1e-6));
   CHECK_FALSE(torch::allclose(forced, free_running, 1e-5, 1e-6));
+}
+
+namespace {
+
+// A small recurrence h_t = tanh(map(h_{t-1}) + x_t) and the loss sum_t (t + 1) sum(h_t), with h_1
+// left out of the loss (it still reaches it through h_2) and one extra map() whose output is unused
+// (its backward never runs).
+torch::Tensor loop_loss(const std::function<torch::Tensor(const torch::Tensor&)>& map, const torch::Tensor& inputs,
+                        const torch::Tensor& start) {
+  torch::Tensor hidden = start;
+  torch::Tensor loss = torch::zeros({});
+  for (int64_t t = 0; t < inputs.size(0); ++t) {
+    if (t == 2) map(hidden);
+    hidden = torch::tanh(map(hidden) + inputs[t]);
+    if (t != 1) loss = loss + (hidden * static_cast<double>(t + 1)).sum();
+  }
+  return loss;
+}
+
+}  // namespace
+
+TEST_CASE("LoopLinear gives autograd's gradients, computing the weight gradient once after the loop", "[model]") {
+  for (bool with_bias : {true, false}) {
+    DYNAMIC_SECTION("bias " << with_bias) {
+      torch::manual_seed(5);
+      const torch::Tensor inputs = torch::randn({5, 3, 4}, torch::kFloat64);  // T, B, H
+      auto make = [&] {
+        torch::Tensor weight = (torch::randn({4, 4}, torch::kFloat64) * 0.5).requires_grad_();
+        torch::Tensor bias = with_bias ? torch::randn({4}, torch::kFloat64).requires_grad_() : torch::Tensor();
+        torch::Tensor start = torch::randn({3, 4}, torch::kFloat64).requires_grad_();
+        return std::make_tuple(weight, bias, start);
+      };
+      torch::manual_seed(6);
+      auto [weight, bias, start] = make();
+      torch::manual_seed(6);
+      auto [plain_weight, plain_bias, plain_start] = make();
+
+      const LoopLinear map(weight, bias);
+      const torch::Tensor loss = loop_loss(map, inputs, start);
+      const torch::Tensor plain_loss = loop_loss(
+          [&](const torch::Tensor& x) { return torch::nn::functional::linear(x, plain_weight, plain_bias); }, inputs,
+          plain_start);
+      CHECK(loss.item<double>() == Approx(plain_loss.item<double>()).epsilon(1e-12));
+      loss.backward();
+      plain_loss.backward();
+      REQUIRE(weight.grad().defined());
+      CHECK(torch::allclose(weight.grad(), plain_weight.grad(), 1e-10, 1e-12));
+      CHECK(torch::allclose(start.grad(), plain_start.grad(), 1e-10, 1e-12));
+      if (with_bias) CHECK(torch::allclose(bias.grad(), plain_bias.grad(), 1e-10, 1e-12));
+    }
+  }
+}
+
+TEST_CASE("LoopLinear without gradients is a plain linear map", "[model]") {
+  torch::Tensor weight = torch::randn({6, 4}).requires_grad_();
+  torch::Tensor bias = torch::randn({6}).requires_grad_();
+  torch::Tensor x = torch::randn({3, 4});
+  torch::NoGradGuard no_grad;
+  const LoopLinear map(weight, bias);
+  const torch::Tensor y = map(x);
+  CHECK_FALSE(y.requires_grad());
+  CHECK(torch::allclose(y, torch::addmm(bias, x, weight.t())));
+}
+
+TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradients, and loads its weights", "[model]") {
+  for (int64_t layers : {1, 2}) {
+    DYNAMIC_SECTION(layers << " layers") {
+      torch::manual_seed(81);
+      BiGru ours(4, 5, layers, 0.0);
+      torch::nn::GRU reference(torch::nn::GRUOptions(4, 5).num_layers(layers).bidirectional(true).batch_first(true));
+      // The same parameter names and shapes: LibTorch's weights load into ours by name.
+      const auto reference_parameters = reference->named_parameters();
+      REQUIRE(ours->named_parameters().size() == reference_parameters.size());
+      {
+        torch::NoGradGuard no_grad;
+        for (const auto& item : ours->named_parameters()) {
+          REQUIRE(reference_parameters.contains(item.key()));
+          item.value().copy_(reference_parameters[item.key()]);
+        }
+      }
+      const torch::Tensor lengths = torch::tensor({3, 6, 1, 4}, torch::kInt64);
+      const torch::Tensor input = torch::randn({4, 6, 4}, torch::kFloat64);
+      ours->to(torch::kFloat64);
+      reference->to(torch::kFloat64);
+
+      BiGruImpl::Output output = ours(input, lengths);
+      namespace rnn_utils = torch::nn::utils::rnn;
+      auto packed = rnn_utils::pack_padded_sequence(input, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+      auto [packed_states, reference_final] = reference->forward_with_packed_input(packed);
+      torch::Tensor reference_states =
+          std::get<0>(rnn_utils::pad_packed_sequence(packed_states, /*batch_first=*/true, 0.0, /*total_length=*/6));
+      CHECK(torch::allclose(output.states, reference_states, 1e-10, 1e-12));
+      CHECK(torch::allclose(output.final, reference_final, 1e-10, 1e-12));
+      CHECK(output.states[2].narrow(0, 1, 5).abs().max().item<double>() == 0.0);  // padding is exactly 0
+
+      // Gradients of a loss on the states and the final states reach the same values.
+      const torch::Tensor weights = torch::randn({4, 6, 10}, torch::kFloat64);
+      const torch::Tensor final_weights = torch::randn({2 * layers, 4, 5}, torch::kFloat64);
+      ((output.states * weights).sum() + (output.final * final_weights).sum()).backward();
+      ((reference_states * weights).sum() + (reference_final * final_weights).sum()).backward();
+      for (const auto& item : ours->named_parameters()) {
+        INFO(item.key());
+        CHECK(torch::allclose(item.value().grad(), reference_parameters[item.key()].grad(), 1e-9, 1e-11));
+      }
+    }
+  }
 }

@@ -60,19 +60,29 @@ DecoderState DecoderImpl::initial_state(const EncodedSource& source) {
   return {hidden, attentional};
 }
 
+DecoderImpl::StepMaps DecoderImpl::step_maps() const {
+  StepMaps maps;
+  maps.feed = LoopLinear(feed_gates->weight, torch::Tensor());
+  for (const GruCellImpl* cell : cell_pointers_) maps.hidden.emplace_back(cell->weight_hh, cell->bias_hh);
+  for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) maps.layer_inputs.emplace_back(gates->weight, gates->bias);
+  maps.combine = LoopLinear(combine->weight, torch::Tensor());
+  return maps;
+}
+
 std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor& token_gates, DecoderState& state,
-                                                             const EncodedSource& source) {
-  torch::Tensor gates = token_gates + feed_gates(state.attentional);  // [B, 3H]
+                                                             const EncodedSource& source, const StepMaps& maps) {
+  torch::Tensor gates = token_gates + maps.feed(state.attentional);  // [B, 3H]
   std::vector<torch::Tensor> new_hidden;
   new_hidden.reserve(cell_pointers_.size());
   torch::Tensor output;
   for (size_t layer = 0; layer < cell_pointers_.size(); ++layer) {
-    if (layer > 0) gates = layer_gate_pointers_[layer - 1]->forward(dropout(output));
-    output = cell_pointers_[layer]->forward(gates, state.hidden[static_cast<int64_t>(layer)]);  // [B, H]
+    if (layer > 0) gates = maps.layer_inputs[layer - 1](dropout(output));
+    const torch::Tensor hidden = state.hidden[static_cast<int64_t>(layer)];  // [B, H]
+    output = GruCellImpl::from_gates(gates, maps.hidden[layer](hidden), hidden);
     new_hidden.push_back(output);
   }
   AttentionResult attended = attention(output, source);  // context [B, C]
-  torch::Tensor attentional = dropout(torch::tanh(combine(torch::cat({output, attended.context}, 1))));  // [B, H]
+  torch::Tensor attentional = dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))));  // [B, H]
   state = {torch::stack(new_hidden, 0), attentional};
   return {attentional, attended.weights};
 }
@@ -91,7 +101,7 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
               "decoder step: previous_tokens [B] expected");
   torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]
   DecoderState next = state;
-  auto [attentional, weights] = advance(token_gates, next, source);
+  auto [attentional, weights] = advance(token_gates, next, source, step_maps());
   return {output_logits(attentional), weights, next};
 }
 
@@ -103,6 +113,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   DecoderState state = initial_state(source);
   std::vector<torch::Tensor> attentionals, weights;
   attentionals.reserve(steps), weights.reserve(steps);
+  const StepMaps maps = step_maps();
 
   const bool always_reference = teacher_forcing >= 1.0 || !is_training();
   if (always_reference) {
@@ -110,7 +121,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
     // unbind, not select(1, t) per step: each select's backward would write a zero [B, T, 3H] tensor.
     const std::vector<torch::Tensor> all_gates = embedding_gates(embed(target_input)).unbind(1);  // T x [B, 3H]
     for (int64_t t = 0; t < steps; ++t) {
-      auto [attentional, step_weights] = advance(all_gates[static_cast<size_t>(t)], state, source);
+      auto [attentional, step_weights] = advance(all_gates[static_cast<size_t>(t)], state, source, maps);
       attentionals.push_back(attentional);
       weights.push_back(step_weights);
     }
@@ -129,7 +140,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
         }
       }
       torch::Tensor token_gates = embedding_gates(embed(previous));  // [B, 3H]
-      auto [attentional, step_weights] = advance(token_gates, state, source);
+      auto [attentional, step_weights] = advance(token_gates, state, source, maps);
       attentionals.push_back(attentional);
       weights.push_back(step_weights);
     }

@@ -20,6 +20,7 @@
 #include "model/attention.h"
 #include "model/encoded_source.h"
 #include "model/gru_cell.h"
+#include "model/loop_linear.h"
 #include "model/options.h"
 
 namespace nmt {
@@ -82,10 +83,20 @@ class DecoderImpl : public torch::nn::Module {
   torch::Tensor output_bias;                   // [V]
 
  private:
+  // The linear maps applied inside every step. Made once per pass over the target, so that while
+  // training each weight's gradient is one product over all steps (loop_linear.h).
+  struct StepMaps {
+    LoopLinear feed;                       // feed_gates
+    std::vector<LoopLinear> hidden;        // each cell's W_h, b_h
+    std::vector<LoopLinear> layer_inputs;  // layer_gates
+    LoopLinear combine;                    // W_c
+  };
+  StepMaps step_maps() const;
+
   // The recurrence, attention and attentional vector of one step, from the first layer's input
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
   std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
-                                                  const EncodedSource& source);
+                                                  const EncodedSource& source, const StepMaps& maps);
   // Embeddings of tokens [...] -> [..., E], with word dropout and dropout while training.
   torch::Tensor embed(const torch::Tensor& tokens);
 

@@ -5,8 +5,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/rnn.h>
 
+#include "model/bigru.h"
 #include "model/options.h"
 
 namespace nmt {
@@ -21,14 +21,14 @@ class EncoderImpl : public torch::nn::Module {
   explicit EncoderImpl(const EncoderOptions& options);
 
   // source [B, S] int64 (kPadId after each sentence), lengths [B] int64 on the CPU.
-  // Padded positions never influence real ones: the GRU runs on a packed sequence.
+  // Padded positions never influence real ones (bigru.h).
   EncoderOutput forward(const torch::Tensor& source, const torch::Tensor& lengths);
 
   int64_t output_size() const { return 2 * options_.hidden_size; }
 
   torch::nn::Embedding embedding{nullptr};
   torch::nn::Dropout dropout{nullptr};
-  torch::nn::GRU rnn{nullptr};
+  BiGru rnn{nullptr};
 
  private:
   EncoderOptions options_;

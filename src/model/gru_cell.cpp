@@ -13,7 +13,11 @@ GruCellImpl::GruCellImpl(int64_t hidden_size) {
 }
 
 torch::Tensor GruCellImpl::forward(const torch::Tensor& input_gates, const torch::Tensor& hidden) {
-  torch::Tensor hidden_gates = torch::addmm(bias_hh, hidden, weight_hh.t());  // [B, 3H]
+  return from_gates(input_gates, torch::addmm(bias_hh, hidden, weight_hh.t()), hidden);
+}
+
+torch::Tensor GruCellImpl::from_gates(const torch::Tensor& input_gates, const torch::Tensor& hidden_gates,
+                                      const torch::Tensor& hidden) {
   auto input_parts = input_gates.chunk(3, /*dim=*/1);
   auto hidden_parts = hidden_gates.chunk(3, /*dim=*/1);
   torch::Tensor reset = torch::sigmoid(input_parts[0] + hidden_parts[0]);

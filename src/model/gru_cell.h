@@ -18,6 +18,10 @@ class GruCellImpl : public torch::nn::Module {
   // input_gates [B, 3H] (= W_i x + b_i), hidden [B, H] -> new hidden [B, H].
   torch::Tensor forward(const torch::Tensor& input_gates, const torch::Tensor& hidden);
 
+  // The same from hidden_gates [B, 3H] = W_h hidden + b_h computed by the caller (a LoopLinear).
+  static torch::Tensor from_gates(const torch::Tensor& input_gates, const torch::Tensor& hidden_gates,
+                                  const torch::Tensor& hidden);
+
   torch::Tensor weight_hh;  // [3H, H]
   torch::Tensor bias_hh;    // [3H]
 };

@@ -1,0 +1,87 @@
+#include "model/bigru.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "model/gru_cell.h"
+#include "model/loop_linear.h"
+
+namespace nmt {
+
+BiGruImpl::BiGruImpl(int64_t input_size, int64_t hidden_size, int64_t num_layers, double dropout_between_layers)
+    : hidden_size_(hidden_size), dropout_(dropout_between_layers) {
+  TORCH_CHECK(input_size > 0 && hidden_size > 0 && num_layers > 0, "BiGru: sizes and layers must be positive");
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));  // as torch::nn::GRU
+  auto parameter = [&](const std::string& name, std::vector<int64_t> shape) {
+    return register_parameter(name, torch::empty(shape).uniform_(-bound, bound));
+  };
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    const int64_t layer_input = layer == 0 ? input_size : 2 * hidden_size;
+    for (const std::string suffix : {"", "_reverse"}) {
+      const std::string tag = "_l" + std::to_string(layer) + suffix;
+      Direction direction;
+      direction.weight_ih = parameter("weight_ih" + tag, {3 * hidden_size, layer_input});
+      direction.weight_hh = parameter("weight_hh" + tag, {3 * hidden_size, hidden_size});
+      direction.bias_ih = parameter("bias_ih" + tag, {3 * hidden_size});
+      direction.bias_hh = parameter("bias_hh" + tag, {3 * hidden_size});
+      directions_.push_back(direction);
+    }
+  }
+}
+
+torch::Tensor BiGruImpl::run(const Direction& direction, const torch::Tensor& input_gates, const torch::Tensor& mask,
+                             int64_t first_padded, bool reverse, torch::Tensor& final) {
+  const int64_t steps = input_gates.size(0);
+  const std::vector<torch::Tensor> gates = input_gates.unbind(0);  // S x [B, 3H]
+  const LoopLinear hidden_gates(direction.weight_hh, direction.bias_hh);
+  torch::Tensor hidden = torch::zeros({input_gates.size(1), hidden_size_}, input_gates.options());  // h_0 [B, H]
+  std::vector<torch::Tensor> states(static_cast<size_t>(steps));
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t t = reverse ? steps - 1 - i : i;
+    const auto position = static_cast<size_t>(t);
+    torch::Tensor next = GruCellImpl::from_gates(gates[position], hidden_gates(hidden), hidden);
+    if (t < first_padded) {
+      hidden = next;  // every sentence is still running
+      states[position] = hidden;
+    } else {
+      // Rows whose sentence has ended keep their state: h + m (h' - h) is h' for m = 1, h for m = 0.
+      hidden = hidden + mask[t] * (next - hidden);
+      // Forward direction: the kept state is not an output at padding. Backward: it is still h_0 = 0.
+      states[position] = reverse ? hidden : hidden * mask[t];
+    }
+  }
+  final = hidden;
+  return torch::stack(states, 0);  // [S, B, H]
+}
+
+BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Tensor& lengths) {
+  TORCH_CHECK(input.dim() == 3 && lengths.dim() == 1 && lengths.size(0) == input.size(0),
+              "BiGru: input [B, S, I] and lengths [B] expected");
+  const int64_t positions = input.size(1);
+  const torch::Tensor lengths_cpu = lengths.to(torch::kCPU);
+  const int64_t shortest = lengths_cpu.min().item<int64_t>();
+  TORCH_CHECK(shortest >= 1 && lengths_cpu.max().item<int64_t>() <= positions,
+              "BiGru: lengths must be between 1 and the padded length");
+  const torch::Tensor mask =  // [S, B, 1], 1 at real positions
+      (torch::arange(positions).unsqueeze(1) < lengths_cpu.unsqueeze(0)).unsqueeze(2).to(input.options());
+
+  torch::Tensor layer_input = input.transpose(0, 1);  // time-major [S, B, I]
+  std::vector<torch::Tensor> finals;
+  for (size_t layer = 0; layer * 2 < directions_.size(); ++layer) {
+    if (layer > 0) layer_input = torch::dropout(layer_input, dropout_, is_training());
+    std::vector<torch::Tensor> halves;
+    for (const bool reverse : {false, true}) {
+      const Direction& direction = directions_[2 * layer + (reverse ? 1 : 0)];
+      // All positions' input gates in one product: [S, B, I] -> [S, B, 3H].
+      const torch::Tensor input_gates = torch::nn::functional::linear(layer_input, direction.weight_ih, direction.bias_ih);
+      torch::Tensor final;
+      halves.push_back(run(direction, input_gates, mask, shortest, reverse, final));
+      finals.push_back(final);
+    }
+    layer_input = torch::cat(halves, 2);  // [S, B, 2H]
+  }
+  return {layer_input.transpose(0, 1).contiguous(), torch::stack(finals, 0)};
+}
+
+}  // namespace nmt
