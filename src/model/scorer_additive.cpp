@@ -20,7 +20,8 @@ torch::Tensor AdditiveScorerImpl::project_keys(const torch::Tensor& states) {
 
 torch::Tensor AdditiveScorerImpl::score(const torch::Tensor& query, const torch::Tensor& keys) {
   torch::Tensor projected_query = query_layer(query).unsqueeze(1);      // [B, 1, A]
-  return energy_layer(torch::tanh(keys + projected_query)).squeeze(2);  // [B, S]
+  // v^T e as a matrix-vector product: a one-column matrix product is several times slower here.
+  return torch::matmul(torch::tanh(keys + projected_query), energy_layer->weight.squeeze(0));  // [B, S]
 }
 
 }  // namespace nmt
