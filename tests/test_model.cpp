@@ -191,7 +191,8 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
       torch::nn::GRU reference(torch::nn::GRUOptions(4, 5).num_layers(layers).bidirectional(true).batch_first(true));
       // The same parameter names and shapes: LibTorch's weights load into ours by name.
       const auto reference_parameters = reference->named_parameters();
-      REQUIRE(ours->named_parameters().size() == reference_parameters.size());
+      // ... in the same order (an optimizer's saved state follows the order).
+      REQUIRE(ours->named_parameters().keys() == reference_parameters.keys());
       {
         torch::NoGradGuard no_grad;
         for (const auto& item : ours->named_parameters()) {

@@ -56,8 +56,8 @@ torch::Tensor BiGruImpl::run(const Direction& direction, const torch::Tensor& in
 }
 
 BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Tensor& lengths) {
-  TORCH_CHECK(input.dim() == 3 && lengths.dim() == 1 && lengths.size(0) == input.size(0),
-              "BiGru: input [B, S, I] and lengths [B] expected");
+  TORCH_CHECK(input.dim() == 3 && lengths.dim() == 1 && lengths.size(0) == input.size(0) && input.size(0) > 0,
+              "BiGru: input [B, S, I] and lengths [B] expected, B > 0");
   const int64_t positions = input.size(1);
   const torch::Tensor lengths_cpu = lengths.to(torch::kCPU);
   const int64_t shortest = lengths_cpu.min().item<int64_t>();

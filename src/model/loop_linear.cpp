@@ -28,6 +28,8 @@ struct GatherWeightGradient : public torch::autograd::Function<GatherWeightGradi
 
   static tensor_list backward(AutogradContext* context, tensor_list /*anchor_gradient*/) {
     Record record = record_of(context);
+    TORCH_CHECK(record->weight._version() == record->weight_version,
+                "LoopLinear: the weight was modified in place between forward and backward");
     std::vector<torch::Tensor> inputs, output_grads;
     for (size_t step = 0; step < record->inputs.size(); ++step) {
       if (!record->output_grads[step].defined()) continue;  // a step the loss does not depend on
@@ -56,6 +58,7 @@ struct LoopStep : public torch::autograd::Function<LoopStep> {
   }
 
   static tensor_list backward(AutogradContext* context, tensor_list gradients) {
+    TORCH_CHECK(!torch::GradMode::is_enabled(), "LoopLinear: no second derivatives (create_graph)");
     Record record = record_of(context);
     const auto step = static_cast<size_t>(context->saved_data["step"].toInt());
     const torch::Tensor& dy = gradients[0];
@@ -71,9 +74,10 @@ LoopLinear::LoopLinear(torch::Tensor weight, torch::Tensor bias) : weight_(std::
               "LoopLinear: weight [out, in] and bias [out] expected");
   const bool deferred = torch::GradMode::is_enabled() && weight_.requires_grad() &&
                         (!bias_.defined() || bias_.requires_grad());
-  if (!deferred || getenv("NMT_NO_DEFER")) return;
+  if (!deferred) return;
   record_ = c10::make_intrusive<LoopLinearRecord>();
   record_->weight = weight_.detach();
+  record_->weight_version = weight_._version();
   if (bias_.defined()) record_->bias = bias_.detach();
   // LibTorch 1.13's custom functions take no undefined tensors: no bias is an empty placeholder.
   anchor_ = GatherWeightGradient::apply(weight_, bias_.defined() ? bias_ : torch::empty({0}, weight_.options()), record_);

@@ -20,6 +20,7 @@ namespace nmt {
 // What a LoopLinear keeps of its steps until the weight gradient is computed.
 struct LoopLinearRecord : public torch::CustomClassHolder {
   torch::Tensor weight;                     // [out, in], detached
+  uint32_t weight_version = 0;              // its version counter at forward, checked at backward
   torch::Tensor bias;                       // [out], detached; undefined for none
   std::vector<torch::Tensor> inputs;        // x_t [B, in], detached (no reference back into the graph)
   std::vector<torch::Tensor> output_grads;  // dL/dy_t [B, out], filled in by the steps' backward

@@ -85,8 +85,9 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   size_t largest_batch = 0;
   for (const auto& [begin, end] : batches) largest_batch = std::max(largest_batch, end - begin);
   const bool small_steps = largest_batch * static_cast<size_t>(search_.beam_size) <= kMaxRowsForWorkers;
-  const size_t workers =
-      device_.is_cpu() && small_steps ? std::min<size_t>(batches.size(), static_cast<size_t>(torch::get_num_threads())) : 1;
+  // Only with a batch for every thread: otherwise splitting the operators keeps all cores busy.
+  const auto threads = static_cast<size_t>(torch::get_num_threads());
+  const size_t workers = device_.is_cpu() && small_steps && batches.size() >= threads ? threads : 1;
   if (workers <= 1) {
     for (size_t index = 0; index < batches.size(); ++index) translate_batch(index);
   } else {

@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <filesystem>
@@ -20,6 +21,7 @@ void set_threads(int threads) {
 }
 
 void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size_t)>& task) {
+  workers = std::max<size_t>(workers, 1);
   struct RestoreThreads {
     int count = torch::get_num_threads();
     ~RestoreThreads() { torch::set_num_threads(count); }
@@ -40,7 +42,13 @@ void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size
   };
   std::vector<std::thread> threads;
   threads.reserve(workers);
-  for (size_t worker = 1; worker < workers; ++worker) threads.emplace_back(work, worker);
+  try {
+    for (size_t worker = 1; worker < workers; ++worker) threads.emplace_back(work, worker);
+  } catch (...) {  // no thread for this worker: stop the others, then report it
+    failed = true;
+    for (auto& thread : threads) thread.join();
+    throw;
+  }
   work(0);
   for (auto& thread : threads) thread.join();
   for (const auto& error : errors) {

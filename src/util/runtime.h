@@ -13,8 +13,10 @@ void set_threads(int threads);
 
 // Runs task(0) ... task(tasks - 1) on `workers` threads (the calling one included), each taking
 // the next task as it finishes one, with LibTorch's operators single-threaded inside them; the
-// previous thread count is restored afterwards. The first exception a task throws is rethrown
-// here once all threads have stopped (tasks not yet started are skipped).
+// previous thread count is restored afterwards. Once a task throws, tasks not yet started are
+// skipped, and an exception (the calling thread's first, else the lowest-numbered worker's) is
+// rethrown here after all threads have stopped. Relies on LibTorch's OpenMP backend (Debian's),
+// where the thread count is per thread.
 void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size_t)>& task);
 
 // Seeds LibTorch's generators (CPU and CUDA).
