@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/encoded_source.h"
 #include "model/gru_cell.h"
 #include "model/loop_linear.h"
 
@@ -64,7 +65,7 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
   TORCH_CHECK(shortest >= 1 && lengths_cpu.max().item<int64_t>() <= positions,
               "BiGru: lengths must be between 1 and the padded length");
   const torch::Tensor mask =  // [S, B, 1], 1 at real positions
-      (torch::arange(positions).unsqueeze(1) < lengths_cpu.unsqueeze(0)).unsqueeze(2).to(input.options());
+      make_source_mask(lengths_cpu, positions, input.device()).t().unsqueeze(2).to(input.scalar_type());
 
   torch::Tensor layer_input = input.transpose(0, 1);  // time-major [S, B, I]
   std::vector<torch::Tensor> finals;

@@ -12,10 +12,6 @@ GruCellImpl::GruCellImpl(int64_t hidden_size) {
   bias_hh = register_parameter("bias_hh", torch::empty({3 * hidden_size}).uniform_(-bound, bound));
 }
 
-torch::Tensor GruCellImpl::forward(const torch::Tensor& input_gates, const torch::Tensor& hidden) {
-  return from_gates(input_gates, torch::addmm(bias_hh, hidden, weight_hh.t()), hidden);
-}
-
 torch::Tensor GruCellImpl::from_gates(const torch::Tensor& input_gates, const torch::Tensor& hidden_gates,
                                       const torch::Tensor& hidden) {
   auto input_parts = input_gates.chunk(3, /*dim=*/1);

@@ -15,10 +15,8 @@ class GruCellImpl : public torch::nn::Module {
  public:
   explicit GruCellImpl(int64_t hidden_size);
 
-  // input_gates [B, 3H] (= W_i x + b_i), hidden [B, H] -> new hidden [B, H].
-  torch::Tensor forward(const torch::Tensor& input_gates, const torch::Tensor& hidden);
-
-  // The same from hidden_gates [B, 3H] = W_h hidden + b_h computed by the caller (a LoopLinear).
+  // input_gates [B, 3H] (= W_i x + b_i), hidden_gates [B, 3H] (= W_h h + b_h, computed by the
+  // caller with a LoopLinear of weight_hh and bias_hh), hidden [B, H] -> new hidden [B, H].
   static torch::Tensor from_gates(const torch::Tensor& input_gates, const torch::Tensor& hidden_gates,
                                   const torch::Tensor& hidden);
 
