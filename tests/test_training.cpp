@@ -6,6 +6,7 @@
 
 #include "config/train_config.h"
 #include "helpers.h"
+#include "model/dropout.h"
 #include "model/word_dropout.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
@@ -177,6 +178,45 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
   const std::string odd = step_checkpoints(other.model_dir).front();
   CHECK_THROWS_WITH(average_checkpoints({odd, step_checkpoints(config.model_dir).front()}, torch::kCPU),
                     Catch::Contains(odd));
+}
+
+TEST_CASE("dropout zeroes a fraction p, scales the rest, and repeats for a seed and any thread count", "[training]") {
+  const double p = 0.3;
+  torch::Tensor input = torch::rand({401, 501}, torch::kFloat64) + 0.5;  // odd size, no zeros of its own
+  torch::manual_seed(58);
+  torch::Tensor dropped = apply_dropout(input, p, /*training=*/true);
+  torch::Tensor zeros = dropped == 0;
+  const double fraction = zeros.to(torch::kFloat64).mean().item<double>();
+  CHECK(fraction == Approx(p).margin(0.005));  // 200k draws: the standard error is 0.001
+  // Neighbouring elements share a hash: their decisions must still be independent (p^2 both dropped).
+  torch::Tensor flat = zeros.flatten();
+  const int64_t even = flat.size(0) - 1;
+  const double both = (flat.narrow(0, 0, even) & flat.narrow(0, 1, even)).to(torch::kFloat64).mean().item<double>();
+  CHECK(both == Approx(p * p).margin(0.005));
+  CHECK(torch::allclose(dropped.masked_select(~zeros), input.masked_select(~zeros) / (1 - p)));
+  // The last element of an odd-sized tensor is drawn too (not always kept or always dropped).
+  torch::Tensor column = torch::ones({1001});
+  CHECK(apply_dropout(column, 0.5, true).eq(0).any().item<bool>());
+
+  // Same seed, same mask, whatever the thread count; the next call draws a new one.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  torch::manual_seed(58);
+  torch::Tensor again = apply_dropout(input, p, true);
+  torch::Tensor next = apply_dropout(input, p, true);
+  at::set_num_threads(threads);
+  CHECK(torch::equal(again, dropped));
+  CHECK_FALSE(torch::equal(next, dropped));
+
+  // The gradient is the mask: 0 where dropped, 1 / (1 - p) where kept.
+  torch::Tensor leaf = input.clone().requires_grad_();
+  torch::Tensor out = apply_dropout(leaf, p, true);
+  torch::Tensor gradient = torch::autograd::grad({out.sum()}, {leaf})[0];
+  CHECK(torch::allclose(gradient, (out != 0).to(torch::kFloat64) / (1 - p)));
+
+  CHECK(torch::equal(apply_dropout(input, p, /*training=*/false), input));
+  CHECK(torch::equal(apply_dropout(input, 0.0, true), input));
+  CHECK_THROWS_WITH(apply_dropout(input, 1.0, true), Catch::Contains("[0, 1)"));
 }
 
 TEST_CASE("word dropout drops whole positions while training and nothing in evaluation", "[training]") {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/encoded_source.h"
+#include "model/dropout.h"
 #include "model/gru_cell.h"
 #include "model/loop_linear.h"
 
@@ -70,7 +71,7 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
   torch::Tensor layer_input = input.transpose(0, 1);  // time-major [S, B, I]
   std::vector<torch::Tensor> finals;
   for (size_t layer = 0; layer * 2 < directions_.size(); ++layer) {
-    if (layer > 0) layer_input = torch::dropout(layer_input, dropout_, is_training());
+    if (layer > 0) layer_input = apply_dropout(layer_input, dropout_, is_training());
     std::vector<torch::Tensor> halves;
     for (const bool reverse : {false, true}) {
       const Direction& direction = directions_[2 * layer + (reverse ? 1 : 0)];

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/dropout.h"
 #include "model/word_dropout.h"
 #include "text/special_tokens.h"
 
@@ -18,7 +19,6 @@ DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : 
   embedding = register_module(
       "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size, options.embedding_size)
                                             .padding_idx(kPadId)));
-  dropout = register_module("dropout", torch::nn::Dropout(options.dropout));
   bridge = register_module("bridge", torch::nn::Linear(encoder_size, options.num_layers * hidden));
   embedding_gates = register_module("embedding_gates", torch::nn::Linear(options.embedding_size, 3 * hidden));
   feed_gates = register_module("feed_gates",
@@ -76,19 +76,21 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
   new_hidden.reserve(cell_pointers_.size());
   torch::Tensor output;
   for (size_t layer = 0; layer < cell_pointers_.size(); ++layer) {
-    if (layer > 0) gates = maps.layer_inputs[layer - 1](dropout(output));
+    if (layer > 0) gates = maps.layer_inputs[layer - 1](apply_dropout(output, options_.dropout, is_training()));
     const torch::Tensor hidden = state.hidden[static_cast<int64_t>(layer)];  // [B, H]
     output = GruCellImpl::from_gates(gates, maps.hidden[layer](hidden), hidden);
     new_hidden.push_back(output);
   }
   AttentionResult attended = attention(output, source);  // context [B, C]
-  torch::Tensor attentional = dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))));  // [B, H]
+  torch::Tensor attentional =  // [B, H]
+      apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout, is_training());
   state = {torch::stack(new_hidden, 0), attentional};
   return {attentional, attended.weights};
 }
 
 torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {
-  return dropout(word_dropout(embedding(tokens), options_.word_dropout, is_training()));
+  return apply_dropout(word_dropout(embedding(tokens), options_.word_dropout, is_training()), options_.dropout,
+                 is_training());
 }
 
 torch::Tensor DecoderImpl::output_logits(const torch::Tensor& attentional) {

@@ -11,7 +11,6 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
@@ -71,7 +70,6 @@ class DecoderImpl : public torch::nn::Module {
   const DecoderOptions& options() const { return options_; }
 
   torch::nn::Embedding embedding{nullptr};
-  torch::nn::Dropout dropout{nullptr};
   torch::nn::Linear bridge{nullptr};           // C -> L * H
   torch::nn::Linear embedding_gates{nullptr};  // E -> 3H, first layer's input gates from y_{t-1}
   torch::nn::Linear feed_gates{nullptr};       // H -> 3H, first layer's input gates from a_{t-1}

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "model/dropout.h"
 #include "model/word_dropout.h"
 #include "text/special_tokens.h"
 
@@ -11,7 +12,6 @@ EncoderImpl::EncoderImpl(const EncoderOptions& options) : options_(options) {
   embedding = register_module(
       "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size, options.embedding_size)
                                             .padding_idx(kPadId)));
-  dropout = register_module("dropout", torch::nn::Dropout(options.dropout));
   rnn = register_module("rnn", BiGru(options.embedding_size, options.hidden_size, options.num_layers,
                                      options.num_layers > 1 ? options.dropout : 0.0));
 }
@@ -21,7 +21,8 @@ EncoderOutput EncoderImpl::forward(const torch::Tensor& source, const torch::Ten
               "encoder: source [B, S] and lengths [B] expected");
   const int64_t batch_size = source.size(0);
   torch::Tensor embedded =
-      dropout(word_dropout(embedding(source), options_.word_dropout, is_training()));  // [B, S, E]
+      apply_dropout(word_dropout(embedding(source), options_.word_dropout, is_training()), options_.dropout,
+              is_training());  // [B, S, E]
   BiGruImpl::Output output = rnn(embedded, lengths);
   // output.final [layers * 2, B, H]; the last two rows are the top layer's forward and backward
   // directions.

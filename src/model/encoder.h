@@ -3,7 +3,6 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 
 #include "model/bigru.h"
@@ -27,7 +26,6 @@ class EncoderImpl : public torch::nn::Module {
   int64_t output_size() const { return 2 * options_.hidden_size; }
 
   torch::nn::Embedding embedding{nullptr};
-  torch::nn::Dropout dropout{nullptr};
   BiGru rnn{nullptr};
 
  private:
