@@ -22,6 +22,8 @@ inline uint32_t hash32(uint32_t x) {
   return x;
 }
 
+void check_probability(double p) { TORCH_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), not ", p); }
+
 uint64_t draw_seed() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
@@ -44,7 +46,7 @@ void fill_mask(T* out, int64_t n, uint64_t seed, uint32_t threshold, T scale) {
 }  // namespace
 
 torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorOptions& options) {
-  TORCH_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), not ", p);
+  check_probability(p);
   const double keep = 1.0 - p;
   if (options.device().type() != torch::kCPU) {
     return torch::empty(shape, options).bernoulli_(keep).div_(keep);
@@ -54,7 +56,7 @@ torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorO
   const uint64_t seed = draw_seed();
   // keep x 2^32 as a 32-bit threshold (below 2^32, since p > 0 here).
   const auto threshold = static_cast<uint32_t>(std::min(std::ldexp(keep, 32), 4294967295.0));
-  AT_DISPATCH_FLOATING_TYPES(mask.scalar_type(), "dropout_mask", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, mask.scalar_type(), "dropout_mask", [&] {
     fill_mask<scalar_t>(mask.data_ptr<scalar_t>(), mask.numel(), seed, threshold, static_cast<scalar_t>(1.0 / keep));
   });
   return mask;
@@ -62,6 +64,7 @@ torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorO
 
 torch::Tensor apply_dropout(const torch::Tensor& input, double p, bool training) {
   if (!training || p == 0) return input;
+  check_probability(p);
   if (!input.device().is_cpu()) return torch::dropout(input, p, true);
   return input * dropout_mask(input.sizes(), p, input.options().requires_grad(false));
 }
