@@ -289,9 +289,9 @@ int run_average(AverageSettings& settings) {
       paths.erase(paths.begin(), paths.end() - settings.last);
     }
   }
-  if (settings.output.empty()) settings.output = (fs::path(settings.model_dir) / "averaged.ckpt").string();
+  if (settings.output.empty()) settings.output = (fs::path(settings.model_dir) / kAveragedCheckpoint).string();
   const std::string output_name = fs::path(settings.output).filename().string();
-  if (output_name == "best.ckpt" || output_name == "last.ckpt" || step_of_checkpoint_name(output_name) >= 0) {
+  if (output_name == kBestCheckpoint || output_name == kLastCheckpoint || step_of_checkpoint_name(output_name) >= 0) {
     throw std::invalid_argument("--output " + settings.output +
                                 ": the trainer's own checkpoint names are reserved; choose another name");
   }

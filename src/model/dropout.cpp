@@ -64,8 +64,10 @@ torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorO
 
 torch::Tensor apply_dropout(const torch::Tensor& input, double p, bool training) {
   if (!training || p == 0) return input;
-  check_probability(p);
-  if (!input.device().is_cpu()) return torch::dropout(input, p, true);
+  if (!input.device().is_cpu()) {
+    check_probability(p);  // dropout_mask checks it on the CPU path
+    return torch::dropout(input, p, true);
+  }
   return input * dropout_mask(input.sizes(), p, input.options().requires_grad(false));
 }
 

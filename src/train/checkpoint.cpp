@@ -150,7 +150,8 @@ void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimiz
 }
 
 std::string resolve_checkpoint(const std::string& model_dir, const std::string& which) {
-  if (which == "best" || which == "last") return (std::filesystem::path(model_dir) / (which + ".ckpt")).string();
+  if (which == "best") return (std::filesystem::path(model_dir) / kBestCheckpoint).string();
+  if (which == "last") return (std::filesystem::path(model_dir) / kLastCheckpoint).string();
   return which;
 }
 

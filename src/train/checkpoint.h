@@ -21,6 +21,11 @@ namespace nmt {
 
 constexpr int64_t kCheckpointVersion = 1;
 
+// The fixed file names in a model directory (step checkpoints are named by train/average.h).
+inline constexpr const char* kBestCheckpoint = "best.ckpt";          // best validation so far
+inline constexpr const char* kLastCheckpoint = "last.ckpt";          // where --resume continues
+inline constexpr const char* kAveragedCheckpoint = "averaged.ckpt";  // nmt average's default output
+
 struct TrainingProgress {
   int64_t step = 0;                 // updates done
   int64_t epoch = 0;                // current epoch (0-based)

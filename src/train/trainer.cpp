@@ -162,8 +162,8 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
   const torch::Device device = parse_device(config.device);
 
   const fs::path dir(config.model_dir);
-  const std::string last_path = (dir / "last.ckpt").string();
-  const std::string best_path = (dir / "best.ckpt").string();
+  const std::string last_path = (dir / kLastCheckpoint).string();
+  const std::string best_path = (dir / kBestCheckpoint).string();
   const bool has_run = fs::exists(last_path);
   if (has_run && !run.resume && !run.overwrite) {
     throw std::invalid_argument("model-dir " + config.model_dir +
@@ -175,7 +175,7 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
   }
   fs::create_directories(dir);
   if (!has_run || run.overwrite) {
-    for (const char* name : {"train.log", "metrics.jsonl", "best.ckpt", "last.ckpt", "averaged.ckpt"}) {
+    for (const char* name : {"train.log", "metrics.jsonl", kBestCheckpoint, kLastCheckpoint, kAveragedCheckpoint}) {
       fs::remove(dir / name);
     }
     remove_step_checkpoints_after(config.model_dir, -1);  // a new run must not average with the old one
