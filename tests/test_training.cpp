@@ -6,6 +6,7 @@
 
 #include "config/train_config.h"
 #include "helpers.h"
+#include "kernels/row_kernels.h"
 #include "model/dropout.h"
 #include "model/word_dropout.h"
 #include "text/corpus.h"
@@ -100,6 +101,71 @@ TEST_CASE("fused label-smoothed loss: same value and gradient as LibTorch's cros
     CHECK(ours.item<double>() == Approx(reference.item<double>()).epsilon(1e-12));
     CHECK(torch::allclose(our_gradient, reference_gradient, 1e-10, 1e-12));
   }
+}
+
+TEST_CASE("row kernels: softmax, log-sum-exp and row sums as LibTorch computes them", "[training]") {
+  if (!kernels::row_kernels_available()) return;  // this CPU has no AVX2: the loss uses LibTorch's ops
+  torch::manual_seed(56);
+  // 37 columns: four groups of eight lanes and a tail of five. Rows of growing spread, up to a
+  // gap of 2000 between the largest and smallest logit (those probabilities are below e^-87: 0).
+  torch::Tensor logits = torch::randn({6, 37}) * torch::tensor({0.1, 1.0, 5.0, 20.0, 80.0, 1000.0}).unsqueeze(1) +
+                         torch::tensor({0.0, -50.0, 50.0, 0.0, 3.0, 0.0}).unsqueeze(1);
+  logits = logits.to(torch::kFloat);
+  torch::Tensor z = logits.clone();
+  std::vector<float> log_sum_exp(6), row_sum(6);
+  kernels::softmax_rows(z.data_ptr<float>(), 6, 37, log_sum_exp.data(), row_sum.data());
+  // The reference starts from the same float differences z - max(z) as the kernel (their rounding
+  // is the input's, not the kernel's), then works in double.
+  const torch::Tensor reference = torch::softmax((logits - std::get<0>(logits.max(1, true))).to(torch::kDouble), 1);
+  // Relative error of every probability above e^-86; below that, at most e^-86 (the kernel
+  // flushes what is below e^-87 to 0). The test draws both kinds.
+  const torch::Tensor ours = z.to(torch::kDouble);
+  const torch::Tensor normal = reference > std::exp(-86.0);
+  REQUIRE(normal.logical_not().any().item<bool>());
+  CHECK(((ours - reference).abs() / reference).masked_select(normal).max().item<double>() < 2e-6);
+  CHECK(ours.masked_select(normal.logical_not()).max().item<double>() <= std::exp(-86.0));
+  const torch::Tensor lse = torch::logsumexp(logits.to(torch::kDouble), 1);
+  const torch::Tensor sums = logits.to(torch::kDouble).sum(1);
+  for (int64_t row = 0; row < 6; ++row) {
+    INFO("row " << row);
+    CHECK(log_sum_exp[row] == Approx(lse[row].item<double>()).epsilon(1e-6));
+    CHECK(row_sum[row] == Approx(sums[row].item<double>()).epsilon(1e-5).margin(1e-3));
+  }
+  // The gradient rows: scale * (p - q).
+  torch::Tensor targets = torch::tensor({0, 36, 5, 8, 31, 2}, torch::kInt64);
+  torch::Tensor grad = z.clone();
+  kernels::smoothed_gradient_rows(grad.data_ptr<float>(), 6, 37, targets.data_ptr<int64_t>(), 0.2f, 0.5f);
+  torch::Tensor q = torch::full({6, 37}, 0.2 / 37).scatter_add(1, targets.unsqueeze(1), torch::full({6, 1}, 0.8));
+  CHECK(torch::allclose(grad, 0.5 * (z - q), 1e-6, 1e-7));
+}
+
+TEST_CASE("output layer loss: same value and gradients as the output layer then the loss", "[training]") {
+  torch::manual_seed(57);
+  for (double epsilon : {0.0, 0.1}) {
+    for (bool with_bias : {true, false}) {
+      INFO("epsilon " << epsilon << ", bias " << with_bias);
+      torch::Tensor hidden = torch::randn({9, 6}).requires_grad_();
+      torch::Tensor weight = (3 * torch::randn({29, 6})).requires_grad_();
+      torch::Tensor bias = with_bias ? torch::randn({29}).requires_grad_() : torch::Tensor();
+      torch::Tensor targets = torch::randint(0, 29, {9}, torch::kInt64);
+      std::vector<torch::Tensor> inputs{hidden, weight};
+      if (with_bias) inputs.push_back(bias);
+      torch::Tensor ours = output_layer_loss(hidden, weight, bias, targets, epsilon);
+      std::vector<torch::Tensor> our_grads = torch::autograd::grad({ours * 0.37}, inputs);
+      torch::Tensor reference = smoothed_cross_entropy_sum(
+          torch::nn::functional::linear(hidden, weight, bias).to(torch::kDouble), targets, epsilon);
+      std::vector<torch::Tensor> reference_grads = torch::autograd::grad({reference * 0.37}, inputs);
+      CHECK(ours.item<double>() == Approx(reference.item<double>()).epsilon(1e-5));
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        INFO("input " << i);
+        CHECK(torch::allclose(our_grads[i], reference_grads[i], 1e-4, 1e-5));
+      }
+    }
+  }
+  torch::Tensor hidden = torch::randn({2, 3}).requires_grad_();
+  torch::Tensor weight = torch::randn({4, 3});
+  CHECK_THROWS_WITH(output_layer_loss(hidden, weight, {}, torch::tensor({1, 4}, torch::kInt64), 0.1),
+                    Catch::Contains("outside the vocabulary"));
 }
 
 TEST_CASE("sequence loss skips padded positions and matches cross_entropy with ignore_index", "[training]") {

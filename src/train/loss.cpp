@@ -1,7 +1,11 @@
 #include "train/loss.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <vector>
+
+#include "kernels/row_kernels.h"
 #include "text/special_tokens.h"
 
 namespace nmt {
@@ -42,6 +46,62 @@ struct SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntr
   }
 };
 
+// The output layer z = x W^T + b and the smoothed cross-entropy in one function, with the row
+// kernels of kernels/row_kernels.h. Forward writes z once and turns it into softmax(z) in place
+// (one buffer [N, V] instead of logits plus log-probabilities); backward turns that buffer into
+// dL/dz in place and multiplies it out. The loss of row r is
+//   -(1 - eps) log p_r[y_r] - (eps / V) sum_v log p_rv,  log p_rv = z_rv - lse_r,
+// so it needs only z_r[y_r] (read before the row is overwritten), lse_r and sum_v z_rv.
+// The backward uses its saved buffer up, so it can run once (no retain_graph).
+struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
+  static torch::Tensor forward(AutogradContext* context, const torch::Tensor& hidden, const torch::Tensor& weight,
+                               const torch::Tensor& bias, const torch::Tensor& targets, double epsilon) {
+    const int64_t rows = hidden.size(0), classes = weight.size(0);
+    torch::Tensor probs = torch::addmm(bias, hidden, weight.t());  // [N, V], the logits for now
+    const torch::Tensor targets_cpu = targets.contiguous();
+    const int64_t* target = targets_cpu.data_ptr<int64_t>();
+    float* z = probs.data_ptr<float>();
+    std::vector<float> target_logit(static_cast<size_t>(rows)), log_sum_exp(target_logit.size()),
+        row_sum(target_logit.size());
+    at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) target_logit[static_cast<size_t>(row)] = z[row * classes + target[row]];
+      kernels::softmax_rows(z + begin * classes, end - begin, classes, log_sum_exp.data() + begin, row_sum.data() + begin);
+    });
+    double loss = 0;  // summed in row order, whatever the thread count
+    for (size_t row = 0; row < target_logit.size(); ++row) {
+      const double lse = log_sum_exp[row];
+      loss -= (1.0 - epsilon) * (target_logit[row] - lse);
+      if (epsilon > 0) loss -= epsilon / static_cast<double>(classes) * (row_sum[row] - static_cast<double>(classes) * lse);
+    }
+    context->save_for_backward({hidden, weight, targets_cpu});
+    context->saved_data["probs"] = probs;
+    context->saved_data["epsilon"] = epsilon;
+    return torch::tensor(loss, hidden.options());
+  }
+
+  static tensor_list backward(AutogradContext* context, tensor_list gradients) {
+    TORCH_CHECK(context->saved_data.count("probs") == 1,
+                "output layer loss: backward a second time is not supported (its buffer was used up)");
+    torch::Tensor grad = context->saved_data["probs"].toTensor();  // softmax, becomes dL/dz
+    context->saved_data.erase("probs");
+    const auto saved = context->get_saved_variables();
+    const torch::Tensor& hidden = saved[0];
+    const torch::Tensor& weight = saved[1];
+    const int64_t rows = grad.size(0), classes = grad.size(1);
+    const auto epsilon = static_cast<float>(context->saved_data["epsilon"].toDouble());
+    const float scale = gradients[0].item<float>();
+    const int64_t* target = saved[2].data_ptr<int64_t>();
+    float* g = grad.data_ptr<float>();
+    at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+      kernels::smoothed_gradient_rows(g + begin * classes, end - begin, classes, target + begin, epsilon, scale);
+    });
+    torch::Tensor grad_hidden = context->needs_input_grad(0) ? grad.mm(weight) : torch::Tensor();
+    torch::Tensor grad_weight = context->needs_input_grad(1) ? grad.t().mm(hidden) : torch::Tensor();
+    torch::Tensor grad_bias = context->needs_input_grad(2) ? grad.sum(0) : torch::Tensor();
+    return {grad_hidden, grad_weight, grad_bias, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor smoothed_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets, double epsilon) {
@@ -59,8 +119,27 @@ SequenceLoss sequence_loss(DecoderImpl& decoder, const DecoderOutput& output, co
   const torch::Tensor targets = target_output.flatten();                 // [B * T]
   const torch::Tensor positions = targets.ne(kPadId).nonzero().squeeze(1);  // [N] real target tokens
   const torch::Tensor attentional = output.attentional.flatten(0, 1).index_select(0, positions);  // [N, H]
-  const torch::Tensor logits = decoder.output_logits(attentional);        // [N, V]
-  return {smoothed_cross_entropy_sum(logits, targets.index_select(0, positions), epsilon), positions.size(0)};
+  return {output_layer_loss(attentional, decoder.output_weight, decoder.output_bias,
+                            targets.index_select(0, positions), epsilon),
+          positions.size(0)};
+}
+
+torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
+                                const torch::Tensor& targets, double epsilon) {
+  TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1) && targets.dim() == 1 &&
+                  targets.size(0) == hidden.size(0) && (!bias.defined() || bias.size(0) == weight.size(0)),
+              "output_layer_loss: hidden [N, H], weight [V, H], bias [V] or none, targets [N] expected");
+  TORCH_CHECK(targets.numel() == 0 || (targets.min().item<int64_t>() >= 0 && targets.max().item<int64_t>() < weight.size(0)),
+              "output_layer_loss: a target id is outside the vocabulary of ", weight.size(0));
+  const bool fused = kernels::row_kernels_available() && hidden.device().is_cpu() &&
+                     hidden.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
+                     targets.scalar_type() == torch::kLong && hidden.size(0) > 0;
+  if (!fused) {  // another device or type, or a CPU without AVX2: LibTorch's ops
+    return smoothed_cross_entropy_sum(torch::nn::functional::linear(hidden, weight, bias), targets, epsilon);
+  }
+  // An undefined tensor cannot be a custom function's input: no bias is a zero bias there.
+  return FusedOutputLoss::apply(hidden, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
+                                targets, epsilon);
 }
 
 }  // namespace nmt

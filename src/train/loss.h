@@ -17,6 +17,13 @@ namespace nmt {
 // Sum over the rows of logits [N, V] of -sum_v q_v log softmax(z)_v, targets [N].
 torch::Tensor smoothed_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets, double epsilon);
 
+// The output layer and the loss together: smoothed_cross_entropy_sum(hidden W^T + b, targets),
+// hidden [N, H], weight [V, H], bias [V] (or undefined), targets [N]. On CPUs with AVX2 (float32)
+// it runs as one fused function (kernels/row_kernels.h) that never keeps logits and
+// log-probabilities side by side; elsewhere it is exactly that composition of LibTorch ops.
+torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
+                                const torch::Tensor& targets, double epsilon);
+
 struct SequenceLoss {
   torch::Tensor sum;   // scalar: the summed loss of the target tokens
   int64_t tokens = 0;  // how many target tokens (positions that are not padding)
