@@ -3,6 +3,7 @@
 
 #include "helpers.h"
 #include "model/attention.h"
+#include "model/fused_attention.h"
 #include "model/scorers.h"
 
 using namespace nmt;
@@ -93,4 +94,51 @@ TEST_CASE("attention none gives the fixed encoder summary as context", "[attenti
   AttentionResult result = attention(torch::randn({2, 12}), source);
   CHECK_FALSE(result.weights.defined());
   CHECK(torch::equal(result.context, source.summary));
+}
+
+TEST_CASE("fused attention steps: same values and gradients as the LibTorch expressions", "[attention]") {
+  // Sizes 21 and 13: two and one groups of eight lanes plus tails; a zero weight (padding) too.
+  torch::manual_seed(31);
+  torch::Tensor keys = torch::randn({5, 7, 21}).requires_grad_();
+  torch::Tensor query = (2 * torch::randn({5, 21})).requires_grad_();
+  torch::Tensor v = torch::randn({21}).requires_grad_();
+  torch::Tensor weights = torch::softmax(torch::randn({5, 7}), 1);
+  weights.select(1, 6).zero_();
+  weights.requires_grad_();
+  torch::Tensor states = torch::randn({5, 7, 13}).requires_grad_();
+
+  SECTION("additive energy") {
+    torch::Tensor ours = additive_energy(keys, query, v);
+    torch::Tensor reference = torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v);
+    CHECK(torch::allclose(ours, reference, 1e-5, 1e-6));
+    torch::Tensor upstream = torch::randn({5, 7});
+    auto our_grads = torch::autograd::grad({ours}, {keys, query, v}, {upstream});
+    auto reference_grads = torch::autograd::grad({reference}, {keys, query, v}, {upstream});
+    for (size_t i = 0; i < 3; ++i) {
+      INFO("input " << i);
+      CHECK(torch::allclose(our_grads[i], reference_grads[i], 1e-5, 1e-6));
+    }
+    torch::NoGradGuard no_grad;  // inference keeps no activations: the same scores
+    CHECK(torch::allclose(additive_energy(keys, query, v), reference, 1e-5, 1e-6));
+  }
+  SECTION("weighted sum") {
+    torch::Tensor ours = weighted_sum(weights, states);
+    torch::Tensor reference = (weights.unsqueeze(2) * states).sum(1);
+    CHECK(torch::allclose(ours, reference, 1e-5, 1e-6));
+    torch::Tensor upstream = torch::randn({5, 13});
+    auto our_grads = torch::autograd::grad({ours}, {weights, states}, {upstream});
+    auto reference_grads = torch::autograd::grad({reference}, {weights, states}, {upstream});
+    for (size_t i = 0; i < 2; ++i) {
+      INFO("input " << i);
+      CHECK(torch::allclose(our_grads[i], reference_grads[i], 1e-5, 1e-6));
+    }
+    torch::NoGradGuard no_grad;
+    CHECK(torch::allclose(weighted_sum(weights, states), reference, 1e-5, 1e-6));
+  }
+  SECTION("non-contiguous inputs") {  // beam search and transposes can hand over strided views
+    torch::Tensor strided = keys.detach().transpose(0, 1).contiguous().transpose(0, 1);
+    REQUIRE_FALSE(strided.is_contiguous());
+    CHECK(torch::allclose(additive_energy(strided, query.detach(), v.detach()),
+                          torch::matmul(torch::tanh(strided + query.detach().unsqueeze(1)), v.detach()), 1e-5, 1e-6));
+  }
 }

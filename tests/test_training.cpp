@@ -104,7 +104,7 @@ TEST_CASE("fused label-smoothed loss: same value and gradient as LibTorch's cros
 }
 
 TEST_CASE("row kernels: softmax, log-sum-exp and row sums as LibTorch computes them", "[training]") {
-  if (!kernels::row_kernels_available()) return;  // this CPU has no AVX2: the loss uses LibTorch's ops
+  if (!kernels::avx2_kernels_available()) return;  // this CPU has no AVX2: the loss uses LibTorch's ops
   torch::manual_seed(56);
   // 37 columns: four groups of eight lanes and a tail of five. Rows of growing spread, up to a
   // gap of 2000 between the largest and smallest logit (those probabilities are below e^-87: 0).

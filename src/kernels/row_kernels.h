@@ -6,18 +6,14 @@
 // These kernels do the same work in two passes, in place, with an exponential evaluated eight
 // lanes at a time.
 //
-// They are compiled for x86-64 CPUs with AVX2 and FMA (Intel Haswell and AMD Excavator, 2013-15,
-// and later): row_kernels_available() says whether this CPU has them (and the build was for
-// x86-64); callers use LibTorch's own ops when it says no. Pure C++, no LibTorch: the file that
-// implements them is the only one compiled with -mavx2 -mfma.
+// Call them only when avx2_kernels_available() (kernels/available.h) says yes.
 #pragma once
 
 #include <cstdint>
 
-namespace nmt::kernels {
+#include "kernels/available.h"
 
-// True when the kernels below were built (x86-64) and this CPU runs AVX2 and FMA.
-bool row_kernels_available();
+namespace nmt::kernels {
 
 // For each row r of z [rows, cols] (row-major, contiguous): replaces the row by its softmax and
 // writes log(sum_j exp(z_rj)) to log_sum_exp[r] and sum_j z_rj to row_sum[r]. Stable for any

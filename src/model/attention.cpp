@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "model/fused_attention.h"
+
 namespace nmt {
 
 torch::Tensor make_source_mask(const torch::Tensor& lengths, int64_t max_length, const torch::Device& device) {
@@ -42,8 +44,7 @@ AttentionResult AttentionImpl::forward(const torch::Tensor& query, const Encoded
   // least one real position (the source EOS), so no row is all -inf.
   scores = scores.masked_fill(source.mask.logical_not(), -std::numeric_limits<float>::infinity());
   torch::Tensor weights = torch::softmax(scores, /*dim=*/1);                      // [B, S]
-  // sum_j weights_j h_j, as a broadcast multiply and sum (see batched_matvec).
-  torch::Tensor context = (weights.unsqueeze(2) * source.states).sum(1);  // [B, C]
+  torch::Tensor context = weighted_sum(weights, source.states);  // [B, C], sum_j weights_j h_j
   return {context, weights};
 }
 

@@ -3,6 +3,7 @@
 // it is the key, computed once per batch (as the paper notes in A.1.2).
 #include <torch/torch.h>
 
+#include "model/fused_attention.h"
 #include "model/scorers.h"
 
 namespace nmt {
@@ -19,9 +20,8 @@ torch::Tensor AdditiveScorerImpl::project_keys(const torch::Tensor& states) {
 }
 
 torch::Tensor AdditiveScorerImpl::score(const torch::Tensor& query, const torch::Tensor& keys) {
-  torch::Tensor projected_query = query_layer(query).unsqueeze(1);      // [B, 1, A]
-  // v^T e as a matrix-vector product: a one-column matrix product is several times slower here.
-  return torch::matmul(torch::tanh(keys + projected_query), energy_layer->weight.squeeze(0));  // [B, S]
+  // v^T tanh(W s + k_j) for every j in one pass over the keys (model/fused_attention.h).
+  return additive_energy(keys, query_layer(query), energy_layer->weight.squeeze(0));  // [B, S]
 }
 
 }  // namespace nmt

@@ -1,0 +1,131 @@
+// Compiled with -mavx2 -mfma (CMakeLists.txt), so nothing here may run before
+// avx2_kernels_available() has said yes.
+#include "kernels/attention_kernels.h"
+
+#include <stdexcept>
+
+#if NMT_AVX2_KERNELS
+#include "kernels/vector_math.h"
+#endif
+
+namespace nmt::kernels {
+
+#if NMT_AVX2_KERNELS
+
+using namespace vec;
+
+void additive_energy(const float* keys, const float* query, const float* v, int64_t batch, int64_t positions,
+                     int64_t size, float* scores, float* activations) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* q = query + b * size;
+    for (int64_t s = 0; s < positions; ++s) {
+      const int64_t row = b * positions + s;
+      const float* k = keys + row * size;
+      float* t = activations != nullptr ? activations + row * size : nullptr;
+      Floats sum8 = splat(0.0f);
+      int64_t a = 0;
+      for (; a + kLanes <= size; a += kLanes) {
+        const Floats value = vec::tanh(load(k + a) + load(q + a));
+        if (t != nullptr) store(t + a, value);
+        sum8 += value * load(v + a);
+      }
+      float sum = lane_sum(sum8);
+      for (; a < size; ++a) {
+        const float value = std::tanh(k[a] + q[a]);
+        if (t != nullptr) t[a] = value;
+        sum += value * v[a];
+      }
+      scores[row] = sum;
+    }
+  }
+}
+
+void additive_energy_backward(const float* activations, const float* v, const float* grad_scores, int64_t batch,
+                              int64_t positions, int64_t size, float* grad_keys, float* grad_query) {
+  for (int64_t b = 0; b < batch; ++b) {
+    float* dq = grad_query + b * size;
+    std::fill(dq, dq + size, 0.0f);
+    for (int64_t s = 0; s < positions; ++s) {
+      const int64_t row = b * positions + s;
+      const float* t = activations + row * size;
+      float* dk = grad_keys + row * size;
+      const float g = grad_scores[row];
+      const Floats g8 = splat(g);
+      int64_t a = 0;
+      for (; a + kLanes <= size; a += kLanes) {
+        const Floats value = load(t + a);
+        const Floats d = g8 * load(v + a) * (1.0f - value * value);
+        store(dk + a, d);
+        store(dq + a, load(dq + a) + d);
+      }
+      for (; a < size; ++a) {
+        const float d = g * v[a] * (1.0f - t[a] * t[a]);
+        dk[a] = d;
+        dq[a] += d;
+      }
+    }
+  }
+}
+
+void weighted_sum(const float* weights, const float* states, int64_t batch, int64_t positions, int64_t size,
+                  float* context) {
+  for (int64_t b = 0; b < batch; ++b) {
+    float* out = context + b * size;
+    std::fill(out, out + size, 0.0f);
+    for (int64_t s = 0; s < positions; ++s) {
+      const int64_t row = b * positions + s;
+      const float w = weights[row];
+      if (w == 0.0f) continue;  // padding (and weights that underflowed): nothing to add
+      const float* h = states + row * size;
+      const Floats w8 = splat(w);
+      int64_t c = 0;
+      for (; c + kLanes <= size; c += kLanes) store(out + c, load(out + c) + w8 * load(h + c));
+      for (; c < size; ++c) out[c] += w * h[c];
+    }
+  }
+}
+
+void weighted_sum_backward(const float* weights, const float* states, const float* grad_context, int64_t batch,
+                           int64_t positions, int64_t size, float* grad_weights, float* grad_states) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* g = grad_context + b * size;
+    for (int64_t s = 0; s < positions; ++s) {
+      const int64_t row = b * positions + s;
+      const float* h = states + row * size;
+      float* dh = grad_states + row * size;
+      const Floats w8 = splat(weights[row]);
+      Floats dot8 = splat(0.0f);
+      int64_t c = 0;
+      for (; c + kLanes <= size; c += kLanes) {
+        const Floats g8 = load(g + c);
+        dot8 += g8 * load(h + c);
+        store(dh + c, w8 * g8);
+      }
+      float dot = lane_sum(dot8);
+      for (; c < size; ++c) {
+        dot += g[c] * h[c];
+        dh[c] = weights[row] * g[c];
+      }
+      grad_weights[row] = dot;
+    }
+  }
+}
+
+#else  // not x86-64: avx2_kernels_available() says no, and these are never called
+
+void additive_energy(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) {
+  throw std::logic_error("additive_energy: not built");
+}
+void additive_energy_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) {
+  throw std::logic_error("additive_energy_backward: not built");
+}
+void weighted_sum(const float*, const float*, int64_t, int64_t, int64_t, float*) {
+  throw std::logic_error("weighted_sum: not built");
+}
+void weighted_sum_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) {
+  throw std::logic_error("weighted_sum_backward: not built");
+}
+
+#endif  // NMT_AVX2_KERNELS
+
+}  // namespace nmt::kernels

@@ -1,0 +1,39 @@
+// Attention's per-step loops over the source positions, written with the CPU's vector
+// instructions: the additive scorer's energies and the context as a weighted sum of the encoder
+// states, each with its backward. LibTorch makes several passes over [B, S, A] and [B, S, C]
+// tensors for each (an add, a tanh and a product; in backward, tanh_backward, an outer product and
+// reductions); these make one. Call only when avx2_kernels_available() says yes.
+//
+// All arrays are row-major and contiguous; each function handles `batch` consecutive rows of the
+// batch (callers pass pointers to the first row and split rows across threads).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/available.h"
+
+namespace nmt::kernels {
+
+// scores[b, s] = sum_a v[a] * tanh(keys[b, s, a] + query[b, a]).
+// keys [batch, S, A], query [batch, A], v [A] -> scores [batch, S]. When activations is not null,
+// the tanh values are written there ([batch, S, A]) for the backward.
+void additive_energy(const float* keys, const float* query, const float* v, int64_t batch, int64_t positions,
+                     int64_t size, float* scores, float* activations);
+
+// The backward of additive_energy for the keys and the query, given the activations it wrote:
+// grad_keys[b, s, a] = grad_scores[b, s] * v[a] * (1 - t[b, s, a]^2), grad_query[b, a] =
+// sum_s grad_keys[b, s, a]. (The gradient for v is one matrix-vector product, left to the caller.)
+void additive_energy_backward(const float* activations, const float* v, const float* grad_scores, int64_t batch,
+                              int64_t positions, int64_t size, float* grad_keys, float* grad_query);
+
+// context[b, c] = sum_s weights[b, s] * states[b, s, c].
+// weights [batch, S], states [batch, S, C] -> context [batch, C].
+void weighted_sum(const float* weights, const float* states, int64_t batch, int64_t positions, int64_t size,
+                  float* context);
+
+// Its backward: grad_weights[b, s] = sum_c grad_context[b, c] * states[b, s, c] and
+// grad_states[b, s, c] = weights[b, s] * grad_context[b, c].
+void weighted_sum_backward(const float* weights, const float* states, const float* grad_context, int64_t batch,
+                           int64_t positions, int64_t size, float* grad_weights, float* grad_states);
+
+}  // namespace nmt::kernels

@@ -1,0 +1,15 @@
+// Compiled without -mavx2 (unlike the kernels), so that asking is safe on any CPU.
+#include "kernels/available.h"
+
+namespace nmt::kernels {
+
+bool avx2_kernels_available() {
+#if NMT_AVX2_KERNELS
+  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return available;
+#else
+  return false;
+#endif
+}
+
+}  // namespace nmt::kernels

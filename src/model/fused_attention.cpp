@@ -1,0 +1,137 @@
+#include "model/fused_attention.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "kernels/attention_kernels.h"
+
+namespace nmt {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+// Rows of the batch per thread: a row is S x A or S x C floats (about 14 x 512 here).
+constexpr int64_t kGrain = 4;
+
+bool use_kernels(std::initializer_list<const torch::Tensor*> tensors) {
+  if (!kernels::avx2_kernels_available()) return false;
+  for (const torch::Tensor* tensor : tensors) {
+    if (!tensor->device().is_cpu() || tensor->scalar_type() != torch::kFloat) return false;
+  }
+  return true;
+}
+
+bool records_gradient(std::initializer_list<const torch::Tensor*> tensors) {
+  if (!torch::GradMode::is_enabled()) return false;
+  for (const torch::Tensor* tensor : tensors) {
+    if (tensor->requires_grad()) return true;
+  }
+  return false;
+}
+
+// keys, query, v contiguous float; activations [B, S, A] or undefined (inference).
+torch::Tensor additive_energy_forward(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
+                                      const torch::Tensor& activations) {
+  const int64_t positions = keys.size(1), size = keys.size(2);
+  torch::Tensor scores = torch::empty({keys.size(0), positions}, keys.options());
+  float* t = activations.defined() ? activations.data_ptr<float>() : nullptr;
+  at::parallel_for(0, keys.size(0), kGrain, [&](int64_t begin, int64_t end) {
+    kernels::additive_energy(keys.data_ptr<float>() + begin * positions * size, query.data_ptr<float>() + begin * size,
+                             v.data_ptr<float>(), end - begin, positions, size, scores.data_ptr<float>() + begin * positions,
+                             t != nullptr ? t + begin * positions * size : nullptr);
+  });
+  return scores;
+}
+
+struct AdditiveEnergy : public torch::autograd::Function<AdditiveEnergy> {
+  static torch::Tensor forward(AutogradContext* context, const torch::Tensor& keys, const torch::Tensor& query,
+                               const torch::Tensor& v) {
+    torch::Tensor activations = torch::empty_like(keys);  // tanh(keys + query), kept for backward
+    torch::Tensor scores = additive_energy_forward(keys, query, v, activations);
+    context->save_for_backward({activations, v});
+    return scores;
+  }
+
+  static tensor_list backward(AutogradContext* context, tensor_list gradients) {
+    const auto saved = context->get_saved_variables();
+    const torch::Tensor& activations = saved[0];  // [B, S, A]
+    const torch::Tensor& v = saved[1];
+    const torch::Tensor grad_scores = gradients[0].contiguous();  // [B, S]
+    const int64_t batch = activations.size(0), positions = activations.size(1), size = activations.size(2);
+    torch::Tensor grad_keys = torch::empty_like(activations);
+    torch::Tensor grad_query = torch::empty({batch, size}, activations.options());
+    at::parallel_for(0, batch, kGrain, [&](int64_t begin, int64_t end) {
+      kernels::additive_energy_backward(activations.data_ptr<float>() + begin * positions * size, v.data_ptr<float>(),
+                                        grad_scores.data_ptr<float>() + begin * positions, end - begin, positions, size,
+                                        grad_keys.data_ptr<float>() + begin * positions * size,
+                                        grad_query.data_ptr<float>() + begin * size);
+    });
+    // dL/dv = sum over (b, s) of grad_scores[b, s] * t[b, s]: one matrix-vector product.
+    torch::Tensor grad_v = context->needs_input_grad(2)
+                               ? activations.view({batch * positions, size}).t().mv(grad_scores.view(-1))
+                               : torch::Tensor();
+    return {grad_keys, grad_query, grad_v};
+  }
+};
+
+torch::Tensor weighted_sum_forward(const torch::Tensor& weights, const torch::Tensor& states) {
+  const int64_t positions = states.size(1), size = states.size(2);
+  torch::Tensor result = torch::empty({states.size(0), size}, states.options());
+  at::parallel_for(0, states.size(0), kGrain, [&](int64_t begin, int64_t end) {
+    kernels::weighted_sum(weights.data_ptr<float>() + begin * positions, states.data_ptr<float>() + begin * positions * size,
+                          end - begin, positions, size, result.data_ptr<float>() + begin * size);
+  });
+  return result;
+}
+
+struct WeightedSum : public torch::autograd::Function<WeightedSum> {
+  static torch::Tensor forward(AutogradContext* context, const torch::Tensor& weights, const torch::Tensor& states) {
+    context->save_for_backward({weights, states});
+    return weighted_sum_forward(weights, states);
+  }
+
+  static tensor_list backward(AutogradContext* context, tensor_list gradients) {
+    const auto saved = context->get_saved_variables();
+    const torch::Tensor& weights = saved[0];
+    const torch::Tensor& states = saved[1];
+    const torch::Tensor grad_context = gradients[0].contiguous();  // [B, C]
+    const int64_t batch = states.size(0), positions = states.size(1), size = states.size(2);
+    torch::Tensor grad_weights = torch::empty_like(weights);
+    torch::Tensor grad_states = torch::empty_like(states);
+    at::parallel_for(0, batch, kGrain, [&](int64_t begin, int64_t end) {
+      kernels::weighted_sum_backward(weights.data_ptr<float>() + begin * positions,
+                                     states.data_ptr<float>() + begin * positions * size,
+                                     grad_context.data_ptr<float>() + begin * size, end - begin, positions, size,
+                                     grad_weights.data_ptr<float>() + begin * positions,
+                                     grad_states.data_ptr<float>() + begin * positions * size);
+    });
+    return {grad_weights, grad_states};
+  }
+};
+
+}  // namespace
+
+torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v) {
+  TORCH_CHECK(keys.dim() == 3 && query.dim() == 2 && v.dim() == 1 && query.size(0) == keys.size(0) &&
+                  query.size(1) == keys.size(2) && v.size(0) == keys.size(2),
+              "additive_energy: keys [B, S, A], query [B, A] and v [A] expected");
+  if (!use_kernels({&keys, &query, &v})) return torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v);
+  if (!records_gradient({&keys, &query, &v})) {
+    return additive_energy_forward(keys.contiguous(), query.contiguous(), v.contiguous(), torch::Tensor());
+  }
+  return AdditiveEnergy::apply(keys.contiguous(), query.contiguous(), v.contiguous());
+}
+
+torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& states) {
+  TORCH_CHECK(weights.dim() == 2 && states.dim() == 3 && weights.size(0) == states.size(0) &&
+                  weights.size(1) == states.size(1),
+              "weighted_sum: weights [B, S] and states [B, S, C] expected");
+  if (!use_kernels({&weights, &states})) return (weights.unsqueeze(2) * states).sum(1);
+  if (!records_gradient({&weights, &states})) {
+    return weighted_sum_forward(weights.contiguous(), states.contiguous());
+  }
+  return WeightedSum::apply(weights.contiguous(), states.contiguous());
+}
+
+}  // namespace nmt

@@ -1,0 +1,19 @@
+// The two per-step attention computations that dominate its cost, as single autograd functions
+// over the AVX2 kernels of kernels/attention_kernels.h. On other CPUs, devices or types they are
+// exactly the LibTorch expressions written next to each, so the model's maths does not depend on
+// which runs.
+#pragma once
+
+#include <torch/types.h>
+
+namespace nmt {
+
+// v^T tanh(keys + query) at every source position: keys [B, S, A], query [B, A], v [A] -> [B, S].
+// = torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v)
+torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v);
+
+// sum_s weights[b, s] states[b, s]: weights [B, S], states [B, S, C] -> [B, C].
+// = (weights.unsqueeze(2) * states).sum(1)
+torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& states);
+
+}  // namespace nmt
