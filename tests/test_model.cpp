@@ -6,6 +6,7 @@
 
 #include "helpers.h"
 #include "model/bigru.h"
+#include "model/gru_cell.h"
 #include "model/loop_linear.h"
 #include "model/seq2seq.h"
 
@@ -225,5 +226,31 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
         CHECK(torch::allclose(item.value().grad(), reference_parameters[item.key()].grad(), 1e-9, 1e-11));
       }
     }
+  }
+}
+
+TEST_CASE("a GRU step gives the equations' values and gradients (fused kernels where the CPU has them)", "[model]") {
+  torch::manual_seed(71);
+  for (int64_t size : {16, 13}) {  // whole lane groups, and a tail
+    INFO("H = " << size);
+    torch::Tensor gi = (2 * torch::randn({6, 3 * size})).requires_grad_();
+    torch::Tensor gh = (2 * torch::randn({6, 3 * size})).requires_grad_();
+    torch::Tensor h = torch::randn({6, size}).requires_grad_();
+    torch::Tensor ours = GruCellImpl::from_gates(gi, gh, h);
+    // Cho et al. 2014, eq. 5-8, gate order (r, z, n) as torch::nn::GRU.
+    auto i = gi.chunk(3, 1), g = gh.chunk(3, 1);
+    torch::Tensor r = torch::sigmoid(i[0] + g[0]), z = torch::sigmoid(i[1] + g[1]);
+    torch::Tensor n = torch::tanh(i[2] + r * g[2]);
+    torch::Tensor reference = (1 - z) * n + z * h;
+    CHECK(torch::allclose(ours, reference, 1e-5, 1e-6));
+    torch::Tensor upstream = torch::randn({6, size});
+    auto our_grads = torch::autograd::grad({ours}, {gi, gh, h}, {upstream});
+    auto reference_grads = torch::autograd::grad({reference}, {gi, gh, h}, {upstream});
+    for (size_t k = 0; k < 3; ++k) {
+      INFO("input " << k);
+      CHECK(torch::allclose(our_grads[k], reference_grads[k], 1e-5, 1e-6));
+    }
+    torch::NoGradGuard no_grad;  // inference: same values, nothing kept
+    CHECK(torch::allclose(GruCellImpl::from_gates(gi, gh, h), reference, 1e-5, 1e-6));
   }
 }

@@ -24,6 +24,19 @@ inline Floats load(const float* from) {
   return value;
 }
 inline void store(float* to, Floats value) { std::memcpy(to, &value, sizeof value); }
+// The first `count` (at most kLanes) floats; the other lanes of the load are 0.
+inline Floats load_first(const float* from, int64_t count) {
+  if (count == kLanes) return load(from);
+  float lanes[kLanes] = {};
+  std::memcpy(lanes, from, static_cast<size_t>(count) * sizeof(float));
+  return load(lanes);
+}
+inline void store_first(float* to, Floats value, int64_t count) {
+  if (count == kLanes) return store(to, value);
+  float lanes[kLanes];
+  store(lanes, value);
+  std::memcpy(to, lanes, static_cast<size_t>(count) * sizeof(float));
+}
 inline Floats splat(float value) { return Floats{} + value; }
 inline float lane_sum(Floats value) {
   float sum = 0;
@@ -67,6 +80,15 @@ inline Floats tanh(Floats x) {
   const Floats e = exp_nonpositive(-2.0f * magnitude);
   const Floats t = (1.0f - e) / (1.0f + e);
   return x < zero ? -t : t;
+}
+
+// sigmoid(x) = 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so that e^-|x| never
+// overflows. Relative error below 1e-6.
+inline Floats sigmoid(Floats x) {
+  const Floats zero = splat(0.0f);
+  const Floats e = exp_nonpositive(x < zero ? x : -x);
+  const Floats inverse = 1.0f / (1.0f + e);
+  return x < zero ? e * inverse : inverse;
 }
 
 }  // namespace nmt::kernels::vec
