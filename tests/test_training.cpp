@@ -13,6 +13,7 @@
 #include "text/special_tokens.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
+#include "train/fused_adam.h"
 #include "train/loss.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
@@ -166,6 +167,34 @@ TEST_CASE("output layer loss: same value and gradients as the output layer then 
   torch::Tensor weight = torch::randn({4, 3});
   CHECK_THROWS_WITH(output_layer_loss(hidden, weight, {}, torch::tensor({1, 4}, torch::kInt64), 0.1),
                     Catch::Contains("outside the vocabulary"));
+}
+
+TEST_CASE("FusedAdam takes the same steps as torch::optim::Adam and saves the same state", "[training]") {
+  torch::manual_seed(58);
+  // 37 values: four groups of eight lanes and a tail; a second parameter that gets no gradient.
+  torch::Tensor start = torch::randn({37});
+  torch::Tensor ours = start.clone().requires_grad_(), theirs = start.clone().requires_grad_();
+  torch::Tensor idle = torch::randn({3}).requires_grad_();
+  FusedAdam fused({ours, idle}, torch::optim::AdamOptions(0.01));
+  torch::optim::Adam reference({theirs}, torch::optim::AdamOptions(0.01));
+  for (int step = 0; step < 5; ++step) {
+    torch::Tensor grad = torch::randn({37}) * (step + 1);
+    ours.mutable_grad() = grad.clone();
+    theirs.mutable_grad() = grad.clone();
+    fused.step();
+    reference.step();
+  }
+  CHECK(torch::allclose(ours, theirs, 1e-6, 1e-7));
+  CHECK_FALSE(torch::equal(ours, start));
+  // The state Adam would save: the same step count and moments, under the parameter's key.
+  const auto& our_state = static_cast<const torch::optim::AdamParamState&>(
+      *fused.state().at(c10::guts::to_string(ours.unsafeGetTensorImpl())));
+  const auto& their_state = static_cast<const torch::optim::AdamParamState&>(
+      *reference.state().at(c10::guts::to_string(theirs.unsafeGetTensorImpl())));
+  CHECK(our_state.step() == 5);
+  CHECK(torch::allclose(our_state.exp_avg(), their_state.exp_avg(), 1e-6, 1e-7));
+  CHECK(torch::allclose(our_state.exp_avg_sq(), their_state.exp_avg_sq(), 1e-6, 1e-7));
+  CHECK(fused.state().size() == 1);  // no state for the parameter without a gradient
 }
 
 TEST_CASE("sequence loss skips padded positions and matches cross_entropy with ignore_index", "[training]") {

@@ -31,6 +31,7 @@
 #include "text/batching.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
+#include "train/fused_adam.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "util/runtime.h"
@@ -122,7 +123,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   Seq2Seq model(config.model, vocabularies.source.size(), vocabularies.target.size());
   model->to(device);
   model->train();
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
+  FusedAdam optimizer(model->parameters(), torch::optim::AdamOptions(config.learning_rate));  // as train()
   for (int i = 0; i < warmup; ++i) {
     train_step(model, optimizer, collate(examples, batches[i]).to(device), config, i);
   }

@@ -7,6 +7,8 @@
 #error "kernels/vector_math.h: compile this file with -mavx2 -mfma (CMakeLists.txt)"
 #endif
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +26,8 @@ inline Floats load(const float* from) {
   return value;
 }
 inline void store(float* to, Floats value) { std::memcpy(to, &value, sizeof value); }
+inline Floats sqrt(Floats value) { return reinterpret_cast<Floats>(_mm256_sqrt_ps(reinterpret_cast<__m256>(value))); }
+
 // The first `count` (at most kLanes) floats; the other lanes of the load are 0.
 inline Floats load_first(const float* from, int64_t count) {
   if (count == kLanes) return load(from);

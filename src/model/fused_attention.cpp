@@ -38,7 +38,8 @@ torch::Tensor additive_energy_forward(const torch::Tensor& keys, const torch::Te
   float* t = activations.defined() ? activations.data_ptr<float>() : nullptr;
   at::parallel_for(0, keys.size(0), kGrain, [&](int64_t begin, int64_t end) {
     kernels::additive_energy(keys.data_ptr<float>() + begin * positions * size, query.data_ptr<float>() + begin * size,
-                             v.data_ptr<float>(), end - begin, positions, size, scores.data_ptr<float>() + begin * positions,
+                             v.data_ptr<float>(), end - begin, positions, size,
+                             scores.data_ptr<float>() + begin * positions,
                              t != nullptr ? t + begin * positions * size : nullptr);
   });
   return scores;
@@ -79,8 +80,9 @@ torch::Tensor weighted_sum_forward(const torch::Tensor& weights, const torch::Te
   const int64_t positions = states.size(1), size = states.size(2);
   torch::Tensor result = torch::empty({states.size(0), size}, states.options());
   at::parallel_for(0, states.size(0), kGrain, [&](int64_t begin, int64_t end) {
-    kernels::weighted_sum(weights.data_ptr<float>() + begin * positions, states.data_ptr<float>() + begin * positions * size,
-                          end - begin, positions, size, result.data_ptr<float>() + begin * size);
+    kernels::weighted_sum(weights.data_ptr<float>() + begin * positions,
+                          states.data_ptr<float>() + begin * positions * size, end - begin, positions, size,
+                          result.data_ptr<float>() + begin * size);
   });
   return result;
 }
@@ -100,11 +102,10 @@ struct WeightedSum : public torch::autograd::Function<WeightedSum> {
     torch::Tensor grad_weights = torch::empty_like(weights);
     torch::Tensor grad_states = torch::empty_like(states);
     at::parallel_for(0, batch, kGrain, [&](int64_t begin, int64_t end) {
-      kernels::weighted_sum_backward(weights.data_ptr<float>() + begin * positions,
-                                     states.data_ptr<float>() + begin * positions * size,
-                                     grad_context.data_ptr<float>() + begin * size, end - begin, positions, size,
-                                     grad_weights.data_ptr<float>() + begin * positions,
-                                     grad_states.data_ptr<float>() + begin * positions * size);
+      kernels::weighted_sum_backward(
+          weights.data_ptr<float>() + begin * positions, states.data_ptr<float>() + begin * positions * size,
+          grad_context.data_ptr<float>() + begin * size, end - begin, positions, size,
+          grad_weights.data_ptr<float>() + begin * positions, grad_states.data_ptr<float>() + begin * positions * size);
     });
     return {grad_weights, grad_states};
   }
@@ -124,9 +125,9 @@ torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& qu
 }
 
 torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& states) {
-  TORCH_CHECK(weights.dim() == 2 && states.dim() == 3 && weights.size(0) == states.size(0) &&
-                  weights.size(1) == states.size(1),
-              "weighted_sum: weights [B, S] and states [B, S, C] expected");
+  TORCH_CHECK(
+      weights.dim() == 2 && states.dim() == 3 && weights.size(0) == states.size(0) && weights.size(1) == states.size(1),
+      "weighted_sum: weights [B, S] and states [B, S, C] expected");
   if (!use_kernels({&weights, &states})) return (weights.unsqueeze(2) * states).sum(1);
   if (!records_gradient({&weights, &states})) {
     return weighted_sum_forward(weights.contiguous(), states.contiguous());

@@ -64,14 +64,17 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
     std::vector<float> target_logit(static_cast<size_t>(rows)), log_sum_exp(target_logit.size()),
         row_sum(target_logit.size());
     at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) target_logit[static_cast<size_t>(row)] = z[row * classes + target[row]];
-      kernels::softmax_rows(z + begin * classes, end - begin, classes, log_sum_exp.data() + begin, row_sum.data() + begin);
+      for (int64_t row = begin; row < end; ++row)
+        target_logit[static_cast<size_t>(row)] = z[row * classes + target[row]];
+      kernels::softmax_rows(z + begin * classes, end - begin, classes, log_sum_exp.data() + begin,
+                            row_sum.data() + begin);
     });
     double loss = 0;  // summed in row order, whatever the thread count
     for (size_t row = 0; row < target_logit.size(); ++row) {
       const double lse = log_sum_exp[row];
       loss -= (1.0 - epsilon) * (target_logit[row] - lse);
-      if (epsilon > 0) loss -= epsilon / static_cast<double>(classes) * (row_sum[row] - static_cast<double>(classes) * lse);
+      if (epsilon > 0)
+        loss -= epsilon / static_cast<double>(classes) * (row_sum[row] - static_cast<double>(classes) * lse);
     }
     context->save_for_backward({hidden, weight, targets_cpu});
     context->saved_data["probs"] = probs;
@@ -116,11 +119,11 @@ SequenceLoss sequence_loss(DecoderImpl& decoder, const DecoderOutput& output, co
                   output.attentional.size(0) == target_output.size(0) &&
                   output.attentional.size(1) == target_output.size(1),
               "sequence_loss: attentional [B, T, H] and target_output [B, T] expected");
-  const torch::Tensor targets = target_output.flatten();                 // [B * T]
+  const torch::Tensor targets = target_output.flatten();                    // [B * T]
   const torch::Tensor positions = targets.ne(kPadId).nonzero().squeeze(1);  // [N] real target tokens
   const torch::Tensor attentional = output.attentional.flatten(0, 1).index_select(0, positions);  // [N, H]
-  return {output_layer_loss(attentional, decoder.output_weight, decoder.output_bias,
-                            targets.index_select(0, positions), epsilon),
+  return {output_layer_loss(attentional, decoder.output_weight, decoder.output_bias, targets.index_select(0, positions),
+                            epsilon),
           positions.size(0)};
 }
 
@@ -129,8 +132,9 @@ torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1) && targets.dim() == 1 &&
                   targets.size(0) == hidden.size(0) && (!bias.defined() || bias.size(0) == weight.size(0)),
               "output_layer_loss: hidden [N, H], weight [V, H], bias [V] or none, targets [N] expected");
-  TORCH_CHECK(targets.numel() == 0 || (targets.min().item<int64_t>() >= 0 && targets.max().item<int64_t>() < weight.size(0)),
-              "output_layer_loss: a target id is outside the vocabulary of ", weight.size(0));
+  TORCH_CHECK(
+      targets.numel() == 0 || (targets.min().item<int64_t>() >= 0 && targets.max().item<int64_t>() < weight.size(0)),
+      "output_layer_loss: a target id is outside the vocabulary of ", weight.size(0));
   const bool fused = kernels::avx2_kernels_available() && hidden.device().is_cpu() &&
                      hidden.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
                      targets.scalar_type() == torch::kLong && hidden.size(0) > 0;
@@ -138,8 +142,8 @@ torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor
     return smoothed_cross_entropy_sum(torch::nn::functional::linear(hidden, weight, bias), targets, epsilon);
   }
   // An undefined tensor cannot be a custom function's input: no bias is a zero bias there.
-  return FusedOutputLoss::apply(hidden, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()),
-                                targets, epsilon);
+  return FusedOutputLoss::apply(
+      hidden, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()), targets, epsilon);
 }
 
 }  // namespace nmt

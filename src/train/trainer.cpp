@@ -19,6 +19,7 @@
 #include "text/special_tokens.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
+#include "train/fused_adam.h"
 #include "train/loss.h"
 #include "train/schedule.h"
 #include "util/io.h"
@@ -140,7 +141,9 @@ double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batc
                   int64_t step) {
   DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
   const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
-  optimizer.zero_grad();
+  // Gradients set to none rather than filled with zeros: backward then writes them instead of
+  // adding into zeros (one pass over every parameter fewer, each way).
+  model->zero_grad(/*set_to_none=*/true);
   (loss.sum / static_cast<double>(loss.tokens)).backward();
   // clip_grad_norm_ with an infinite threshold only measures the norm.
   const double gradient_norm = torch::nn::utils::clip_grad_norm_(
@@ -193,7 +196,7 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
   if (dev_text.source.empty()) throw std::runtime_error(config.dev_source + ": the development set is empty");
 
   ModelBundle bundle;
-  std::unique_ptr<torch::optim::Adam> optimizer;
+  std::unique_ptr<FusedAdam> optimizer;
   if (run.resume) {
     bundle = load_checkpoint(last_path, device);
     check_resumable(config, bundle.config, last_path);
@@ -215,7 +218,7 @@ TrainSummary train(const TrainConfig& requested_config, const TrainRunOptions& r
   }
   Seq2Seq& model = bundle.model;
   TrainingProgress& progress = bundle.progress;
-  optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
+  optimizer = std::make_unique<FusedAdam>(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
   if (run.resume) restore_optimizer(last_path, *optimizer, device);
   write_file_atomic((dir / "config.toml").string(), to_toml(config));
   log->info("effective configuration (also in {}):\n{}", (dir / "config.toml").string(), to_toml(config));

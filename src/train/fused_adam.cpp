@@ -1,0 +1,69 @@
+#include "train/fused_adam.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/string_utils.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <memory>
+
+#include "kernels/adam_kernel.h"
+
+namespace nmt {
+
+torch::Tensor FusedAdam::step(LossClosure closure) {
+  bool fused = kernels::avx2_kernels_available();
+  for (const auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
+    fused = fused && options.weight_decay() == 0 && !options.amsgrad();
+    for (const auto& param : group.params()) {
+      if (!param.grad().defined()) continue;
+      fused = fused && param.device().is_cpu() && param.scalar_type() == torch::kFloat && param.is_contiguous() &&
+              param.grad().is_contiguous() && !param.grad().is_sparse();
+    }
+  }
+  if (!fused) return torch::optim::Adam::step(std::move(closure));
+
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    torch::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
+    const auto [beta1, beta2] = options.betas();
+    for (auto& param : group.params()) {
+      if (!param.grad().defined()) continue;
+      // Adam's own key and initial state (torch/csrc/api/src/optim/adam.cpp).
+      const std::string key = c10::guts::to_string(param.unsafeGetTensorImpl());
+      auto found = state_.find(key);
+      if (found == state_.end()) {
+        auto state = std::make_unique<torch::optim::AdamParamState>();
+        state->step(0);
+        state->exp_avg(torch::zeros_like(param, torch::MemoryFormat::Preserve));
+        state->exp_avg_sq(torch::zeros_like(param, torch::MemoryFormat::Preserve));
+        found = state_.emplace(key, std::move(state)).first;
+      }
+      auto& state = static_cast<torch::optim::AdamParamState&>(*found->second);
+      state.step(state.step() + 1);
+      const double correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
+      const double correction2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
+      const auto step_size = static_cast<float>(options.lr() / correction1);
+      const auto inverse_sqrt_correction2 = static_cast<float>(1 / std::sqrt(correction2));
+      float* values = param.data_ptr<float>();
+      const float* grad = param.grad().data_ptr<float>();
+      float* exp_avg = state.exp_avg().data_ptr<float>();
+      float* exp_avg_sq = state.exp_avg_sq().data_ptr<float>();
+      at::parallel_for(0, param.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+        kernels::adam_update(values + begin, grad + begin, exp_avg + begin, exp_avg_sq + begin, end - begin,
+                             static_cast<float>(beta1), static_cast<float>(beta2), static_cast<float>(1 - beta1),
+                             static_cast<float>(1 - beta2), step_size, inverse_sqrt_correction2,
+                             static_cast<float>(options.eps()));
+      });
+    }
+  }
+  return loss;
+}
+
+}  // namespace nmt
