@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/bigru_fused.h"
 #include "model/encoded_source.h"
 #include "model/dropout.h"
 #include "model/gru_cell.h"
@@ -73,6 +74,18 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
   for (size_t layer = 0; layer * 2 < directions_.size(); ++layer) {
     if (layer > 0) layer_input = apply_dropout(layer_input, dropout_, is_training());
     std::vector<torch::Tensor> halves;
+    if (fused_bigru_available(layer_input)) {  // both directions at once (bigru_fused.h)
+      const Direction& forward = directions_[2 * layer];
+      const Direction& backward = directions_[2 * layer + 1];
+      auto [states_forward, states_backward, final_forward, final_backward] = fused_bigru_layer(
+          {torch::nn::functional::linear(layer_input, forward.weight_ih, forward.bias_ih),
+           torch::nn::functional::linear(layer_input, backward.weight_ih, backward.bias_ih)},
+          {forward.weight_hh, backward.weight_hh}, {forward.bias_hh, backward.bias_hh}, mask, shortest);
+      layer_input = torch::cat({states_forward, states_backward}, 2);  // [S, B, 2H]
+      finals.push_back(final_forward);
+      finals.push_back(final_backward);
+      continue;
+    }
     for (const bool reverse : {false, true}) {
       const Direction& direction = directions_[2 * layer + (reverse ? 1 : 0)];
       // All positions' input gates in one product: [S, B, I] -> [S, B, 3H].

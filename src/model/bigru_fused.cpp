@@ -1,0 +1,157 @@
+#include "model/bigru_fused.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+
+#include "kernels/gru_kernels.h"
+
+namespace nmt {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+// What one direction's forward loop keeps for its backward loop.
+struct DirectionRecord {
+  torch::Tensor previous;  // [S, B, H]: h_{t-1} at each step t (the input of step t)
+  torch::Tensor saved;     // [S, B, 4H]: the GRU kernel's (r, z, n, gh_n) at each step
+};
+
+// The step order of a direction: t = 0..S-1 forward, S-1..0 backward.
+int64_t position(int64_t i, int64_t steps, bool reverse) { return reverse ? steps - 1 - i : i; }
+
+// One direction's forward loop on the calling thread (no autograd: inputs are plain tensors).
+// Fills states [S, B, H], final [B, H] and the record.
+void run_forward(const torch::Tensor& gates, const torch::Tensor& weight, const torch::Tensor& bias,
+                 const torch::Tensor& mask, int64_t first_padded, bool reverse, torch::Tensor& states,
+                 torch::Tensor& final, DirectionRecord& record) {
+  const int64_t steps = gates.size(0), batch = gates.size(1), size = weight.size(1);
+  states = torch::empty({steps, batch, size}, gates.options());
+  record.previous = torch::empty_like(states);
+  record.saved = torch::empty({steps, batch, 4 * size}, gates.options());
+  torch::Tensor hidden = torch::zeros({batch, size}, gates.options());
+  torch::Tensor hidden_gates = torch::empty({batch, 3 * size}, gates.options());
+  const torch::Tensor weight_t = weight.t();
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t t = position(i, steps, reverse);
+    record.previous[t].copy_(hidden);
+    torch::addmm_out(hidden_gates, bias, hidden, weight_t);  // W_h h + b_h
+    torch::Tensor next = torch::empty_like(hidden);
+    kernels::gru_step(gates[t].data_ptr<float>(), hidden_gates.data_ptr<float>(), hidden.data_ptr<float>(), batch, size,
+                      next.data_ptr<float>(), record.saved[t].data_ptr<float>());
+    if (t >= first_padded) next = hidden + mask[t] * (next - hidden);  // ended sentences keep h
+    hidden = next;
+    // Forward direction: a kept state is not an output at padding. Backward: it is still h_0 = 0.
+    states[t].copy_(t >= first_padded && !reverse ? hidden * mask[t] : hidden);
+  }
+  final = hidden;
+}
+
+// One direction's backward loop: from dL/dstates [S, B, H] (or undefined) and dL/dfinal [B, H]
+// (or undefined), the gradients of its input gates [S, B, 3H], weight_hh and bias_hh.
+void run_backward(const torch::Tensor& grad_states, const torch::Tensor& grad_final, const torch::Tensor& weight,
+                  const torch::Tensor& mask, int64_t first_padded, bool reverse, const DirectionRecord& record,
+                  torch::Tensor& grad_gates, torch::Tensor& grad_weight, torch::Tensor& grad_bias) {
+  const int64_t steps = record.saved.size(0), batch = record.saved.size(1), size = weight.size(1);
+  grad_gates = torch::empty({steps, batch, 3 * size}, weight.options());
+  torch::Tensor grad_hidden_gates = torch::empty_like(grad_gates);  // dL/d(W_h h + b_h) at each step
+  torch::Tensor grad_hidden = grad_final.defined() ? grad_final.clone(torch::MemoryFormat::Contiguous)
+                                                   : torch::zeros({batch, size}, weight.options());
+  torch::Tensor grad_direct = torch::empty({batch, size}, weight.options());
+  for (int64_t i = steps - 1; i >= 0; --i) {
+    const int64_t t = position(i, steps, reverse);
+    const bool padded = t >= first_padded;
+    if (grad_states.defined()) grad_hidden += padded && !reverse ? grad_states[t] * mask[t] : grad_states[t];
+    // h_t = h_{t-1} + m (h'_t - h_{t-1}): rows that ended pass their gradient straight to h_{t-1}.
+    const torch::Tensor grad_next = padded ? (grad_hidden * mask[t]).contiguous() : grad_hidden;
+    kernels::gru_step_backward(grad_next.data_ptr<float>(), record.saved[t].data_ptr<float>(),
+                               record.previous[t].data_ptr<float>(), batch, size, grad_gates[t].data_ptr<float>(),
+                               grad_hidden_gates[t].data_ptr<float>(), grad_direct.data_ptr<float>());
+    torch::Tensor grad_previous = torch::addmm(grad_direct, grad_hidden_gates[t], weight);  // + dgh W_h
+    if (padded) grad_previous += grad_hidden * (1 - mask[t]);
+    grad_hidden = grad_previous;
+  }
+  // The weight's gradient over all steps in one product (as LoopLinear does).
+  grad_weight = grad_hidden_gates.view({steps * batch, 3 * size}).t().mm(record.previous.view({steps * batch, size}));
+  grad_bias = grad_hidden_gates.view({steps * batch, 3 * size}).sum(0);
+}
+
+// Runs task(0) and task(1), side by side on LibTorch's own OpenMP threads when it may use two.
+// Inside the parallel region LibTorch's ops and OpenBLAS run single-threaded (nested regions are
+// serial), so each direction has one core. A thread pool that already exists: starting threads
+// or changing torch::set_num_threads per call cost more than the loops themselves.
+void both_directions(const std::function<void(size_t)>& task) {
+  std::array<std::exception_ptr, 2> errors;
+  const int workers = std::min(2, torch::get_num_threads());
+#pragma omp parallel for num_threads(workers) schedule(static, 1)
+  for (int direction = 0; direction < 2; ++direction) {
+    try {
+      torch::NoGradGuard no_grad;  // grad mode is per thread: none in the workers either
+      task(static_cast<size_t>(direction));
+    } catch (...) {  // nothing may leave an OpenMP region
+      errors[static_cast<size_t>(direction)] = std::current_exception();
+    }
+  }
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+struct FusedBiGruLayer : public torch::autograd::Function<FusedBiGruLayer> {
+  static tensor_list forward(AutogradContext* context, const torch::Tensor& gates_forward,
+                             const torch::Tensor& gates_backward, const torch::Tensor& weight_forward,
+                             const torch::Tensor& bias_forward, const torch::Tensor& weight_backward,
+                             const torch::Tensor& bias_backward, const torch::Tensor& mask, int64_t first_padded) {
+    const std::array<torch::Tensor, 2> gates{gates_forward.contiguous(), gates_backward.contiguous()};
+    const std::array<torch::Tensor, 2> weights{weight_forward, weight_backward};
+    const std::array<torch::Tensor, 2> biases{bias_forward, bias_backward};
+    std::array<torch::Tensor, 2> states, finals;
+    std::array<DirectionRecord, 2> records;
+    both_directions([&](size_t d) {
+      run_forward(gates[d], weights[d], biases[d], mask, first_padded, d == 1, states[d], finals[d], records[d]);
+    });
+    context->save_for_backward({weight_forward, weight_backward, mask, records[0].previous, records[0].saved,
+                                records[1].previous, records[1].saved});
+    context->saved_data["first_padded"] = first_padded;
+    return {states[0], states[1], finals[0], finals[1]};
+  }
+
+  static tensor_list backward(AutogradContext* context, tensor_list gradients) {
+    const auto saved = context->get_saved_variables();
+    const std::array<torch::Tensor, 2> weights{saved[0], saved[1]};
+    const torch::Tensor& mask = saved[2];
+    const std::array<DirectionRecord, 2> records{DirectionRecord{saved[3], saved[4]},
+                                                 DirectionRecord{saved[5], saved[6]}};
+    const int64_t first_padded = context->saved_data["first_padded"].toInt();
+    std::array<torch::Tensor, 2> grad_gates, grad_weights, grad_biases;
+    both_directions([&](size_t d) {
+      const torch::Tensor& grad_states = gradients[d];
+      const torch::Tensor& grad_final = gradients[2 + d];
+      run_backward(grad_states.defined() ? grad_states.contiguous() : grad_states, grad_final, weights[d], mask,
+                   first_padded, d == 1, records[d], grad_gates[d], grad_weights[d], grad_biases[d]);
+    });
+    return {grad_gates[0],   grad_gates[1],  grad_weights[0], grad_biases[0],
+            grad_weights[1], grad_biases[1], torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool fused_bigru_available(const torch::Tensor& like) {
+  return kernels::avx2_kernels_available() && like.device().is_cpu() && like.scalar_type() == torch::kFloat;
+}
+
+std::array<torch::Tensor, 4> fused_bigru_layer(const std::array<torch::Tensor, 2>& input_gates,
+                                               const std::array<torch::Tensor, 2>& weight_hh,
+                                               const std::array<torch::Tensor, 2>& bias_hh, const torch::Tensor& mask,
+                                               int64_t first_padded) {
+  const tensor_list out = FusedBiGruLayer::apply(input_gates[0], input_gates[1], weight_hh[0], bias_hh[0], weight_hh[1],
+                                                 bias_hh[1], mask, first_padded);
+  return {out[0], out[1], out[2], out[3]};
+}
+
+}  // namespace nmt

@@ -1,0 +1,31 @@
+// Both directions of one BiGru layer's recurrent loop as one autograd function, the two directions
+// running side by side on two threads (forward and backward pass), each step's element-wise work
+// in the GRU kernel of kernels/gru_kernels.h.
+//
+// The recurrent products are small (about 60 x 256 by 256 x 768): two threads on one of them reach
+// about half the machine's matrix-multiply rate, one thread on each of two reaches nearly all of
+// it. LibTorch's autograd runs a backward pass on one thread, so only a function that does its
+// own backward can run the two directions' backward loops at once. Same results as
+// BiGruImpl::run() for each direction (tests/test_model.cpp compares it with torch::nn::GRU).
+#pragma once
+
+#include <torch/types.h>
+
+#include <array>
+#include <cstdint>
+
+namespace nmt {
+
+// Whether fused_bigru_layer can run on tensors like this one (float32 on a CPU with AVX2).
+bool fused_bigru_available(const torch::Tensor& like);
+
+// input_gates [2][S, B, 3H] (forward, backward direction; W_i x + b_i), weight_hh [2][3H, H],
+// bias_hh [2][3H], mask [S, B, 1] float (1 at real positions), first_padded = the shortest length.
+// Returns {forward states [S, B, H], backward states [S, B, H], forward final [B, H], backward
+// final [B, H]}, as BiGruImpl::run() defines them.
+std::array<torch::Tensor, 4> fused_bigru_layer(const std::array<torch::Tensor, 2>& input_gates,
+                                               const std::array<torch::Tensor, 2>& weight_hh,
+                                               const std::array<torch::Tensor, 2>& bias_hh, const torch::Tensor& mask,
+                                               int64_t first_padded);
+
+}  // namespace nmt
