@@ -25,24 +25,26 @@ struct DirectionRecord {
 int64_t position(int64_t i, int64_t steps, bool reverse) { return reverse ? steps - 1 - i : i; }
 
 // One direction's forward loop on the calling thread (no autograd: inputs are plain tensors).
-// Fills states [S, B, H], final [B, H] and the record.
+// Fills states [S, B, H], final [B, H] and, unless it is null (inference), the record.
 void run_forward(const torch::Tensor& gates, const torch::Tensor& weight, const torch::Tensor& bias,
                  const torch::Tensor& mask, int64_t first_padded, bool reverse, torch::Tensor& states,
-                 torch::Tensor& final, DirectionRecord& record) {
+                 torch::Tensor& final, DirectionRecord* record) {
   const int64_t steps = gates.size(0), batch = gates.size(1), size = weight.size(1);
   states = torch::empty({steps, batch, size}, gates.options());
-  record.previous = torch::empty_like(states);
-  record.saved = torch::empty({steps, batch, 4 * size}, gates.options());
+  if (record != nullptr) {
+    record->previous = torch::empty_like(states);
+    record->saved = torch::empty({steps, batch, 4 * size}, gates.options());
+  }
   torch::Tensor hidden = torch::zeros({batch, size}, gates.options());
   torch::Tensor hidden_gates = torch::empty({batch, 3 * size}, gates.options());
   const torch::Tensor weight_t = weight.t();
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t t = position(i, steps, reverse);
-    record.previous[t].copy_(hidden);
+    if (record != nullptr) record->previous[t].copy_(hidden);
     torch::addmm_out(hidden_gates, bias, hidden, weight_t);  // W_h h + b_h
     torch::Tensor next = torch::empty_like(hidden);
     kernels::gru_step(gates[t].data_ptr<float>(), hidden_gates.data_ptr<float>(), hidden.data_ptr<float>(), batch, size,
-                      next.data_ptr<float>(), record.saved[t].data_ptr<float>());
+                      next.data_ptr<float>(), record != nullptr ? record->saved[t].data_ptr<float>() : nullptr);
     if (t >= first_padded) next = hidden + mask[t] * (next - hidden);  // ended sentences keep h
     hidden = next;
     // Forward direction: a kept state is not an output at padding. Backward: it is still h_0 = 0.
@@ -112,7 +114,7 @@ struct FusedBiGruLayer : public torch::autograd::Function<FusedBiGruLayer> {
     std::array<torch::Tensor, 2> states, finals;
     std::array<DirectionRecord, 2> records;
     both_directions([&](size_t d) {
-      run_forward(gates[d], weights[d], biases[d], mask, first_padded, d == 1, states[d], finals[d], records[d]);
+      run_forward(gates[d], weights[d], biases[d], mask, first_padded, d == 1, states[d], finals[d], &records[d]);
     });
     context->save_for_backward({weight_forward, weight_backward, mask, records[0].previous, records[0].saved,
                                 records[1].previous, records[1].saved});
@@ -149,6 +151,19 @@ std::array<torch::Tensor, 4> fused_bigru_layer(const std::array<torch::Tensor, 2
                                                const std::array<torch::Tensor, 2>& weight_hh,
                                                const std::array<torch::Tensor, 2>& bias_hh, const torch::Tensor& mask,
                                                int64_t first_padded) {
+  bool records = false;  // whether autograd needs this pass
+  for (size_t d = 0; d < 2; ++d) {
+    records = records || input_gates[d].requires_grad() || weight_hh[d].requires_grad() || bias_hh[d].requires_grad();
+  }
+  records = records && torch::GradMode::is_enabled();
+  if (!records) {  // inference: the forward loops alone, nothing kept
+    std::array<torch::Tensor, 2> states, finals;
+    both_directions([&](size_t d) {
+      run_forward(input_gates[d].contiguous(), weight_hh[d], bias_hh[d], mask, first_padded, d == 1, states[d],
+                  finals[d], nullptr);
+    });
+    return {states[0], states[1], finals[0], finals[1]};
+  }
   const tensor_list out = FusedBiGruLayer::apply(input_gates[0], input_gates[1], weight_hh[0], bias_hh[0], weight_hh[1],
                                                  bias_hh[1], mask, first_padded);
   return {out[0], out[1], out[2], out[3]};
