@@ -185,61 +185,82 @@ TEST_CASE("LoopLinear without gradients is a plain linear map", "[model]") {
 }
 
 TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradients, and loads its weights", "[model]") {
-  // float64 takes the LibTorch-op path, float32 the fused one (bigru_fused.h) where the CPU has AVX2.
-  for (const auto& [type, tolerance] : {std::pair{torch::kFloat64, 1e-10}, std::pair{torch::kFloat32, 1e-5}}) {
+  // float64 takes the LibTorch-op path; float32 the fused one (bigru_fused.h) where the CPU has
+  // AVX2, its two directions side by side with two threads and one after the other with one.
+  // Hidden size 5 is all tail lanes, 13 one group of eight and a tail.
+  struct Case {
+    torch::ScalarType type;
+    double tolerance;
+    int threads;
+  };
+  for (const Case& run : {Case{torch::kFloat64, 1e-10, 2}, Case{torch::kFloat32, 1e-5, 2}, Case{torch::kFloat32, 1e-5, 1}}) {
     for (int64_t layers : {1, 2}) {
-      DYNAMIC_SECTION(layers << " layers, " << type) {
-        torch::manual_seed(81);
-        BiGru ours(4, 5, layers, 0.0);
-        torch::nn::GRU reference(torch::nn::GRUOptions(4, 5).num_layers(layers).bidirectional(true).batch_first(true));
-        // The same parameter names and shapes: LibTorch's weights load into ours by name.
-        const auto reference_parameters = reference->named_parameters();
-        // ... in the same order (an optimizer's saved state follows the order).
-        REQUIRE(ours->named_parameters().keys() == reference_parameters.keys());
-        {
-          torch::NoGradGuard no_grad;
-          for (const auto& item : ours->named_parameters()) {
-            REQUIRE(reference_parameters.contains(item.key()));
-            item.value().copy_(reference_parameters[item.key()]);
+      for (int64_t hidden : {5, 13}) {
+        for (const std::vector<int64_t>& length_list : {std::vector<int64_t>{3, 6, 1, 4}, std::vector<int64_t>{6, 6, 6, 6}}) {
+          DYNAMIC_SECTION(run.type << ", " << run.threads << " threads, " << layers << " layers, hidden " << hidden
+                                   << ", lengths " << length_list[0] << "...") {
+            torch::set_num_threads(run.threads);
+            torch::manual_seed(81);
+            BiGru ours(4, hidden, layers, 0.0);
+            torch::nn::GRU reference(
+                torch::nn::GRUOptions(4, hidden).num_layers(layers).bidirectional(true).batch_first(true));
+            // The same parameter names and shapes: LibTorch's weights load into ours by name.
+            const auto reference_parameters = reference->named_parameters();
+            // ... in the same order (an optimizer's saved state follows the order).
+            REQUIRE(ours->named_parameters().keys() == reference_parameters.keys());
+            {
+              torch::NoGradGuard no_grad;
+              for (const auto& item : ours->named_parameters()) {
+                REQUIRE(reference_parameters.contains(item.key()));
+                item.value().copy_(reference_parameters[item.key()]);
+              }
+            }
+            const torch::Tensor lengths = torch::tensor(length_list, torch::kInt64);
+            const torch::Tensor input = torch::randn({4, 6, 4}, run.type);
+            ours->to(run.type);
+            reference->to(run.type);
+
+            BiGruImpl::Output output = ours(input, lengths);
+            namespace rnn_utils = torch::nn::utils::rnn;
+            auto packed = rnn_utils::pack_padded_sequence(input, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+            auto [packed_states, reference_final] = reference->forward_with_packed_input(packed);
+            torch::Tensor reference_states = std::get<0>(
+                rnn_utils::pad_packed_sequence(packed_states, /*batch_first=*/true, 0.0, /*total_length=*/6));
+            CHECK(torch::allclose(output.states, reference_states, run.tolerance, run.tolerance / 100));
+            CHECK(torch::allclose(output.final, reference_final, run.tolerance, run.tolerance / 100));
+            if (length_list[2] == 1) {
+              CHECK(output.states[2].narrow(0, 1, 5).abs().max().item<double>() == 0.0);  // padding is exactly 0
+            }
+
+            // Gradients of a loss on the states and the final states reach the same values.
+            const torch::Tensor weights = torch::randn({4, 6, 2 * hidden}, run.type);
+            const torch::Tensor final_weights = torch::randn({2 * layers, 4, hidden}, run.type);
+            ((output.states * weights).sum() + (output.final * final_weights).sum()).backward();
+            ((reference_states * weights).sum() + (reference_final * final_weights).sum()).backward();
+            for (const auto& item : ours->named_parameters()) {
+              INFO(item.key());
+              CHECK(torch::allclose(item.value().grad(), reference_parameters[item.key()].grad(), 10 * run.tolerance,
+                                    run.tolerance / 10));
+            }
+            // Inference (no gradients kept) gives the same states.
+            torch::NoGradGuard no_grad;
+            CHECK(torch::allclose(ours(input, lengths).states, output.states, 1e-12, 1e-12));
           }
-        }
-        const torch::Tensor lengths = torch::tensor({3, 6, 1, 4}, torch::kInt64);
-        const torch::Tensor input = torch::randn({4, 6, 4}, type);
-        ours->to(type);
-        reference->to(type);
-
-        BiGruImpl::Output output = ours(input, lengths);
-        namespace rnn_utils = torch::nn::utils::rnn;
-        auto packed = rnn_utils::pack_padded_sequence(input, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
-        auto [packed_states, reference_final] = reference->forward_with_packed_input(packed);
-        torch::Tensor reference_states =
-            std::get<0>(rnn_utils::pad_packed_sequence(packed_states, /*batch_first=*/true, 0.0, /*total_length=*/6));
-        CHECK(torch::allclose(output.states, reference_states, tolerance, tolerance / 100));
-        CHECK(torch::allclose(output.final, reference_final, tolerance, tolerance / 100));
-        CHECK(output.states[2].narrow(0, 1, 5).abs().max().item<double>() == 0.0);  // padding is exactly 0
-
-        // Gradients of a loss on the states and the final states reach the same values.
-        const torch::Tensor weights = torch::randn({4, 6, 10}, type);
-        const torch::Tensor final_weights = torch::randn({2 * layers, 4, 5}, type);
-        ((output.states * weights).sum() + (output.final * final_weights).sum()).backward();
-        ((reference_states * weights).sum() + (reference_final * final_weights).sum()).backward();
-        for (const auto& item : ours->named_parameters()) {
-          INFO(item.key());
-          CHECK(torch::allclose(item.value().grad(), reference_parameters[item.key()].grad(), 10 * tolerance,
-                                tolerance / 10));
         }
       }
     }
   }
+  torch::set_num_threads(2);
 }
 
 TEST_CASE("a GRU step gives the equations' values and gradients (fused kernels where the CPU has them)", "[model]") {
   torch::manual_seed(71);
+  torch::set_num_threads(2);  // 40 rows: split between two threads (16 rows or more each)
   for (int64_t size : {16, 13}) {  // whole lane groups, and a tail
     INFO("H = " << size);
-    torch::Tensor gi = (2 * torch::randn({6, 3 * size})).requires_grad_();
-    torch::Tensor gh = (2 * torch::randn({6, 3 * size})).requires_grad_();
-    torch::Tensor h = torch::randn({6, size}).requires_grad_();
+    torch::Tensor gi = (2 * torch::randn({40, 3 * size})).requires_grad_();
+    torch::Tensor gh = (2 * torch::randn({40, 3 * size})).requires_grad_();
+    torch::Tensor h = torch::randn({40, size}).requires_grad_();
     torch::Tensor ours = GruCellImpl::from_gates(gi, gh, h);
     // Cho et al. 2014, eq. 5-8, gate order (r, z, n) as torch::nn::GRU.
     auto i = gi.chunk(3, 1), g = gh.chunk(3, 1);
@@ -247,7 +268,7 @@ TEST_CASE("a GRU step gives the equations' values and gradients (fused kernels w
     torch::Tensor n = torch::tanh(i[2] + r * g[2]);
     torch::Tensor reference = (1 - z) * n + z * h;
     CHECK(torch::allclose(ours, reference, 1e-5, 1e-6));
-    torch::Tensor upstream = torch::randn({6, size});
+    torch::Tensor upstream = torch::randn({40, size});
     auto our_grads = torch::autograd::grad({ours}, {gi, gh, h}, {upstream});
     auto reference_grads = torch::autograd::grad({reference}, {gi, gh, h}, {upstream});
     for (size_t k = 0; k < 3; ++k) {

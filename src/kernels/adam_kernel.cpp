@@ -18,7 +18,7 @@ void adam_update(float* param, const float* grad, float* exp_avg, float* exp_avg
                  float beta2, float one_minus_beta1, float one_minus_beta2, float step_size,
                  float inverse_sqrt_correction2, float epsilon) {
   for (int64_t i = 0; i < count; i += kLanes) {
-    const int64_t lanes = std::min(kLanes, count - i);  // kLanes but at the tail
+    const int64_t lanes = lanes_left(count - i);
     const Floats g = load_first(grad + i, lanes);
     const Floats m = beta1 * load_first(exp_avg + i, lanes) + one_minus_beta1 * g;
     const Floats v = beta2 * load_first(exp_avg_sq + i, lanes) + one_minus_beta2 * g * g;

@@ -31,7 +31,7 @@ void additive_energy(const float* keys, const float* query, const float* v, int6
       }
       float sum = lane_sum(sum8);
       for (; a < size; ++a) {
-        const float value = std::tanh(k[a] + q[a]);
+        const float value = ::tanhf(k[a] + q[a]);
         if (t != nullptr) t[a] = value;
         sum += value * v[a];
       }
@@ -44,7 +44,7 @@ void additive_energy_backward(const float* activations, const float* v, const fl
                               int64_t positions, int64_t size, float* grad_keys, float* grad_query) {
   for (int64_t b = 0; b < batch; ++b) {
     float* dq = grad_query + b * size;
-    std::fill(dq, dq + size, 0.0f);
+    fill_zero(dq, size);
     for (int64_t s = 0; s < positions; ++s) {
       const int64_t row = b * positions + s;
       const float* t = activations + row * size;
@@ -71,7 +71,7 @@ void weighted_sum(const float* weights, const float* states, int64_t batch, int6
                   float* context) {
   for (int64_t b = 0; b < batch; ++b) {
     float* out = context + b * size;
-    std::fill(out, out + size, 0.0f);
+    fill_zero(out, size);
     for (int64_t s = 0; s < positions; ++s) {
       const int64_t row = b * positions + s;
       const float w = weights[row];

@@ -23,7 +23,7 @@ void gru_step(const float* input_gates, const float* hidden_gates, const float* 
     float* out = next_hidden + b * size;
     float* keep = saved != nullptr ? saved + b * 4 * size : nullptr;
     for (int64_t j = 0; j < size; j += kLanes) {
-      const int64_t count = std::min(kLanes, size - j);  // kLanes but at the tail
+      const int64_t count = lanes_left(size - j);
       const Floats r = vec::sigmoid(load_first(gi + j, count) + load_first(gh + j, count));
       const Floats z = vec::sigmoid(load_first(gi + size + j, count) + load_first(gh + size + j, count));
       const Floats hidden_n = load_first(gh + 2 * size + j, count);
@@ -48,7 +48,7 @@ void gru_step_backward(const float* grad_next, const float* saved, const float* 
     float* dgh = grad_hidden_gates + b * 3 * size;
     float* dh = grad_hidden + b * size;
     for (int64_t j = 0; j < size; j += kLanes) {
-      const int64_t count = std::min(kLanes, size - j);
+      const int64_t count = lanes_left(size - j);
       const Floats g = load_first(grad + j, count);
       const Floats r = load_first(keep + j, count), z = load_first(keep + size + j, count);
       const Floats n = load_first(keep + 2 * size + j, count), hidden_n = load_first(keep + 3 * size + j, count);

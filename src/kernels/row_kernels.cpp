@@ -26,7 +26,7 @@ void softmax_row(float* z, int64_t cols, float* log_sum_exp, float* row_sum) {
     sum8 += value;
   }
   float max = lane_max(max8), sum = lane_sum(sum8);
-  for (; j < cols; ++j) max = std::max(max, z[j]), sum += z[j];
+  for (; j < cols; ++j) max = larger(max, z[j]), sum += z[j];
   // Pass 2: e^(z - max) and its sum; the row is still in cache for the division.
   const Floats max_lanes = splat(max);
   Floats total8 = splat(0.0f);
@@ -37,14 +37,14 @@ void softmax_row(float* z, int64_t cols, float* log_sum_exp, float* row_sum) {
   }
   float total = lane_sum(total8);
   for (; j < cols; ++j) {
-    z[j] = std::exp(z[j] - max);
+    z[j] = ::expf(z[j] - max);
     total += z[j];
   }
   const float inverse = 1.0f / total;
   const Floats inverse_lanes = splat(inverse);
   for (j = 0; j + kLanes <= cols; j += kLanes) store(z + j, load(z + j) * inverse_lanes);
   for (; j < cols; ++j) z[j] *= inverse;
-  *log_sum_exp = max + std::log(total);
+  *log_sum_exp = max + ::logf(total);
   *row_sum = sum;
 }
 

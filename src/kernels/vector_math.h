@@ -8,15 +8,22 @@
 #endif
 
 #include <immintrin.h>
+#include <math.h>  // expf, logf, tanhf: library functions, not inline templates (see below)
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 namespace nmt::kernels::vec {
 
 constexpr int64_t kLanes = 8;
+
+// Helpers of our own instead of <algorithm>'s and <cmath>'s inline templates (std::min, std::max,
+// std::fill, std::exp(float), ...): in an unoptimised build those are out-of-line functions that
+// the linker shares with the rest of the program, and it could keep the copy compiled here, with
+// AVX2 instructions, for every caller. These are only ever compiled for AVX2 callers.
+inline int64_t lanes_left(int64_t left) { return left < kLanes ? left : kLanes; }  // kLanes but at the tail
+inline float larger(float a, float b) { return a < b ? b : a; }
+inline void fill_zero(float* to, int64_t count) { std::memset(to, 0, static_cast<size_t>(count) * sizeof(float)); }
 using Floats = float __attribute__((vector_size(32)));
 using Ints = int32_t __attribute__((vector_size(32)));
 
@@ -49,7 +56,7 @@ inline float lane_sum(Floats value) {
 }
 inline float lane_max(Floats value) {
   float max = value[0];
-  for (int64_t lane = 1; lane < kLanes; ++lane) max = std::max(max, value[lane]);
+  for (int64_t lane = 1; lane < kLanes; ++lane) max = larger(max, value[lane]);
   return max;
 }
 

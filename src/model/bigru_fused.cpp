@@ -82,14 +82,21 @@ void run_backward(const torch::Tensor& grad_states, const torch::Tensor& grad_fi
   grad_bias = grad_hidden_gates.view({steps * batch, 3 * size}).sum(0);
 }
 
-// Runs task(0) and task(1), side by side on LibTorch's own OpenMP threads when it may use two.
-// Inside the parallel region LibTorch's ops and OpenBLAS run single-threaded (nested regions are
-// serial), so each direction has one core. A thread pool that already exists: starting threads
-// or changing torch::set_num_threads per call cost more than the loops themselves.
+// Runs task(0) and task(1). With exactly two LibTorch threads (two cores, as on the machine this was
+// measured on), side by side in an OpenMP region of two: inside it LibTorch's ops and OpenBLAS run
+// single-threaded (nested regions are serial), so each direction has one core, and the region
+// reuses LibTorch's own team of two. With any other count, one after the other, each with all the
+// threads: on more cores one core per direction would leave the others idle (not measured), and a
+// team of two between LibTorch's larger ones would make libgomp rebuild its pool.
 void both_directions(const std::function<void(size_t)>& task) {
+  if (torch::get_num_threads() != 2) {
+    torch::NoGradGuard no_grad;
+    task(0);
+    task(1);
+    return;
+  }
   std::array<std::exception_ptr, 2> errors;
-  const int workers = std::min(2, torch::get_num_threads());
-#pragma omp parallel for num_threads(workers) schedule(static, 1)
+#pragma omp parallel for num_threads(2) schedule(static, 1)
   for (int direction = 0; direction < 2; ++direction) {
     try {
       torch::NoGradGuard no_grad;  // grad mode is per thread: none in the workers either

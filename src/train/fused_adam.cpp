@@ -11,25 +11,43 @@
 
 namespace nmt {
 
+// Whether the kernel can update this parameter: float32, contiguous, on the CPU, and its state
+// (when it has one, from earlier steps or a restored checkpoint) of the same size and kind.
+bool FusedAdam::fits_kernel(const torch::Tensor& param) const {
+  const torch::Tensor& grad = param.grad();
+  const auto plain = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous() &&
+           t.layout() == torch::kStrided;
+  };
+  if (!plain(param) || !plain(grad) || grad.numel() != param.numel()) return false;
+  const auto found = state_.find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+  if (found == state_.end()) return true;
+  const auto& state = static_cast<const torch::optim::AdamParamState&>(*found->second);
+  return state.exp_avg().defined() && state.exp_avg_sq().defined() && plain(state.exp_avg()) &&
+         plain(state.exp_avg_sq()) && state.exp_avg().numel() == param.numel() &&
+         state.exp_avg_sq().numel() == param.numel();
+}
+
 torch::Tensor FusedAdam::step(LossClosure closure) {
+  torch::Tensor loss;
+  if (closure != nullptr) {  // first, so that the gradients it makes are the ones checked
+    torch::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
   bool fused = kernels::avx2_kernels_available();
   for (const auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
     fused = fused && options.weight_decay() == 0 && !options.amsgrad();
     for (const auto& param : group.params()) {
-      if (!param.grad().defined()) continue;
-      fused = fused && param.device().is_cpu() && param.scalar_type() == torch::kFloat && param.is_contiguous() &&
-              param.grad().is_contiguous() && !param.grad().is_sparse();
+      if (param.grad().defined()) fused = fused && fits_kernel(param);
     }
   }
-  if (!fused) return torch::optim::Adam::step(std::move(closure));
+  if (!fused) {
+    torch::optim::Adam::step();  // its own checks and messages, for whatever the kernel does not take
+    return loss;
+  }
 
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    torch::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
     const auto [beta1, beta2] = options.betas();

@@ -13,6 +13,9 @@ class FusedAdam : public torch::optim::Adam {
  public:
   using torch::optim::Adam::Adam;
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+ private:
+  bool fits_kernel(const torch::Tensor& param) const;
 };
 
 }  // namespace nmt
