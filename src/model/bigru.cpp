@@ -2,11 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <cmath>
 
+#include "kernels/dispatch.h"
 #include "model/bigru_fused.h"
-#include "model/encoded_source.h"
 #include "model/dropout.h"
+#include "model/encoded_source.h"
 #include "model/gru_cell.h"
 #include "model/loop_linear.h"
 
@@ -73,26 +75,28 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
   std::vector<torch::Tensor> finals;
   for (size_t layer = 0; layer * 2 < directions_.size(); ++layer) {
     if (layer > 0) layer_input = apply_dropout(layer_input, dropout_, is_training());
-    std::vector<torch::Tensor> halves;
-    if (fused_bigru_available(layer_input)) {  // both directions at once (bigru_fused.h)
-      const Direction& forward = directions_[2 * layer];
-      const Direction& backward = directions_[2 * layer + 1];
+    // All positions' input gates in one product per direction: [S, B, I] -> [S, B, 3H].
+    std::array<torch::Tensor, 2> input_gates;
+    for (size_t d = 0; d < 2; ++d) {
+      const Direction& direction = directions_[2 * layer + d];
+      input_gates[d] = torch::nn::functional::linear(layer_input, direction.weight_ih, direction.bias_ih);
+    }
+    const Direction& forward = directions_[2 * layer];
+    const Direction& backward = directions_[2 * layer + 1];
+    std::vector<torch::Tensor> halves(2);
+    if (kernels::kernels_take({layer_input, forward.weight_hh, backward.weight_hh})) {
+      // Both directions at once (bigru_fused.h).
       auto [states_forward, states_backward, final_forward, final_backward] = fused_bigru_layer(
-          {torch::nn::functional::linear(layer_input, forward.weight_ih, forward.bias_ih),
-           torch::nn::functional::linear(layer_input, backward.weight_ih, backward.bias_ih)},
-          {forward.weight_hh, backward.weight_hh}, {forward.bias_hh, backward.bias_hh}, mask, shortest);
-      layer_input = torch::cat({states_forward, states_backward}, 2);  // [S, B, 2H]
+          input_gates, {forward.weight_hh, backward.weight_hh}, {forward.bias_hh, backward.bias_hh}, mask, shortest);
+      halves = {states_forward, states_backward};
       finals.push_back(final_forward);
       finals.push_back(final_backward);
-      continue;
-    }
-    for (const bool reverse : {false, true}) {
-      const Direction& direction = directions_[2 * layer + (reverse ? 1 : 0)];
-      // All positions' input gates in one product: [S, B, I] -> [S, B, 3H].
-      const torch::Tensor input_gates = torch::nn::functional::linear(layer_input, direction.weight_ih, direction.bias_ih);
-      torch::Tensor final;
-      halves.push_back(run(direction, input_gates, mask, shortest, reverse, final));
-      finals.push_back(final);
+    } else {
+      for (size_t d = 0; d < 2; ++d) {
+        torch::Tensor final;
+        halves[d] = run(d == 0 ? forward : backward, input_gates[d], mask, shortest, /*reverse=*/d == 1, final);
+        finals.push_back(final);
+      }
     }
     layer_input = torch::cat(halves, 2);  // [S, B, 2H]
   }

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 
+#include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
 
 namespace nmt {
@@ -150,19 +151,12 @@ struct FusedBiGruLayer : public torch::autograd::Function<FusedBiGruLayer> {
 
 }  // namespace
 
-bool fused_bigru_available(const torch::Tensor& like) {
-  return kernels::avx2_kernels_available() && like.device().is_cpu() && like.scalar_type() == torch::kFloat;
-}
-
 std::array<torch::Tensor, 4> fused_bigru_layer(const std::array<torch::Tensor, 2>& input_gates,
                                                const std::array<torch::Tensor, 2>& weight_hh,
                                                const std::array<torch::Tensor, 2>& bias_hh, const torch::Tensor& mask,
                                                int64_t first_padded) {
-  bool records = false;  // whether autograd needs this pass
-  for (size_t d = 0; d < 2; ++d) {
-    records = records || input_gates[d].requires_grad() || weight_hh[d].requires_grad() || bias_hh[d].requires_grad();
-  }
-  records = records && torch::GradMode::is_enabled();
+  const bool records =
+      kernels::autograd_records({input_gates[0], input_gates[1], weight_hh[0], bias_hh[0], weight_hh[1], bias_hh[1]});
   if (!records) {  // inference: the forward loops alone, nothing kept
     std::array<torch::Tensor, 2> states, finals;
     both_directions([&](size_t d) {

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "kernels/attention_kernels.h"
+#include "kernels/dispatch.h"
 
 namespace nmt {
 namespace {
@@ -13,22 +14,6 @@ using torch::autograd::tensor_list;
 
 // Rows of the batch per thread: a row is S x A or S x C floats (about 14 x 512 here).
 constexpr int64_t kGrain = 4;
-
-bool use_kernels(std::initializer_list<const torch::Tensor*> tensors) {
-  if (!kernels::avx2_kernels_available()) return false;
-  for (const torch::Tensor* tensor : tensors) {
-    if (!tensor->device().is_cpu() || tensor->scalar_type() != torch::kFloat) return false;
-  }
-  return true;
-}
-
-bool records_gradient(std::initializer_list<const torch::Tensor*> tensors) {
-  if (!torch::GradMode::is_enabled()) return false;
-  for (const torch::Tensor* tensor : tensors) {
-    if (tensor->requires_grad()) return true;
-  }
-  return false;
-}
 
 // keys, query, v contiguous float; activations [B, S, A] or undefined (inference).
 torch::Tensor additive_energy_forward(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
@@ -117,8 +102,8 @@ torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& qu
   TORCH_CHECK(keys.dim() == 3 && query.dim() == 2 && v.dim() == 1 && query.size(0) == keys.size(0) &&
                   query.size(1) == keys.size(2) && v.size(0) == keys.size(2),
               "additive_energy: keys [B, S, A], query [B, A] and v [A] expected");
-  if (!use_kernels({&keys, &query, &v})) return torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v);
-  if (!records_gradient({&keys, &query, &v})) {
+  if (!kernels::kernels_take({keys, query, v})) return torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v);
+  if (!kernels::autograd_records({keys, query, v})) {
     return additive_energy_forward(keys.contiguous(), query.contiguous(), v.contiguous(), torch::Tensor());
   }
   return AdditiveEnergy::apply(keys.contiguous(), query.contiguous(), v.contiguous());
@@ -128,8 +113,8 @@ torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& st
   TORCH_CHECK(
       weights.dim() == 2 && states.dim() == 3 && weights.size(0) == states.size(0) && weights.size(1) == states.size(1),
       "weighted_sum: weights [B, S] and states [B, S, C] expected");
-  if (!use_kernels({&weights, &states})) return (weights.unsqueeze(2) * states).sum(1);
-  if (!records_gradient({&weights, &states})) {
+  if (!kernels::kernels_take({weights, states})) return (weights.unsqueeze(2) * states).sum(1);
+  if (!kernels::autograd_records({weights, states})) {
     return weighted_sum_forward(weights.contiguous(), states.contiguous());
   }
   return WeightedSum::apply(weights.contiguous(), states.contiguous());

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
 
 namespace nmt {
@@ -71,13 +72,10 @@ torch::Tensor GruCellImpl::from_gates(const torch::Tensor& input_gates, const to
   TORCH_CHECK(hidden.dim() == 2 && input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes() &&
                   input_gates.size(0) == hidden.size(0) && input_gates.size(1) == 3 * hidden.size(1),
               "GRU step: gates [B, 3H] and hidden [B, H] expected");
-  const bool kernels = kernels::avx2_kernels_available() && hidden.device().is_cpu() &&
-                       hidden.scalar_type() == torch::kFloat && input_gates.scalar_type() == torch::kFloat &&
-                       hidden_gates.scalar_type() == torch::kFloat;
-  if (kernels) {
-    const bool records = torch::GradMode::is_enabled() &&
-                         (input_gates.requires_grad() || hidden_gates.requires_grad() || hidden.requires_grad());
-    if (!records) return fused_step(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous(), {});
+  if (kernels::kernels_take({input_gates, hidden_gates, hidden})) {
+    if (!kernels::autograd_records({input_gates, hidden_gates, hidden})) {
+      return fused_step(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous(), {});
+    }
     return FusedGruStep::apply(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous());
   }
   // The same step in LibTorch's ops (other devices and types, CPUs without AVX2).
