@@ -1,10 +1,11 @@
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include <catch2/catch.hpp>
 #include <functional>
 #include <tuple>
 
 #include "helpers.h"
+#include "kernels/available.h"
 #include "model/bigru.h"
 #include "model/gru_cell.h"
 #include "model/loop_linear.h"
@@ -84,7 +85,8 @@ TEST_CASE("gradients reach every parameter", "[model]") {
         auto [source, lengths] = random_source({5, 3}, kVocab, 32);
         torch::Tensor target = torch::randint(4, kVocab, {2, 4}, torch::kInt64);
         DecoderOutput out = model(source, lengths, target);
-        torch::nn::functional::cross_entropy(model->decoder->output_logits(out.attentional).flatten(0, 1), target.flatten())
+        torch::nn::functional::cross_entropy(model->decoder->output_logits(out.attentional).flatten(0, 1),
+                                             target.flatten())
             .backward();
         for (const auto& named : model->named_parameters()) {
           INFO(named.key());
@@ -159,9 +161,9 @@ TEST_CASE("LoopLinear gives autograd's gradients, computing the weight gradient 
 
       const LoopLinear map(weight, bias);
       const torch::Tensor loss = loop_loss(map, inputs, start);
-      const torch::Tensor plain_loss = loop_loss(
-          [&](const torch::Tensor& x) { return torch::nn::functional::linear(x, plain_weight, plain_bias); }, inputs,
-          plain_start);
+      const torch::Tensor plain_loss =
+          loop_loss([&](const torch::Tensor& x) { return torch::nn::functional::linear(x, plain_weight, plain_bias); },
+                    inputs, plain_start);
       CHECK(loss.item<double>() == Approx(plain_loss.item<double>()).epsilon(1e-12));
       loss.backward();
       plain_loss.backward();
@@ -193,10 +195,12 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
     double tolerance;
     int threads;
   };
-  for (const Case& run : {Case{torch::kFloat64, 1e-10, 2}, Case{torch::kFloat32, 1e-5, 2}, Case{torch::kFloat32, 1e-5, 1}}) {
+  for (const Case& run :
+       {Case{torch::kFloat64, 1e-10, 2}, Case{torch::kFloat32, 1e-5, 2}, Case{torch::kFloat32, 1e-5, 1}}) {
     for (int64_t layers : {1, 2}) {
       for (int64_t hidden : {5, 13}) {
-        for (const std::vector<int64_t>& length_list : {std::vector<int64_t>{3, 6, 1, 4}, std::vector<int64_t>{6, 6, 6, 6}}) {
+        for (const std::vector<int64_t>& length_list :
+             {std::vector<int64_t>{3, 6, 1, 4}, std::vector<int64_t>{6, 6, 6, 6}}) {
           DYNAMIC_SECTION(run.type << ", " << run.threads << " threads, " << layers << " layers, hidden " << hidden
                                    << ", lengths " << length_list[0] << "...") {
             torch::set_num_threads(run.threads);
@@ -222,7 +226,8 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
 
             BiGruImpl::Output output = ours(input, lengths);
             namespace rnn_utils = torch::nn::utils::rnn;
-            auto packed = rnn_utils::pack_padded_sequence(input, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+            auto packed =
+                rnn_utils::pack_padded_sequence(input, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
             auto [packed_states, reference_final] = reference->forward_with_packed_input(packed);
             torch::Tensor reference_states = std::get<0>(
                 rnn_utils::pad_packed_sequence(packed_states, /*batch_first=*/true, 0.0, /*total_length=*/6));
@@ -255,7 +260,7 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
 
 TEST_CASE("a GRU step gives the equations' values and gradients (fused kernels where the CPU has them)", "[model]") {
   torch::manual_seed(71);
-  torch::set_num_threads(2);  // 40 rows: split between two threads (16 rows or more each)
+  torch::set_num_threads(2);       // 40 rows: split between two threads (16 rows or more each)
   for (int64_t size : {16, 13}) {  // whole lane groups, and a tail
     INFO("H = " << size);
     torch::Tensor gi = (2 * torch::randn({40, 3 * size})).requires_grad_();
@@ -278,4 +283,67 @@ TEST_CASE("a GRU step gives the equations' values and gradients (fused kernels w
     torch::NoGradGuard no_grad;  // inference: same values, nothing kept
     CHECK(torch::allclose(GruCellImpl::from_gates(gi, gh, h), reference, 1e-5, 1e-6));
   }
+}
+
+TEST_CASE("the fused training pass of the decoder equals the per-step path, values and gradients", "[model]") {
+  // float32 with the AVX2 kernels takes the fused function (decoder_fused.h); the float64 copy of
+  // the same model takes advance() step by step. Dropout masks are drawn in the same order, so
+  // with the same seed both compute the same function. Decoder size 13 is a lane group and a tail;
+  // 9 rows split unevenly between two threads.
+  if (!kernels::avx2_kernels_available()) {
+    WARN("this CPU has no AVX2: there is no fused decoder pass to compare");
+    return;
+  }
+  for (double dropout : {0.0, 0.3}) {
+    for (int threads : {1, 2}) {
+      DYNAMIC_SECTION("dropout " << dropout << ", " << threads << " threads") {
+        torch::set_num_threads(threads);
+        ModelOptions options = tiny_model_options(AttentionType::kAdditive, /*decoder_hidden=*/13);
+        options.dropout = dropout;
+        torch::manual_seed(91);
+        Seq2Seq fused(options, kVocab, kVocab);
+        Seq2Seq reference(options, kVocab, kVocab);
+        {
+          torch::NoGradGuard no_grad;
+          const auto fused_parameters = fused->named_parameters();
+          for (const auto& item : reference->named_parameters()) item.value().copy_(fused_parameters[item.key()]);
+        }
+        reference->to(torch::kFloat64);
+        fused->train();
+        reference->train();
+        auto [source, lengths] = random_source({6, 3, 5, 1, 6, 2, 4, 6, 3}, kVocab, 92);
+        torch::Tensor target_input = torch::randint(4, kVocab, {9, 7}, torch::kInt64);
+        target_input.select(1, 0).fill_(kBosId);
+        const torch::Tensor output_weights = torch::randn({9, 7, 13}, torch::kFloat64);
+        const torch::Tensor attention_weights = torch::randn({9, 7, 6}, torch::kFloat64);
+
+        torch::manual_seed(93);
+        DecoderOutput ours = fused(source, lengths, target_input);
+        torch::manual_seed(93);
+        DecoderOutput theirs = reference(source, lengths, target_input);
+        // The fused function made the output (under the transpose to [B, T, H]), not a stack of steps.
+        REQUIRE(ours.attentional.grad_fn() != nullptr);
+        CHECK(ours.attentional.grad_fn()->next_edges().at(0).function->name().find("DecoderLoop") != std::string::npos);
+        CHECK(torch::allclose(ours.attentional.to(torch::kFloat64), theirs.attentional, 1e-4, 1e-5));
+        CHECK(torch::allclose(ours.attention.to(torch::kFloat64), theirs.attention, 1e-4, 1e-5));
+        CHECK(ours.attention[3].narrow(1, 1, 5).abs().max().item<float>() == 0.0f);  // padding: exactly 0
+        if (dropout > 0) CHECK((ours.attentional == 0).sum().item<int64_t>() > 0);   // dropout did drop
+
+        // A loss on both outputs: every parameter's gradient, encoder included (through the
+        // states, the keys and the initial state).
+        ((ours.attentional.to(torch::kFloat64) * output_weights).sum() +
+         (ours.attention.to(torch::kFloat64) * attention_weights).sum())
+            .backward();
+        ((theirs.attentional * output_weights).sum() + (theirs.attention * attention_weights).sum()).backward();
+        const auto reference_parameters = reference->named_parameters();
+        for (const auto& item : fused->named_parameters()) {
+          INFO(item.key());
+          const torch::Tensor& expected = reference_parameters[item.key()].grad();
+          REQUIRE(item.value().grad().defined() == expected.defined());  // the output layer is not in this loss
+          if (expected.defined()) CHECK(torch::allclose(item.value().grad().to(torch::kFloat64), expected, 1e-3, 1e-4));
+        }
+      }
+    }
+  }
+  torch::set_num_threads(2);
 }

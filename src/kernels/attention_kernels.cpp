@@ -41,7 +41,8 @@ void additive_energy(const float* keys, const float* query, const float* v, int6
 }
 
 void additive_energy_backward(const float* activations, const float* v, const float* grad_scores, int64_t batch,
-                              int64_t positions, int64_t size, float* grad_keys, float* grad_query) {
+                              int64_t positions, int64_t size, float* grad_keys, float* grad_query,
+                              bool accumulate_keys) {
   for (int64_t b = 0; b < batch; ++b) {
     float* dq = grad_query + b * size;
     fill_zero(dq, size);
@@ -55,12 +56,12 @@ void additive_energy_backward(const float* activations, const float* v, const fl
       for (; a + kLanes <= size; a += kLanes) {
         const Floats value = load(t + a);
         const Floats d = g8 * load(v + a) * (1.0f - value * value);
-        store(dk + a, d);
+        store(dk + a, accumulate_keys ? load(dk + a) + d : d);
         store(dq + a, load(dq + a) + d);
       }
       for (; a < size; ++a) {
         const float d = g * v[a] * (1.0f - t[a] * t[a]);
-        dk[a] = d;
+        dk[a] = accumulate_keys ? dk[a] + d : d;
         dq[a] += d;
       }
     }
@@ -86,7 +87,8 @@ void weighted_sum(const float* weights, const float* states, int64_t batch, int6
 }
 
 void weighted_sum_backward(const float* weights, const float* states, const float* grad_context, int64_t batch,
-                           int64_t positions, int64_t size, float* grad_weights, float* grad_states) {
+                           int64_t positions, int64_t size, float* grad_weights, float* grad_states,
+                           bool accumulate_states) {
   for (int64_t b = 0; b < batch; ++b) {
     const float* g = grad_context + b * size;
     for (int64_t s = 0; s < positions; ++s) {
@@ -99,15 +101,42 @@ void weighted_sum_backward(const float* weights, const float* states, const floa
       for (; c + kLanes <= size; c += kLanes) {
         const Floats g8 = load(g + c);
         dot8 += g8 * load(h + c);
-        store(dh + c, w8 * g8);
+        store(dh + c, accumulate_states ? load(dh + c) + w8 * g8 : w8 * g8);
       }
       float dot = lane_sum(dot8);
       for (; c < size; ++c) {
         dot += g[c] * h[c];
-        dh[c] = weights[row] * g[c];
+        dh[c] = accumulate_states ? dh[c] + weights[row] * g[c] : weights[row] * g[c];
       }
       grad_weights[row] = dot;
     }
+  }
+}
+
+void attentional_vector(const float* u, const float* mask, int64_t count, float* activations, float* attentional) {
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    const Floats t = vec::tanh(load(u + i));
+    store(activations + i, t);
+    store(attentional + i, mask != nullptr ? t * load(mask + i) : t);
+  }
+  for (; i < count; ++i) {
+    activations[i] = ::tanhf(u[i]);
+    attentional[i] = mask != nullptr ? activations[i] * mask[i] : activations[i];
+  }
+}
+
+void attentional_vector_backward(const float* grad_attentional, const float* activations, const float* mask,
+                                 int64_t count, float* grad_u) {
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    const Floats t = load(activations + i);
+    const Floats g = mask != nullptr ? load(grad_attentional + i) * load(mask + i) : load(grad_attentional + i);
+    store(grad_u + i, g * (1.0f - t * t));
+  }
+  for (; i < count; ++i) {
+    const float g = mask != nullptr ? grad_attentional[i] * mask[i] : grad_attentional[i];
+    grad_u[i] = g * (1.0f - activations[i] * activations[i]);
   }
 }
 
@@ -116,14 +145,21 @@ void weighted_sum_backward(const float* weights, const float* states, const floa
 void additive_energy(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) {
   throw std::logic_error("additive_energy: not built");
 }
-void additive_energy_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) {
+void additive_energy_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*,
+                              bool) {
   throw std::logic_error("additive_energy_backward: not built");
 }
 void weighted_sum(const float*, const float*, int64_t, int64_t, int64_t, float*) {
   throw std::logic_error("weighted_sum: not built");
 }
-void weighted_sum_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) {
+void weighted_sum_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*, bool) {
   throw std::logic_error("weighted_sum_backward: not built");
+}
+void attentional_vector(const float*, const float*, int64_t, float*, float*) {
+  throw std::logic_error("attentional_vector: not built");
+}
+void attentional_vector_backward(const float*, const float*, const float*, int64_t, float*) {
+  throw std::logic_error("attentional_vector_backward: not built");
 }
 
 #endif  // NMT_AVX2_KERNELS

@@ -23,8 +23,11 @@ void additive_energy(const float* keys, const float* query, const float* v, int6
 // The backward of additive_energy for the keys and the query, given the activations it wrote:
 // grad_keys[b, s, a] = grad_scores[b, s] * v[a] * (1 - t[b, s, a]^2), grad_query[b, a] =
 // sum_s grad_keys[b, s, a]. (The gradient for v is one matrix-vector product, left to the caller.)
+// With accumulate_keys, grad_keys is added to instead of overwritten (a gradient summed over the
+// decoder's steps).
 void additive_energy_backward(const float* activations, const float* v, const float* grad_scores, int64_t batch,
-                              int64_t positions, int64_t size, float* grad_keys, float* grad_query);
+                              int64_t positions, int64_t size, float* grad_keys, float* grad_query,
+                              bool accumulate_keys);
 
 // context[b, c] = sum_s weights[b, s] * states[b, s, c].
 // weights [batch, S], states [batch, S, C] -> context [batch, C].
@@ -32,8 +35,18 @@ void weighted_sum(const float* weights, const float* states, int64_t batch, int6
                   float* context);
 
 // Its backward: grad_weights[b, s] = sum_c grad_context[b, c] * states[b, s, c] and
-// grad_states[b, s, c] = weights[b, s] * grad_context[b, c].
+// grad_states[b, s, c] = weights[b, s] * grad_context[b, c] (added to grad_states instead with
+// accumulate_states).
 void weighted_sum_backward(const float* weights, const float* states, const float* grad_context, int64_t batch,
-                           int64_t positions, int64_t size, float* grad_weights, float* grad_states);
+                           int64_t positions, int64_t size, float* grad_weights, float* grad_states,
+                           bool accumulate_states);
+
+// Luong's attentional vector with dropout: activations = tanh(u) and attentional =
+// activations * mask, over `count` floats; mask null means no dropout (attentional = activations).
+void attentional_vector(const float* u, const float* mask, int64_t count, float* activations, float* attentional);
+
+// Its backward: grad_u = grad_attentional * mask * (1 - activations^2).
+void attentional_vector_backward(const float* grad_attentional, const float* activations, const float* mask,
+                                 int64_t count, float* grad_u);
 
 }  // namespace nmt::kernels

@@ -53,6 +53,7 @@ class AttentionImpl : public torch::nn::Module {
   AttentionResult forward(const torch::Tensor& query, const EncodedSource& source);
 
   bool has_scorer() const { return scorer_ != nullptr; }
+  const std::shared_ptr<ScorerImpl>& scorer() const { return scorer_; }
 
  private:
   std::shared_ptr<ScorerImpl> scorer_;  // null for AttentionType::kNone

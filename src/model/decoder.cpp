@@ -4,7 +4,10 @@
 
 #include <cmath>
 
+#include "kernels/dispatch.h"
+#include "model/decoder_fused.h"
 #include "model/dropout.h"
+#include "model/scorers.h"
 #include "model/word_dropout.h"
 #include "text/special_tokens.h"
 
@@ -17,12 +20,12 @@ DecoderState DecoderState::index_select(const torch::Tensor& index) const {
 DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : options_(options) {
   const int64_t hidden = options.hidden_size;
   embedding = register_module(
-      "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size, options.embedding_size)
-                                            .padding_idx(kPadId)));
+      "embedding", torch::nn::Embedding(
+                       torch::nn::EmbeddingOptions(options.vocab_size, options.embedding_size).padding_idx(kPadId)));
   bridge = register_module("bridge", torch::nn::Linear(encoder_size, options.num_layers * hidden));
   embedding_gates = register_module("embedding_gates", torch::nn::Linear(options.embedding_size, 3 * hidden));
-  feed_gates = register_module("feed_gates",
-                               torch::nn::Linear(torch::nn::LinearOptions(hidden, 3 * hidden).bias(false)));
+  feed_gates =
+      register_module("feed_gates", torch::nn::Linear(torch::nn::LinearOptions(hidden, 3 * hidden).bias(false)));
   cells = register_module("cells", torch::nn::ModuleList());
   layer_gates = register_module("layer_gates", torch::nn::ModuleList());
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
@@ -43,7 +46,8 @@ DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : 
     output_weight = embedding->weight;  // shared, registered once (by the embedding)
   } else {
     const double bound = 1.0 / std::sqrt(static_cast<double>(hidden));
-    output_weight = register_parameter("output_weight", torch::empty({options.vocab_size, hidden}).uniform_(-bound, bound));
+    output_weight =
+        register_parameter("output_weight", torch::empty({options.vocab_size, hidden}).uniform_(-bound, bound));
   }
   output_bias = register_parameter("output_bias", torch::zeros({options.vocab_size}));
 }
@@ -64,7 +68,8 @@ DecoderImpl::StepMaps DecoderImpl::step_maps() const {
   StepMaps maps;
   maps.feed = LoopLinear(feed_gates->weight, torch::Tensor());
   for (const GruCellImpl* cell : cell_pointers_) maps.hidden.emplace_back(cell->weight_hh, cell->bias_hh);
-  for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) maps.layer_inputs.emplace_back(gates->weight, gates->bias);
+  for (const torch::nn::LinearImpl* gates : layer_gate_pointers_)
+    maps.layer_inputs.emplace_back(gates->weight, gates->bias);
   maps.combine = LoopLinear(combine->weight, torch::Tensor());
   return maps;
 }
@@ -82,15 +87,26 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
     new_hidden.push_back(output);
   }
   AttentionResult attended = attention(output, source);  // context [B, C]
-  torch::Tensor attentional =  // [B, H]
-      apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout, is_training());
+  torch::Tensor attentional =                            // [B, H]
+      apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout,
+                    is_training());
   state = {torch::stack(new_hidden, 0), attentional};
   return {attentional, attended.weights};
 }
 
+const AdditiveScorerImpl* DecoderImpl::fused_loop_scorer(const torch::Tensor& token_gates,
+                                                         const EncodedSource& source) const {
+  if (options_.num_layers != 1 || token_gates.size(1) == 0) return nullptr;
+  const auto* scorer = dynamic_cast<const AdditiveScorerImpl*>(attention->scorer().get());
+  if (scorer == nullptr || !kernels::kernels_take({token_gates, source.states, source.keys})) return nullptr;
+  return kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight})
+             ? scorer
+             : nullptr;
+}
+
 torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {
   return apply_dropout(word_dropout(embedding(tokens), options_.word_dropout, is_training()), options_.dropout,
-                 is_training());
+                       is_training());
 }
 
 torch::Tensor DecoderImpl::output_logits(const torch::Tensor& attentional) {
@@ -115,13 +131,25 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   DecoderState state = initial_state(source);
   std::vector<torch::Tensor> attentionals, weights;
   attentionals.reserve(steps), weights.reserve(steps);
-  const StepMaps maps = step_maps();
 
   const bool always_reference = teacher_forcing >= 1.0 || !is_training();
   if (always_reference) {
     // Every input token is known: embed and project all of them in one matrix multiply.
+    const torch::Tensor token_gates = embedding_gates(embed(target_input));  // [B, T, 3H]
+    if (const auto* scorer = fused_loop_scorer(token_gates, source)) {
+      const FusedDecoderWeights fused{feed_gates->weight,
+                                      cell_pointers_[0]->weight_hh,
+                                      cell_pointers_[0]->bias_hh,
+                                      scorer->query_layer->weight,
+                                      scorer->energy_layer->weight.squeeze(0),
+                                      combine->weight};
+      FusedDecoderOutput output =
+          fused_decoder_loop(token_gates, state.hidden[0], source, fused, is_training() ? options_.dropout : 0.0);
+      return {output.attentional, output.attention};
+    }
+    const StepMaps maps = step_maps();
     // unbind, not select(1, t) per step: each select's backward would write a zero [B, T, 3H] tensor.
-    const std::vector<torch::Tensor> all_gates = embedding_gates(embed(target_input)).unbind(1);  // T x [B, 3H]
+    const std::vector<torch::Tensor> all_gates = token_gates.unbind(1);  // T x [B, 3H]
     for (int64_t t = 0; t < steps; ++t) {
       auto [attentional, step_weights] = advance(all_gates[static_cast<size_t>(t)], state, source, maps);
       attentionals.push_back(attentional);
@@ -130,6 +158,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   } else {
     // Scheduled feeding: per step, the reference token with probability teacher_forcing, else the
     // model's own greedy prediction from the previous step.
+    const StepMaps maps = step_maps();
     torch::Tensor previous = target_input.select(1, 0);
     for (int64_t t = 0; t < steps; ++t) {
       if (t > 0) {

@@ -3,7 +3,10 @@
 //   c_t   = attention(h_t, encoder states)          any scorer of attention.h
 //   a_t   = tanh(W_c [h_t; c_t])                    Luong et al. 2015, eq. 5
 //   p(y_t)= softmax(W_o a_t + b_o)                  eq. 6
-// step() is the one place this runs; forward() (teacher forcing) and both searches use it.
+// advance() is the one place this runs; step() (both searches) and forward() (teacher forcing)
+// use it. The one exception is training the recipe's shape (one layer, additive attention) on a
+// CPU with the AVX2 kernels: forward() then runs the same maths as one fused function with a
+// hand-written backward (decoder_fused.h), tested against advance().
 //
 // Shapes: B batch (or batch * beam), S source length, T target length, E embedding size,
 // H decoder hidden size, L layers, C encoder state size, V target vocabulary.
@@ -23,6 +26,8 @@
 #include "model/options.h"
 
 namespace nmt {
+
+class AdditiveScorerImpl;
 
 struct DecoderState {
   torch::Tensor hidden;       // [L, B, H]
@@ -61,8 +66,7 @@ class DecoderImpl : public torch::nn::Module {
 
   // target_input [B, T] (BOS y_1 .. y_{T-1}). With teacher_forcing < 1 (training only), each step
   // feeds the model's own previous argmax instead, with probability 1 - teacher_forcing.
-  DecoderOutput forward(const torch::Tensor& target_input, const EncodedSource& source,
-                        double teacher_forcing = 1.0);
+  DecoderOutput forward(const torch::Tensor& target_input, const EncodedSource& source, double teacher_forcing = 1.0);
 
   // p(y_t) before the softmax: W_o a_t + b_o, for a_t of any shape [..., H] -> [..., V].
   torch::Tensor output_logits(const torch::Tensor& attentional);
@@ -76,9 +80,9 @@ class DecoderImpl : public torch::nn::Module {
   torch::nn::ModuleList cells{nullptr};        // L GruCell
   torch::nn::ModuleList layer_gates{nullptr};  // L - 1 Linear H -> 3H, input gates of upper layers
   Attention attention{nullptr};
-  torch::nn::Linear combine{nullptr};          // [H; C] -> H, W_c
-  torch::Tensor output_weight;                 // [V, H], W_o (the embedding matrix when tied)
-  torch::Tensor output_bias;                   // [V]
+  torch::nn::Linear combine{nullptr};  // [H; C] -> H, W_c
+  torch::Tensor output_weight;         // [V, H], W_o (the embedding matrix when tied)
+  torch::Tensor output_bias;           // [V]
 
  private:
   // The linear maps applied inside every step. Made once per pass over the target, so that while
@@ -95,6 +99,9 @@ class DecoderImpl : public torch::nn::Module {
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
   std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
                                                   const EncodedSource& source, const StepMaps& maps);
+  // The additive scorer when forward() runs as one fused function (decoder_fused.h): while
+  // autograd records, with the AVX2 kernels, one layer and additive attention; else null.
+  const AdditiveScorerImpl* fused_loop_scorer(const torch::Tensor& token_gates, const EncodedSource& source) const;
   // Embeddings of tokens [...] -> [..., E], with word dropout and dropout while training.
   torch::Tensor embed(const torch::Tensor& tokens);
 

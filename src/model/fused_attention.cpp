@@ -51,7 +51,7 @@ struct AdditiveEnergy : public torch::autograd::Function<AdditiveEnergy> {
       kernels::additive_energy_backward(activations.data_ptr<float>() + begin * positions * size, v.data_ptr<float>(),
                                         grad_scores.data_ptr<float>() + begin * positions, end - begin, positions, size,
                                         grad_keys.data_ptr<float>() + begin * positions * size,
-                                        grad_query.data_ptr<float>() + begin * size);
+                                        grad_query.data_ptr<float>() + begin * size, /*accumulate_keys=*/false);
     });
     // dL/dv = sum over (b, s) of grad_scores[b, s] * t[b, s]: one matrix-vector product.
     torch::Tensor grad_v = context->needs_input_grad(2)
@@ -90,7 +90,8 @@ struct WeightedSum : public torch::autograd::Function<WeightedSum> {
       kernels::weighted_sum_backward(
           weights.data_ptr<float>() + begin * positions, states.data_ptr<float>() + begin * positions * size,
           grad_context.data_ptr<float>() + begin * size, end - begin, positions, size,
-          grad_weights.data_ptr<float>() + begin * positions, grad_states.data_ptr<float>() + begin * positions * size);
+          grad_weights.data_ptr<float>() + begin * positions, grad_states.data_ptr<float>() + begin * positions * size,
+          /*accumulate_states=*/false);
     });
     return {grad_weights, grad_states};
   }

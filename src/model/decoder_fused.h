@@ -1,0 +1,52 @@
+// The decoder's teacher-forced training pass (decoder.h) as one autograd function, its forward
+// and backward written out step by step over the kernels of src/kernels/. The maths is
+// DecoderImpl::advance for one layer with additive attention, per target position t:
+//   gi_t = G_t + W_f a_{t-1}           G_t: input gates from y_{t-1} (all positions, one product)
+//   h_t  = GRU(gi_t, W_h h_{t-1} + b_h, h_{t-1})
+//   w_t  = masked softmax(v^T tanh(K + W_q h_t))     K: the keys, once per batch
+//   c_t  = sum_s w_ts states_s
+//   a_t  = dropout(tanh(W_c [h_t; c_t]))
+//
+// Why: the per-step path runs about 130 LibTorch operators and autograd nodes per target position
+// (forward and backward) on tensors of about 60 x 256 floats, and autograd adds each step's
+// gradient of the encoder states and keys into a running sum ([B, S, C] and [B, S, A] per step).
+// Here a position costs five matrix products and three kernel passes each way; the states' and
+// keys' gradients accumulate in place, and each weight's gradient is one product over all
+// positions after the loop (as LoopLinear does for the per-step path).
+//
+// DecoderImpl::forward uses it while training on a CPU with the AVX2 kernels, for one decoder
+// layer and additive attention (the recipe); everything else takes the per-step path. Dropout
+// masks are drawn step by step as the per-step path draws them, so for a seed both paths compute
+// the same function; tests compare their values and gradients.
+//
+// Shapes: B batch, T target positions, S source length, H decoder hidden size, A attention
+// size, C encoder state size.
+#pragma once
+
+#include <torch/types.h>
+
+#include "model/encoded_source.h"
+
+namespace nmt {
+
+struct FusedDecoderWeights {
+  torch::Tensor feed;         // [3H, H] W_f, input feeding of a_{t-1} into the first layer's gates
+  torch::Tensor hidden;       // [3H, H] W_h of the cell
+  torch::Tensor hidden_bias;  // [3H] b_h
+  torch::Tensor query;        // [A, H] W_q of the additive scorer
+  torch::Tensor energy;       // [A] v of the additive scorer
+  torch::Tensor combine;      // [H, H + C] W_c
+};
+
+struct FusedDecoderOutput {
+  torch::Tensor attentional;  // [B, T, H] a_t
+  torch::Tensor attention;    // [B, T, S] w_t, exactly 0 at padded source positions
+};
+
+// token_gates [B, T, 3H] (G_t above), initial_hidden [B, H] (h_0), float32 on the CPU; call only
+// when kernels::kernels_take() says yes for them. dropout: the probability for a_t, 0 when not
+// training.
+FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden,
+                                      const EncodedSource& source, const FusedDecoderWeights& weights, double dropout);
+
+}  // namespace nmt
