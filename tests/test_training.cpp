@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
@@ -69,7 +69,8 @@ TEST_CASE("loss falls when a tiny batch is overfitted", "[training]") {
       model->train();
       auto [source, lengths] = random_source({6, 4, 5}, 20, 52);
       torch::Tensor target_output = torch::randint(4, 20, {3, 5}, torch::kInt64);
-      torch::Tensor target_input = torch::cat({torch::full({3, 1}, kBosId, torch::kInt64), target_output.narrow(1, 0, 4)}, 1);
+      torch::Tensor target_input =
+          torch::cat({torch::full({3, 1}, kBosId, torch::kInt64), target_output.narrow(1, 0, 4)}, 1);
       torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.03));
       double first = 0, last = 0;
       for (int step = 0; step < 100; ++step) {
@@ -104,11 +105,13 @@ TEST_CASE("fused label-smoothed loss: same value and gradient as LibTorch's cros
   }
 }
 
-TEST_CASE("the AVX2 kernels are built, and used exactly when the CPU has AVX2 and FMA", "[training]") {
+TEST_CASE("the AVX2 and AVX-512 kernels are built, and used exactly when the CPU has the instructions", "[training]") {
 #if defined(__x86_64__)
   CHECK(kernels::avx2_kernels_available() == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
+  CHECK(kernels::avx512_kernels_available() == static_cast<bool>(__builtin_cpu_supports("avx512f")));
 #else
   CHECK_FALSE(kernels::avx2_kernels_available());
+  CHECK_FALSE(kernels::avx512_kernels_available());
 #endif
 }
 
@@ -235,12 +238,13 @@ TEST_CASE("sequence loss skips padded positions and matches cross_entropy with i
   torch::Tensor target_output = torch::randint(4, 20, {2, 4}, torch::kInt64);
   target_output[1][2] = kPadId;
   target_output[1][3] = kPadId;
-  torch::Tensor target_input = torch::cat({torch::full({2, 1}, kBosId, torch::kInt64), target_output.narrow(1, 0, 3)}, 1);
+  torch::Tensor target_input =
+      torch::cat({torch::full({2, 1}, kBosId, torch::kInt64), target_output.narrow(1, 0, 3)}, 1);
   DecoderOutput out = model(source, lengths, target_input);
   SequenceLoss loss = sequence_loss(*model->decoder, out, target_output, 0.1);
   CHECK(loss.tokens == 6);
-  auto options = torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kPadId).label_smoothing(0.1).reduction(
-      torch::kSum);
+  auto options =
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kPadId).label_smoothing(0.1).reduction(torch::kSum);
   torch::Tensor reference = torch::nn::functional::cross_entropy(
       model->decoder->output_logits(out.attentional).flatten(0, 1), target_output.flatten(), options);
   CHECK(loss.sum.item<double>() == Approx(reference.item<double>()).epsilon(1e-5));
@@ -277,7 +281,8 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
     CHECK(torch::allclose(named.value(), mean, 1e-6, 1e-7));
   }
   // The weights did change between the checkpoints, so the mean is not just one of them.
-  CHECK_FALSE(torch::equal(bundles.front().model->decoder->combine->weight, bundles.back().model->decoder->combine->weight));
+  CHECK_FALSE(
+      torch::equal(bundles.front().model->decoder->combine->weight, bundles.back().model->decoder->combine->weight));
 
   // A kept step ahead of last.ckpt (from a continuation that died before writing last.ckpt) is
   // removed on --resume; the resumed run keeps its own.
@@ -285,7 +290,8 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
   config.max_steps = 9;
   train(config, {/*resume=*/true, false});
   std::vector<std::string> after_resume;
-  for (const auto& path : step_checkpoints(config.model_dir)) after_resume.push_back(fs::path(path).filename().string());
+  for (const auto& path : step_checkpoints(config.model_dir))
+    after_resume.push_back(fs::path(path).filename().string());
   CHECK(after_resume == std::vector<std::string>{"step-00000006.ckpt", "step-00000008.ckpt", "step-00000009.ckpt"});
   // --overwrite starts a new run: none of the old run's steps survive to be averaged with it.
   config.max_steps = 2;
@@ -350,15 +356,15 @@ TEST_CASE("word dropout drops whole positions while training and nothing in eval
   torch::manual_seed(57);
   torch::Tensor embedded = torch::rand({40, 50, 6}) + 0.5;  // no zeros of its own
   torch::Tensor dropped = word_dropout(embedded, 0.25, /*training=*/true);
-  torch::Tensor zero_rows = (dropped == 0).all(-1);       // [40, 50]
+  torch::Tensor zero_rows = (dropped == 0).all(-1);  // [40, 50]
   torch::Tensor any_zero = (dropped == 0).any(-1);
-  CHECK(torch::equal(zero_rows, any_zero));               // a position is dropped whole or not at all
+  CHECK(torch::equal(zero_rows, any_zero));  // a position is dropped whole or not at all
   const double fraction = zero_rows.to(torch::kFloat64).mean().item<double>();
   CHECK(fraction > 0.2);
   CHECK(fraction < 0.3);
   torch::Tensor kept = dropped.masked_select(~zero_rows.unsqueeze(-1).expand_as(dropped));
   torch::Tensor original = embedded.masked_select(~zero_rows.unsqueeze(-1).expand_as(dropped));
-  CHECK(torch::allclose(kept, original / 0.75));          // survivors scaled by 1 / (1 - p)
+  CHECK(torch::allclose(kept, original / 0.75));  // survivors scaled by 1 / (1 - p)
   CHECK(torch::equal(word_dropout(embedded, 0.25, /*training=*/false), embedded));
 
   TrainConfig config = tiny_config(fresh_directory("word_dropout"));
@@ -389,7 +395,8 @@ TEST_CASE("training writes checkpoints that reload to identical outputs and resu
   TrainConfig config = tiny_config(dir);
   TrainSummary first = train(config, {});
   CHECK(first.steps == 6);
-  for (const char* name : {"best.ckpt", "last.ckpt", "config.toml", "train.log", "metrics.jsonl", "vocab.joint.model"}) {
+  for (const char* name :
+       {"best.ckpt", "last.ckpt", "config.toml", "train.log", "metrics.jsonl", "vocab.joint.model"}) {
     INFO(name);
     CHECK(fs::exists(fs::path(config.model_dir) / name));
   }
@@ -414,7 +421,8 @@ TEST_CASE("training writes checkpoints that reload to identical outputs and resu
     return bundle.model->decoder->output_logits(bundle.model(source, lengths, target).attentional);
   };
   CHECK(torch::equal(logits(loaded), logits(reloaded)));
-  CHECK(reloaded.source_vocabulary.encode("A frog sees the bridge .") == loaded.source_vocabulary.encode("A frog sees the bridge ."));
+  CHECK(reloaded.source_vocabulary.encode("A frog sees the bridge .") ==
+        loaded.source_vocabulary.encode("A frog sees the bridge ."));
 
   // Without --resume or --overwrite the run is protected.
   CHECK_THROWS_WITH(train(config, {}), Catch::Contains("--resume"));

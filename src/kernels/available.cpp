@@ -12,4 +12,13 @@ bool avx2_kernels_available() {
 #endif
 }
 
+bool avx512_kernels_available() {
+#if NMT_AVX512_KERNELS
+  static const bool available = __builtin_cpu_supports("avx512f");
+  return available;
+#else
+  return false;
+#endif
+}
+
 }  // namespace nmt::kernels

@@ -9,6 +9,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
+#include "model/loop_weight.h"
 
 namespace nmt {
 namespace {
@@ -38,11 +39,11 @@ void run_forward(const torch::Tensor& gates, const torch::Tensor& weight, const 
   }
   torch::Tensor hidden = torch::zeros({batch, size}, gates.options());
   torch::Tensor hidden_gates = torch::empty({batch, 3 * size}, gates.options());
-  const torch::Tensor weight_t = weight.t();
+  const LoopWeight weight_t(weight.t());
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t t = position(i, steps, reverse);
     if (record != nullptr) record->previous[t].copy_(hidden);
-    torch::addmm_out(hidden_gates, bias, hidden, weight_t);  // W_h h + b_h
+    weight_t.multiply(hidden, bias, hidden_gates);  // W_h h + b_h
     torch::Tensor next = torch::empty_like(hidden);
     kernels::gru_step(gates[t].data_ptr<float>(), hidden_gates.data_ptr<float>(), hidden.data_ptr<float>(), batch, size,
                       next.data_ptr<float>(), record != nullptr ? record->saved[t].data_ptr<float>() : nullptr);
@@ -65,6 +66,7 @@ void run_backward(const torch::Tensor& grad_states, const torch::Tensor& grad_fi
   torch::Tensor grad_hidden = grad_final.defined() ? grad_final.clone(torch::MemoryFormat::Contiguous)
                                                    : torch::zeros({batch, size}, weight.options());
   torch::Tensor grad_direct = torch::empty({batch, size}, weight.options());
+  const LoopWeight loop_weight(weight);
   for (int64_t i = steps - 1; i >= 0; --i) {
     const int64_t t = position(i, steps, reverse);
     const bool padded = t >= first_padded;
@@ -74,7 +76,8 @@ void run_backward(const torch::Tensor& grad_states, const torch::Tensor& grad_fi
     kernels::gru_step_backward(grad_next.data_ptr<float>(), record.saved[t].data_ptr<float>(),
                                record.previous[t].data_ptr<float>(), batch, size, grad_gates[t].data_ptr<float>(),
                                grad_hidden_gates[t].data_ptr<float>(), grad_direct.data_ptr<float>());
-    torch::Tensor grad_previous = torch::addmm(grad_direct, grad_hidden_gates[t], weight);  // + dgh W_h
+    torch::Tensor grad_previous = torch::empty_like(grad_direct);
+    loop_weight.multiply(grad_hidden_gates[t], grad_direct, grad_previous);  // + dgh W_h
     if (padded) grad_previous += grad_hidden * (1 - mask[t]);
     grad_hidden = grad_previous;
   }

@@ -1,15 +1,21 @@
 #include "model/decoder_fused.h"
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <utility>
 
 #include "kernels/attention_kernels.h"
 #include "kernels/gru_kernels.h"
 #include "model/dropout.h"
+#include "model/loop_weight.h"
 
 namespace nmt {
 namespace {
@@ -17,21 +23,66 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// Every operation of a step, products included, works on each batch row separately, so the
-// loops run as independent slices of the batch, one per thread, with no synchronisation between
-// steps. Inside at::parallel_for, LibTorch's operators and OpenBLAS (its OpenMP build) run
-// single-threaded: each thread's products have about 30 rows here, and one core runs them at
-// close to its full rate, where splitting each small product between two cores did not (the
-// benchmark's second row). The weight gradients after the loop are large products on all threads.
-constexpr int64_t kMinimumSlice = 8;  // rows
+// The loops run on a team of LibTorch's threads that go through each step's phases together,
+// with a barrier between phases. In a product phase each thread computes a block of the output's
+// columns, with OpenBLAS single-threaded inside the team (its OpenMP build runs so inside a
+// parallel region): each thread then reads and packs only its part of the weight, and the product
+// keeps all the batch rows. Measured on one core here, [60, 256] by [256, 384] (a column half)
+// runs at 165 GFLOP/s, [30, 256] by [256, 768] (a row half) at 124, and OpenBLAS's own split of
+// [60, 256] by [256, 768] over two cores at 91 per core. In a row phase (the GRU and attention
+// kernels) each thread takes a block of the batch rows.
+class Team {
+ public:
+  Team(int64_t index, int64_t count, std::atomic<bool>& failed, std::exception_ptr& error, std::mutex& error_mutex)
+      : index_(index), count_(count), failed_(failed), error_(error), error_mutex_(error_mutex) {}
 
-template <typename SliceFunction>
-void for_each_slice(int64_t rows, const SliceFunction& slice_function) {
-  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
-  at::parallel_for(0, rows, std::max(kMinimumSlice, (rows + threads - 1) / threads), [&](int64_t begin, int64_t end) {
-    torch::NoGradGuard no_grad;  // grad mode is per thread: none in the workers either
-    slice_function(begin, end);
-  });
+  // This thread's share [begin, end) of `total` rows or columns; column shares are multiples of
+  // 16 floats (64 bytes), so that no two threads write to one cache line.
+  std::pair<int64_t, int64_t> share(int64_t total, int64_t multiple = 1) const {
+    const int64_t chunk = ((total + count_ - 1) / count_ + multiple - 1) / multiple * multiple;
+    const int64_t begin = std::min(total, index_ * chunk);
+    return {begin, std::min(total, begin + chunk)};
+  }
+
+  // Runs this thread's part of a phase, then waits for the others. After an exception in any
+  // thread the remaining phases are skipped, but every thread still meets every barrier.
+  template <typename Work>
+  void phase(const Work& work) {
+    if (!failed_.load()) {
+      try {
+        work();
+      } catch (...) {  // nothing may leave an OpenMP region
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true);
+      }
+    }
+#pragma omp barrier
+  }
+
+ private:
+  int64_t index_, count_;
+  std::atomic<bool>& failed_;
+  std::exception_ptr& error_;
+  std::mutex& error_mutex_;
+};
+
+constexpr int64_t kColumnMultiple = 16;
+
+// Runs body(team) on every thread of a team as large as LibTorch's (so libgomp reuses its pool),
+// without gradients; rethrows the first exception.
+template <typename Body>
+void run_as_team(const Body& body) {
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel num_threads(std::max(1, at::get_num_threads()))
+  {
+    torch::NoGradGuard no_grad;  // grad mode is per thread
+    Team team(omp_get_thread_num(), omp_get_num_threads(), failed, error, error_mutex);
+    body(team);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 // Softmax of scores [S] over the positions where mask is true, in place; exactly 0 elsewhere.
@@ -69,16 +120,19 @@ struct LoopInputs {
   torch::Tensor feed, hidden, hidden_bias, query, energy, combine;  // as FusedDecoderWeights
 };
 
-// The forward's weights transposed and stored so ([in, out], contiguous): OpenBLAS runs
-// x [30, 256] by a stored [256, 768] at 112 GFLOP/s on one core here, by the transpose of a
-// stored [768, 256] at 84.
-struct TransposedWeights {
-  explicit TransposedWeights(const LoopInputs& in)
-      : feed(in.feed.t().contiguous()),
-        hidden(in.hidden.t().contiguous()),
-        query(in.query.t().contiguous()),
-        combine(in.combine.t().contiguous()) {}
-  torch::Tensor feed, hidden, query, combine;
+// Columns [range.first, range.second) of a matrix (or a vector's elements).
+torch::Tensor columns(const torch::Tensor& tensor, const std::pair<int64_t, int64_t>& range) {
+  return tensor.narrow(-1, range.first, range.second - range.first);
+}
+
+// The loop's four weights as the products use them: transposed in the forward (x W^T).
+struct LoopWeights {
+  LoopWeights(const LoopInputs& in, bool forward)
+      : feed(forward ? in.feed.t() : in.feed),
+        hidden(forward ? in.hidden.t() : in.hidden),
+        query(forward ? in.query.t() : in.query),
+        combine(forward ? in.combine.t() : in.combine) {}
+  LoopWeight feed, hidden, query, combine;
 };
 
 // What the forward loop writes: the outputs and what the backward needs.
@@ -92,53 +146,69 @@ struct LoopRecord {
   torch::Tensor masks;        // [T, B, H] dropout masks; undefined without dropout
 };
 
-// The rows [begin, end) of the batch, as [n, ...] views of a [T, B, ...] tensor at step t or a
-// [B, ...] tensor.
-torch::Tensor slice(const torch::Tensor& tensor, int64_t t, int64_t begin, int64_t end) {
-  return tensor[t].narrow(0, begin, end - begin);
-}
-torch::Tensor slice(const torch::Tensor& tensor, int64_t begin, int64_t end) {
-  return tensor.narrow(0, begin, end - begin);
-}
+// Per-step scratch of the forward loop, shared by the team (each thread writes its own block).
+struct ForwardScratch {
+  ForwardScratch(int64_t batch, int64_t size, int64_t key_size, const torch::TensorOptions& options)
+      : input_gates(torch::empty({batch, 3 * size}, options)),
+        hidden_gates(torch::empty({batch, 3 * size}, options)),
+        query(torch::empty({batch, key_size}, options)),
+        pre_activation(torch::empty({batch, size}, options)) {}
+  torch::Tensor input_gates, hidden_gates;  // [B, 3H] gi_t, W_h h_{t-1} + b_h
+  torch::Tensor query;                      // [B, A] W_q h_t
+  torch::Tensor pre_activation;             // [B, H] W_c [h_t; c_t]
+};
 
-// The forward loop over every position for the batch rows [begin, end).
-void forward_slice(const LoopInputs& in, const TransposedWeights& transposed, const LoopRecord& out, int64_t begin,
-                   int64_t end) {
-  const int64_t steps = in.gates.size(0), rows = end - begin, size = in.initial_hidden.size(1);
+// One thread's part of the forward loop over every position.
+void forward_loop(const LoopInputs& in, const LoopWeights& weights, const LoopRecord& out,
+                  const ForwardScratch& scratch, Team& team) {
+  const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
-  const auto options = in.gates.options();
-  torch::Tensor input_gates = torch::empty({rows, 3 * size}, options);
-  torch::Tensor hidden_gates = torch::empty({rows, 3 * size}, options);
-  torch::Tensor projected_query = torch::empty({rows, key_size}, options);
-  torch::Tensor pre_activation = torch::empty({rows, size}, options);
+  const auto rows = team.share(batch);
+  const auto gate_columns = team.share(3 * size, kColumnMultiple);
+  const auto query_columns = team.share(key_size, kColumnMultiple);
+  const auto hidden_columns = team.share(size, kColumnMultiple);
   const bool* source_mask = in.mask.data_ptr<bool>();
   for (int64_t t = 0; t < steps; ++t) {
     // h_{t-1}: the initial state, or the first H columns of the previous joined rows.
-    const torch::Tensor previous =
-        t == 0 ? slice(in.initial_hidden, begin, end) : slice(out.joined, t - 1, begin, end).narrow(1, 0, size);
-    const torch::Tensor gi = t == 0 ? slice(in.gates, 0, begin, end)
-                                    : at::addmm_out(input_gates, slice(in.gates, t, begin, end),
-                                                    slice(out.attentional, t - 1, begin, end), transposed.feed);
-    at::addmm_out(hidden_gates, in.hidden_bias, previous, transposed.hidden);
-    for (int64_t i = 0; i < rows; ++i) {
-      kernels::gru_step(gi.data_ptr<float>() + i * gi.stride(0), hidden_gates.data_ptr<float>() + i * 3 * size,
-                        previous.data_ptr<float>() + i * previous.stride(0), 1, size, row(out.joined, t, begin + i),
-                        row(out.gru_saved, t, begin + i));
-    }
-    at::mm_out(projected_query, slice(out.joined, t, begin, end).narrow(1, 0, size), transposed.query);
-    for (int64_t b = begin; b < end; ++b) {
-      float* weights = row(out.attention, t, b);
-      kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
-                               projected_query.data_ptr<float>() + (b - begin) * key_size, in.energy.data_ptr<float>(),
-                               1, positions, key_size, weights, row(out.activations, t, b));
-      masked_softmax_row(weights, source_mask + b * positions, positions);
-      kernels::weighted_sum(weights, in.states.data_ptr<float>() + b * positions * state_size, 1, positions, state_size,
-                            row(out.joined, t, b) + size);
-    }
-    at::mm_out(pre_activation, slice(out.joined, t, begin, end), transposed.combine);
-    kernels::attentional_vector(pre_activation.data_ptr<float>(),
-                                out.masks.defined() ? row(out.masks, t, begin) : nullptr, rows * size,
-                                row(out.combined, t, begin), row(out.attentional, t, begin));
+    const torch::Tensor previous = t == 0 ? in.initial_hidden : out.joined[t - 1].narrow(1, 0, size);
+    const torch::Tensor& gi = t == 0 ? in.gates[0] : scratch.input_gates;
+    team.phase([&] {  // gi_t = G_t + W_f a_{t-1} and W_h h_{t-1} + b_h
+      if (t > 0) {
+        weights.feed.multiply(out.attentional[t - 1], in.gates[t], scratch.input_gates, gate_columns);
+      }
+      weights.hidden.multiply(previous, in.hidden_bias, scratch.hidden_gates, gate_columns);
+    });
+    team.phase([&] {  // h_t, into the first H columns of joined[t]
+      for (int64_t b = rows.first; b < rows.second; ++b) {
+        kernels::gru_step(gi.data_ptr<float>() + b * gi.stride(0),
+                          scratch.hidden_gates.data_ptr<float>() + b * 3 * size,
+                          previous.data_ptr<float>() + b * previous.stride(0), 1, size, row(out.joined, t, b),
+                          row(out.gru_saved, t, b));
+      }
+    });
+    team.phase([&] {  // W_q h_t
+      weights.query.multiply(out.joined[t].narrow(1, 0, size), {}, scratch.query, query_columns);
+    });
+    team.phase([&] {  // w_t, and c_t into the last C columns of joined[t]
+      for (int64_t b = rows.first; b < rows.second; ++b) {
+        float* weights = row(out.attention, t, b);
+        kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
+                                 scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
+                                 positions, key_size, weights, row(out.activations, t, b));
+        masked_softmax_row(weights, source_mask + b * positions, positions);
+        kernels::weighted_sum(weights, in.states.data_ptr<float>() + b * positions * state_size, 1, positions,
+                              state_size, row(out.joined, t, b) + size);
+      }
+    });
+    team.phase([&] {  // a_t = dropout(tanh(W_c [h_t; c_t])), this thread's columns
+      weights.combine.multiply(out.joined[t], {}, scratch.pre_activation, hidden_columns);
+      const int64_t first = hidden_columns.first, count = hidden_columns.second - first;
+      for (int64_t b = 0; b < batch && count > 0; ++b) {
+        kernels::attentional_vector(scratch.pre_activation.data_ptr<float>() + b * size + first,
+                                    out.masks.defined() ? row(out.masks, t, b) + first : nullptr, count,
+                                    row(out.combined, t, b) + first, row(out.attentional, t, b) + first);
+      }
+    });
   }
 }
 
@@ -154,57 +224,84 @@ struct LoopGradients {
   torch::Tensor initial_hidden;  // [B, H]
 };
 
-// The backward loop over every position, last to first, for the batch rows [begin, end), from
-// dL/da_t [T, B, H] and dL/dw_t [T, B, S] (or undefined).
-void backward_slice(const LoopInputs& in, const LoopRecord& record, const torch::Tensor& grad_attentional,
-                    const torch::Tensor& grad_attention, const LoopGradients& grads, int64_t begin, int64_t end) {
-  const int64_t steps = in.gates.size(0), rows = end - begin, size = in.initial_hidden.size(1);
+// Per-step scratch of the backward loop, and the carries from position t + 1 to t.
+struct BackwardScratch {
+  BackwardScratch(int64_t batch, int64_t size, int64_t state_size, const torch::TensorOptions& options)
+      : carry_attentional(torch::empty({batch, size}, options)),
+        grad_joined(torch::empty({batch, size + state_size}, options)),
+        grad_hidden_direct(torch::empty({batch, size}, options)) {}
+  torch::Tensor carry_attentional;   // [B, H] dL/da_t, from the loss and from position t + 1
+  torch::Tensor grad_joined;         // [B, H + C] dL/d[h_t; c_t] through a_t
+  torch::Tensor grad_hidden_direct;  // [B, H] dL/dh_{t-1} through the GRU's z * h_{t-1}
+};
+
+// One thread's part of the backward loop over every position, last to first, from dL/da_t
+// [T, B, H] and dL/dw_t [T, B, S] (or undefined). dL/dh_t is carried in grads.initial_hidden,
+// which ends as dL/dh_0.
+void backward_loop(const LoopInputs& in, const LoopWeights& weights, const LoopRecord& record,
+                   const torch::Tensor& grad_attentional, const torch::Tensor& grad_attention,
+                   const LoopGradients& grads, const BackwardScratch& scratch, Team& team) {
+  const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
-  const auto options = in.gates.options();
-  // Carried from position t + 1 to t: dL/da_t and dL/dh_t.
-  torch::Tensor carry_attentional = slice(grad_attentional, steps - 1, begin, end).clone();
-  torch::Tensor carry_hidden = slice(grads.initial_hidden, begin, end);  // ends as dL/dh_0
-  carry_hidden.zero_();
-  torch::Tensor grad_joined = torch::empty({rows, size + state_size}, options);
-  torch::Tensor grad_hidden_direct = torch::empty({rows, size}, options);
+  const auto rows = team.share(batch);
+  const auto hidden_columns = team.share(size, kColumnMultiple);
+  const auto joined_columns = team.share(size + state_size, kColumnMultiple);
+  const torch::Tensor& carry_hidden = grads.initial_hidden;
+  team.phase([&] {
+    columns(scratch.carry_attentional, hidden_columns).copy_(columns(grad_attentional[steps - 1], hidden_columns));
+    columns(carry_hidden, hidden_columns).zero_();
+  });
   for (int64_t t = steps - 1; t >= 0; --t) {
-    kernels::attentional_vector_backward(carry_attentional.data_ptr<float>(), row(record.combined, t, begin),
-                                         record.masks.defined() ? row(record.masks, t, begin) : nullptr, rows * size,
-                                         row(grads.pre_activation, t, begin));
-    at::mm_out(grad_joined, slice(grads.pre_activation, t, begin, end), in.combine);  // [dL/dh_t; dL/dc_t] via a_t
-    for (int64_t b = begin; b < end; ++b) {
-      const float* weights = row(record.attention, t, b);
-      float* grad = row(grads.scores, t, b);
-      kernels::weighted_sum_backward(weights, in.states.data_ptr<float>() + b * positions * state_size,
-                                     grad_joined.data_ptr<float>() + (b - begin) * (size + state_size) + size, 1,
-                                     positions, state_size, grad,
-                                     grads.states.data_ptr<float>() + b * positions * state_size,
-                                     /*accumulate_states=*/true);
-      if (grad_attention.defined()) {
-        const float* extra = row(grad_attention, t, b);
-        for (int64_t s = 0; s < positions; ++s) grad[s] += extra[s];
+    team.phase([&] {  // dL/d(W_c [h_t; c_t]), this thread's columns
+      const int64_t first = hidden_columns.first, count = hidden_columns.second - first;
+      for (int64_t b = 0; b < batch && count > 0; ++b) {
+        kernels::attentional_vector_backward(scratch.carry_attentional.data_ptr<float>() + b * size + first,
+                                             row(record.combined, t, b) + first,
+                                             record.masks.defined() ? row(record.masks, t, b) + first : nullptr, count,
+                                             row(grads.pre_activation, t, b) + first);
       }
-      softmax_row_backward(weights, grad, positions);  // 0 at padded positions, whose weight is 0
-      kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1, positions,
-                                        key_size, grads.keys.data_ptr<float>() + b * positions * key_size,
-                                        row(grads.query, t, b), /*accumulate_keys=*/true);
-    }
-    // dL/dh_t: from position t + 1 (carried), from the combine layer and from the query.
-    carry_hidden.add_(grad_joined.narrow(1, 0, size));
-    carry_hidden.addmm_(slice(grads.query, t, begin, end), in.query);
-    const torch::Tensor previous =
-        t == 0 ? slice(in.initial_hidden, begin, end) : slice(record.joined, t - 1, begin, end).narrow(1, 0, size);
-    for (int64_t i = 0; i < rows; ++i) {
-      kernels::gru_step_backward(carry_hidden.data_ptr<float>() + i * size, row(record.gru_saved, t, begin + i),
-                                 previous.data_ptr<float>() + i * previous.stride(0), 1, size,
-                                 row(grads.gates, t, begin + i), row(grads.hidden_gates, t, begin + i),
-                                 grad_hidden_direct.data_ptr<float>() + i * size);
-    }
-    at::addmm_out(carry_hidden, grad_hidden_direct, slice(grads.hidden_gates, t, begin, end), in.hidden);
-    if (t > 0) {  // dL/da_{t-1}: from the loss, and from input feeding into position t
-      at::addmm_out(carry_attentional, slice(grad_attentional, t - 1, begin, end), slice(grads.gates, t, begin, end),
-                    in.feed);
-    }
+    });
+    team.phase([&] {  // dL/d[h_t; c_t] through a_t
+      weights.combine.multiply(grads.pre_activation[t], {}, scratch.grad_joined, joined_columns);
+    });
+    team.phase([&] {  // attention: dL/dw_t, the energies, W_q h_t; the states' and keys' sums
+      for (int64_t b = rows.first; b < rows.second; ++b) {
+        const float* weights = row(record.attention, t, b);
+        float* grad = row(grads.scores, t, b);
+        kernels::weighted_sum_backward(weights, in.states.data_ptr<float>() + b * positions * state_size,
+                                       scratch.grad_joined.data_ptr<float>() + b * (size + state_size) + size, 1,
+                                       positions, state_size, grad,
+                                       grads.states.data_ptr<float>() + b * positions * state_size,
+                                       /*accumulate_states=*/true);
+        if (grad_attention.defined()) {
+          const float* extra = row(grad_attention, t, b);
+          for (int64_t s = 0; s < positions; ++s) grad[s] += extra[s];
+        }
+        softmax_row_backward(weights, grad, positions);  // 0 at padded positions, whose weight is 0
+        kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1,
+                                          positions, key_size, grads.keys.data_ptr<float>() + b * positions * key_size,
+                                          row(grads.query, t, b), /*accumulate_keys=*/true);
+      }
+    });
+    team.phase([&] {  // dL/dh_t: carried from t + 1, plus the combine layer's and the query's parts
+      columns(carry_hidden, hidden_columns).add_(columns(scratch.grad_joined, hidden_columns));
+      weights.query.multiply(grads.query[t], carry_hidden, carry_hidden, hidden_columns);
+    });
+    const torch::Tensor previous = t == 0 ? in.initial_hidden : record.joined[t - 1].narrow(1, 0, size);
+    team.phase([&] {  // the GRU step's backward
+      for (int64_t b = rows.first; b < rows.second; ++b) {
+        kernels::gru_step_backward(carry_hidden.data_ptr<float>() + b * size, row(record.gru_saved, t, b),
+                                   previous.data_ptr<float>() + b * previous.stride(0), 1, size, row(grads.gates, t, b),
+                                   row(grads.hidden_gates, t, b),
+                                   scratch.grad_hidden_direct.data_ptr<float>() + b * size);
+      }
+    });
+    team.phase([&] {  // the carries to t - 1, this thread's columns
+      weights.hidden.multiply(grads.hidden_gates[t], scratch.grad_hidden_direct, carry_hidden, hidden_columns);
+      if (t > 0) {  // dL/da_{t-1}: from the loss, and from input feeding into position t
+        weights.feed.multiply(grads.gates[t], grad_attentional[t - 1], scratch.carry_attentional, hidden_columns);
+      }
+    });
   }
 }
 
@@ -232,8 +329,9 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       record.masks = torch::empty({steps, batch, size}, options);
       for (int64_t t = 0; t < steps; ++t) record.masks[t].copy_(dropout_mask({batch, size}, dropout, options));
     }
-    const TransposedWeights transposed(in);
-    for_each_slice(batch, [&](int64_t begin, int64_t end) { forward_slice(in, transposed, record, begin, end); });
+    const LoopWeights weights(in, /*forward=*/true);
+    const ForwardScratch scratch(batch, size, key_size, options);
+    run_as_team([&](Team& team) { forward_loop(in, weights, record, scratch, team); });
 
     context->save_for_backward({gates, initial_hidden, states, keys, mask, feed, hidden, hidden_bias, query, energy,
                                 combine, record.attentional, record.attention});
@@ -273,8 +371,10 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     grads.states = torch::zeros_like(in.states);
     grads.keys = torch::zeros_like(in.keys);
     grads.initial_hidden = torch::empty_like(in.initial_hidden);
-    for_each_slice(batch, [&](int64_t begin, int64_t end) {
-      backward_slice(in, record, grad_attentional, grad_attention, grads, begin, end);
+    const BackwardScratch scratch(batch, size, in.states.size(2), options);
+    const LoopWeights weights(in, /*forward=*/false);
+    run_as_team([&](Team& team) {
+      backward_loop(in, weights, record, grad_attentional, grad_attention, grads, scratch, team);
     });
 
     // Weight gradients: one product each over all positions.

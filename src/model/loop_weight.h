@@ -1,0 +1,38 @@
+// A weight that a recurrent loop multiplies by at every step: y = init + x W for a few rows x (a
+// batch) and the same W [depth, columns] each time. With AVX-512 the weight is packed once, when
+// the LoopWeight is made, for kernels::gemm_packed; a BLAS call would repack all of it on every
+// step (see kernels/packed_gemm.h). Otherwise OpenBLAS multiplies by a contiguous copy.
+// Used inside the fused loops (decoder_fused.cpp, bigru_fused.cpp), one LoopWeight per pass.
+#pragma once
+
+#include <torch/types.h>
+
+#include <utility>
+
+namespace nmt {
+
+class LoopWeight {
+ public:
+  LoopWeight() = default;
+  // weight [depth, columns], float32 on the CPU, any strides (a transposed view is fine).
+  explicit LoopWeight(const torch::Tensor& weight);
+
+  // out[:, range] = init[:, range] + x W[:, range], range a block of columns starting at a
+  // multiple of 16: x [B, depth], out [B, columns], each with unit column stride; init undefined
+  // (zero), a bias [columns] or a matrix [B, columns] (out itself allowed). Writes only that block,
+  // so threads can share out by blocks of columns.
+  void multiply(const torch::Tensor& x, const torch::Tensor& init, const torch::Tensor& out,
+                const std::pair<int64_t, int64_t>& range) const;
+  // The same for all columns.
+  void multiply(const torch::Tensor& x, const torch::Tensor& init, const torch::Tensor& out) const {
+    multiply(x, init, out, {0, columns()});
+  }
+
+  int64_t columns() const { return plain_.size(1); }
+
+ private:
+  torch::Tensor plain_;   // [depth, columns], contiguous
+  torch::Tensor packed_;  // kernels::pack_weight's panels; undefined without AVX-512
+};
+
+}  // namespace nmt
