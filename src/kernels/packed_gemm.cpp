@@ -17,10 +17,9 @@ void pack_weight(const float* b, int64_t ldb, int64_t depth, int64_t columns, fl
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t first = p * kPanelWidth;
     const int64_t width = columns - first < kPanelWidth ? columns - first : kPanelWidth;
-    for (int64_t k = 0; k < depth; ++k) {
-      float* to = packed + (p * depth + k) * kPanelWidth;
-      const float* from = b + k * ldb + first;
-      for (int64_t j = 0; j < kPanelWidth; ++j) to[j] = j < width ? from[j] : 0.0f;
+    const auto mask = static_cast<__mmask16>(width == kPanelWidth ? 0xFFFF : (1u << width) - 1);
+    for (int64_t k = 0; k < depth; ++k) {  // one row of the panel: 16 floats, zeros past the last column
+      _mm512_storeu_ps(packed + (p * depth + k) * kPanelWidth, _mm512_maskz_loadu_ps(mask, b + k * ldb + first));
     }
   }
 }

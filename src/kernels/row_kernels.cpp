@@ -66,12 +66,22 @@ void smoothed_gradient_rows(float* p, int64_t rows, int64_t cols, const int64_t*
   }
 }
 
+void add_column_sums(const float* x, int64_t rows, int64_t cols, float* sums) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* values = x + row * cols;
+    int64_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes) store(sums + j, load(sums + j) + load(values + j));
+    for (; j < cols; ++j) sums[j] += values[j];
+  }
+}
+
 #else  // not x86-64: avx2_kernels_available() says no, and these are never called
 
 void softmax_rows(float*, int64_t, int64_t, float*, float*) { throw std::logic_error("softmax_rows: not built"); }
 void smoothed_gradient_rows(float*, int64_t, int64_t, const int64_t*, float, float) {
   throw std::logic_error("smoothed_gradient_rows: not built");
 }
+void add_column_sums(const float*, int64_t, int64_t, float*) { throw std::logic_error("add_column_sums: not built"); }
 
 #endif  // NMT_AVX2_KERNELS
 

@@ -27,4 +27,7 @@ void softmax_rows(float* z, int64_t rows, int64_t cols, float* log_sum_exp, floa
 // q = (1 - epsilon) * onehot(targets[r]) + epsilon / cols.
 void smoothed_gradient_rows(float* p, int64_t rows, int64_t cols, const int64_t* targets, float epsilon, float scale);
 
+// Column sums: sums[j] += sum_r x[r, j] over x [rows, cols] (the bias gradient of a linear layer).
+void add_column_sums(const float* x, int64_t rows, int64_t cols, float* sums);
+
 }  // namespace nmt::kernels

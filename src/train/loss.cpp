@@ -48,9 +48,11 @@ struct SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntr
 };
 
 // The output layer z = x W^T + b and the smoothed cross-entropy in one function, with the row
-// kernels of kernels/row_kernels.h. Forward writes z once and turns it into softmax(z) in place
-// (one buffer [N, V] instead of logits plus log-probabilities); backward turns that buffer into
-// dL/dz in place and multiplies it out. The loss of row r is
+// kernels of kernels/row_kernels.h. Forward writes z once, turns it into softmax(z) in place and,
+// while each block of rows is still in cache, into the gradient of the loss sum with respect to z
+// (p - q, see smoothed_gradient_rows), adding up its columns for the bias gradient: one buffer
+// [N, V] instead of logits plus log-probabilities, and no pass over it left for the backward,
+// which only multiplies it out, scaled by the incoming gradient. The loss of row r is
 //   -(1 - eps) log p_r[y_r] - (eps / V) sum_v log p_rv,  log p_rv = z_rv - lse_r,
 // so it needs only z_r[y_r] (read before the row is overwritten), lse_r and sum_v z_rv.
 // The backward uses its saved buffer up, so it can run once (no retain_graph).
@@ -58,17 +60,21 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
   static torch::Tensor forward(AutogradContext* context, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& bias, const torch::Tensor& targets, double epsilon) {
     const int64_t rows = hidden.size(0), classes = weight.size(0);
-    torch::Tensor probs = torch::addmm(bias, hidden, weight.t());  // [N, V], the logits for now
+    torch::Tensor gradient = torch::addmm(bias, hidden, weight.t());  // [N, V], the logits for now
     const torch::Tensor targets_cpu = targets.contiguous();
     const int64_t* target = targets_cpu.data_ptr<int64_t>();
-    float* z = probs.data_ptr<float>();
+    float* z = gradient.data_ptr<float>();
     std::vector<float> target_logit(static_cast<size_t>(rows)), log_sum_exp(target_logit.size()),
         row_sum(target_logit.size());
+    // Per thread, the columns sums of its rows' gradients.
+    torch::Tensor column_sums = torch::zeros({at::get_num_threads(), classes}, gradient.options());
     at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row)
         target_logit[static_cast<size_t>(row)] = z[row * classes + target[row]];
-      kernels::softmax_rows(z + begin * classes, end - begin, classes, log_sum_exp.data() + begin,
-                            row_sum.data() + begin);
+      float* block = z + begin * classes;
+      kernels::softmax_rows(block, end - begin, classes, log_sum_exp.data() + begin, row_sum.data() + begin);
+      kernels::smoothed_gradient_rows(block, end - begin, classes, target + begin, static_cast<float>(epsilon), 1.0f);
+      kernels::add_column_sums(block, end - begin, classes, column_sums[at::get_thread_num()].data_ptr<float>());
     });
     double loss = 0;  // summed in row order, whatever the thread count
     for (size_t row = 0; row < target_logit.size(); ++row) {
@@ -77,31 +83,26 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
       if (epsilon > 0)
         loss -= epsilon / static_cast<double>(classes) * (row_sum[row] - static_cast<double>(classes) * lse);
     }
-    context->save_for_backward({hidden, weight, targets_cpu});
-    context->saved_data["probs"] = probs;
-    context->saved_data["epsilon"] = epsilon;
+    context->save_for_backward({hidden, weight});
+    context->saved_data["gradient"] = gradient;
+    context->saved_data["bias_gradient"] = column_sums.sum(0);
     return torch::tensor(loss, hidden.options());
   }
 
   static tensor_list backward(AutogradContext* context, tensor_list gradients) {
-    TORCH_CHECK(context->saved_data.count("probs") == 1,
+    TORCH_CHECK(context->saved_data.count("gradient") == 1,
                 "output layer loss: backward a second time is not supported (its buffer was used up)");
-    torch::Tensor grad = context->saved_data["probs"].toTensor();  // softmax, becomes dL/dz
-    context->saved_data.erase("probs");
+    const torch::Tensor grad = context->saved_data["gradient"].toTensor();  // dL/dz for an incoming gradient of 1
+    context->saved_data.erase("gradient");
     const auto saved = context->get_saved_variables();
     const torch::Tensor& hidden = saved[0];
     const torch::Tensor& weight = saved[1];
-    const int64_t rows = grad.size(0), classes = grad.size(1);
-    const auto epsilon = static_cast<float>(context->saved_data["epsilon"].toDouble());
     const float scale = gradients[0].item<float>();
-    const int64_t* target = saved[2].data_ptr<int64_t>();
-    float* g = grad.data_ptr<float>();
-    at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-      kernels::smoothed_gradient_rows(g + begin * classes, end - begin, classes, target + begin, epsilon, scale);
-    });
-    torch::Tensor grad_hidden = context->needs_input_grad(0) ? grad.mm(weight) : torch::Tensor();
-    torch::Tensor grad_weight = context->needs_input_grad(1) ? grad.t().mm(hidden) : torch::Tensor();
-    torch::Tensor grad_bias = context->needs_input_grad(2) ? grad.sum(0) : torch::Tensor();
+    // The incoming gradient scales the small factors, not the [N, V] buffer.
+    torch::Tensor grad_hidden = context->needs_input_grad(0) ? grad.mm(weight).mul_(scale) : torch::Tensor();
+    torch::Tensor grad_weight = context->needs_input_grad(1) ? grad.t().mm(hidden * scale) : torch::Tensor();
+    torch::Tensor grad_bias =
+        context->needs_input_grad(2) ? context->saved_data["bias_gradient"].toTensor() * scale : torch::Tensor();
     return {grad_hidden, grad_weight, grad_bias, torch::Tensor(), torch::Tensor()};
   }
 };
