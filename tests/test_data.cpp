@@ -1,7 +1,7 @@
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
 
@@ -29,10 +29,10 @@ TEST_CASE("UTF-8 validation", "[data]") {
   CHECK(is_valid_utf8("plain ascii"));
   CHECK(is_valid_utf8("Grüße, 東京, 🙂"));
   CHECK_FALSE(is_valid_utf8("\xff"));
-  CHECK_FALSE(is_valid_utf8("abc\xc3"));          // truncated 2-byte sequence
-  CHECK_FALSE(is_valid_utf8("\xc0\xaf"));         // overlong '/'
-  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));     // UTF-16 surrogate
-  CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80")); // above U+10FFFF
+  CHECK_FALSE(is_valid_utf8("abc\xc3"));           // truncated 2-byte sequence
+  CHECK_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
+  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));      // UTF-16 surrogate
+  CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
 }
 
 TEST_CASE("a parallel corpus with different line counts names both files and counts", "[data]") {
@@ -44,8 +44,8 @@ TEST_CASE("a parallel corpus with different line counts names both files and cou
     FAIL("no error");
   } catch (const std::runtime_error& error) {
     const std::string message = error.what();
-    CHECK_THAT(message, Catch::Contains(source) && Catch::Contains(target) && Catch::Contains("3") &&
-                            Catch::Contains("2"));
+    CHECK_THAT(message,
+               Catch::Contains(source) && Catch::Contains(target) && Catch::Contains("3") && Catch::Contains("2"));
   }
 }
 
@@ -86,6 +86,9 @@ TEST_CASE("token-budget batches cover every example once, respect the budget and
     }
     CHECK(batch.size() * (max_source + max_target) <= static_cast<size_t>(budget));
     padded += batch.size() * (max_source + max_target);
+    for (size_t i = 1; i < batch.size(); ++i) {  // decreasing target length within the batch
+      CHECK(examples[batch[i - 1]].target.size() >= examples[batch[i]].target.size());
+    }
   }
   CHECK(seen.size() == examples.size());
   CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == examples.size());

@@ -143,8 +143,9 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
                                       scorer->query_layer->weight,
                                       scorer->energy_layer->weight.squeeze(0),
                                       combine->weight};
-      FusedDecoderOutput output =
-          fused_decoder_loop(token_gates, state.hidden[0], source, fused, is_training() ? options_.dropout : 0.0);
+      const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);  // [B]: BOS y_1 .. y_n
+      FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden[0], source, fused, target_lengths,
+                                                     is_training() ? options_.dropout : 0.0);
       return {output.attentional, output.attention};
     }
     const StepMaps maps = step_maps();

@@ -11,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "kernels/attention_kernels.h"
 #include "kernels/gru_kernels.h"
@@ -42,6 +43,12 @@ class Team {
     const int64_t chunk = ((total + count_ - 1) / count_ + multiple - 1) / multiple * multiple;
     const int64_t begin = std::min(total, index_ * chunk);
     return {begin, std::min(total, begin + chunk)};
+  }
+
+  // This thread's share of the rows [begin, end).
+  std::pair<int64_t, int64_t> rows(int64_t begin, int64_t end) const {
+    const auto [first, last] = share(end - begin);
+    return {begin + first, begin + last};
   }
 
   // Runs this thread's part of a phase, then waits for the others. After an exception in any
@@ -158,25 +165,34 @@ struct ForwardScratch {
   torch::Tensor pre_activation;             // [B, H] W_c [h_t; c_t]
 };
 
-// One thread's part of the forward loop over every position.
-void forward_loop(const LoopInputs& in, const LoopWeights& weights, const LoopRecord& out,
-                  const ForwardScratch& scratch, Team& team) {
+// The first n rows of a [B, ...] tensor.
+torch::Tensor first(const torch::Tensor& tensor, int64_t n) { return tensor.narrow(0, 0, n); }
+
+// Zeroes `count` floats (rows of a record that the loop skips, which the products after it read).
+void zero(float* to, int64_t count) { std::fill(to, to + count, 0.0f); }
+
+// One thread's part of the forward loop over every position. At position t only the rows
+// [0, active[t]) run; the rest have ended (target padding) and keep 0.
+void forward_loop(const LoopInputs& in, const LoopWeights& weights, const std::vector<int64_t>& active,
+                  const LoopRecord& out, const ForwardScratch& scratch, Team& team) {
   const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
-  const auto rows = team.share(batch);
   const auto gate_columns = team.share(3 * size, kColumnMultiple);
   const auto query_columns = team.share(key_size, kColumnMultiple);
   const auto hidden_columns = team.share(size, kColumnMultiple);
   const bool* source_mask = in.mask.data_ptr<bool>();
   for (int64_t t = 0; t < steps; ++t) {
+    const int64_t n = active[static_cast<size_t>(t)];
+    const auto rows = team.rows(0, n), ended = team.rows(n, batch);
     // h_{t-1}: the initial state, or the first H columns of the previous joined rows.
     const torch::Tensor previous = t == 0 ? in.initial_hidden : out.joined[t - 1].narrow(1, 0, size);
     const torch::Tensor& gi = t == 0 ? in.gates[0] : scratch.input_gates;
     team.phase([&] {  // gi_t = G_t + W_f a_{t-1} and W_h h_{t-1} + b_h
       if (t > 0) {
-        weights.feed.multiply(out.attentional[t - 1], in.gates[t], scratch.input_gates, gate_columns);
+        weights.feed.multiply(first(out.attentional[t - 1], n), first(in.gates[t], n), first(scratch.input_gates, n),
+                              gate_columns);
       }
-      weights.hidden.multiply(previous, in.hidden_bias, scratch.hidden_gates, gate_columns);
+      weights.hidden.multiply(first(previous, n), in.hidden_bias, first(scratch.hidden_gates, n), gate_columns);
     });
     team.phase([&] {  // h_t, into the first H columns of joined[t]
       for (int64_t b = rows.first; b < rows.second; ++b) {
@@ -185,9 +201,10 @@ void forward_loop(const LoopInputs& in, const LoopWeights& weights, const LoopRe
                           previous.data_ptr<float>() + b * previous.stride(0), 1, size, row(out.joined, t, b),
                           row(out.gru_saved, t, b));
       }
+      for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.joined, t, b), size + state_size);
     });
     team.phase([&] {  // W_q h_t
-      weights.query.multiply(out.joined[t].narrow(1, 0, size), {}, scratch.query, query_columns);
+      weights.query.multiply(first(out.joined[t].narrow(1, 0, size), n), {}, first(scratch.query, n), query_columns);
     });
     team.phase([&] {  // w_t, and c_t into the last C columns of joined[t]
       for (int64_t b = rows.first; b < rows.second; ++b) {
@@ -199,14 +216,15 @@ void forward_loop(const LoopInputs& in, const LoopWeights& weights, const LoopRe
         kernels::weighted_sum(weights, in.states.data_ptr<float>() + b * positions * state_size, 1, positions,
                               state_size, row(out.joined, t, b) + size);
       }
+      for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.activations, t, b), positions * key_size);
     });
     team.phase([&] {  // a_t = dropout(tanh(W_c [h_t; c_t])), this thread's columns
-      weights.combine.multiply(out.joined[t], {}, scratch.pre_activation, hidden_columns);
-      const int64_t first = hidden_columns.first, count = hidden_columns.second - first;
-      for (int64_t b = 0; b < batch && count > 0; ++b) {
-        kernels::attentional_vector(scratch.pre_activation.data_ptr<float>() + b * size + first,
-                                    out.masks.defined() ? row(out.masks, t, b) + first : nullptr, count,
-                                    row(out.combined, t, b) + first, row(out.attentional, t, b) + first);
+      weights.combine.multiply(first(out.joined[t], n), {}, first(scratch.pre_activation, n), hidden_columns);
+      const int64_t column = hidden_columns.first, count = hidden_columns.second - column;
+      for (int64_t b = 0; b < n && count > 0; ++b) {
+        kernels::attentional_vector(scratch.pre_activation.data_ptr<float>() + b * size + column,
+                                    out.masks.defined() ? row(out.masks, t, b) + column : nullptr, count,
+                                    row(out.combined, t, b) + column, row(out.attentional, t, b) + column);
       }
     });
   }
@@ -236,33 +254,34 @@ struct BackwardScratch {
 };
 
 // One thread's part of the backward loop over every position, last to first, from dL/da_t
-// [T, B, H] and dL/dw_t [T, B, S] (or undefined). dL/dh_t is carried in grads.initial_hidden,
-// which ends as dL/dh_0.
-void backward_loop(const LoopInputs& in, const LoopWeights& weights, const LoopRecord& record,
-                   const torch::Tensor& grad_attentional, const torch::Tensor& grad_attention,
+// [T, B, H] and dL/dw_t [T, B, S] (or undefined); only the rows [0, active[t]) at position t.
+// dL/dh_t is carried in grads.initial_hidden, which ends as dL/dh_0.
+void backward_loop(const LoopInputs& in, const LoopWeights& weights, const std::vector<int64_t>& active,
+                   const LoopRecord& record, const torch::Tensor& grad_attentional, const torch::Tensor& grad_attention,
                    const LoopGradients& grads, const BackwardScratch& scratch, Team& team) {
   const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
-  const auto rows = team.share(batch);
   const auto hidden_columns = team.share(size, kColumnMultiple);
   const auto joined_columns = team.share(size + state_size, kColumnMultiple);
   const torch::Tensor& carry_hidden = grads.initial_hidden;
-  team.phase([&] {
+  team.phase([&] {  // a row's carries start when it does: dL/da from the loss, dL/dh 0
     columns(scratch.carry_attentional, hidden_columns).copy_(columns(grad_attentional[steps - 1], hidden_columns));
     columns(carry_hidden, hidden_columns).zero_();
   });
   for (int64_t t = steps - 1; t >= 0; --t) {
+    const int64_t n = active[static_cast<size_t>(t)];
+    const auto rows = team.rows(0, n), ended = team.rows(n, batch);
     team.phase([&] {  // dL/d(W_c [h_t; c_t]), this thread's columns
-      const int64_t first = hidden_columns.first, count = hidden_columns.second - first;
-      for (int64_t b = 0; b < batch && count > 0; ++b) {
-        kernels::attentional_vector_backward(scratch.carry_attentional.data_ptr<float>() + b * size + first,
-                                             row(record.combined, t, b) + first,
-                                             record.masks.defined() ? row(record.masks, t, b) + first : nullptr, count,
-                                             row(grads.pre_activation, t, b) + first);
+      const int64_t column = hidden_columns.first, count = hidden_columns.second - column;
+      for (int64_t b = 0; b < n && count > 0; ++b) {
+        kernels::attentional_vector_backward(scratch.carry_attentional.data_ptr<float>() + b * size + column,
+                                             row(record.combined, t, b) + column,
+                                             record.masks.defined() ? row(record.masks, t, b) + column : nullptr, count,
+                                             row(grads.pre_activation, t, b) + column);
       }
     });
     team.phase([&] {  // dL/d[h_t; c_t] through a_t
-      weights.combine.multiply(grads.pre_activation[t], {}, scratch.grad_joined, joined_columns);
+      weights.combine.multiply(first(grads.pre_activation[t], n), {}, first(scratch.grad_joined, n), joined_columns);
     });
     team.phase([&] {  // attention: dL/dw_t, the energies, W_q h_t; the states' and keys' sums
       for (int64_t b = rows.first; b < rows.second; ++b) {
@@ -284,25 +303,48 @@ void backward_loop(const LoopInputs& in, const LoopWeights& weights, const LoopR
       }
     });
     team.phase([&] {  // dL/dh_t: carried from t + 1, plus the combine layer's and the query's parts
-      columns(carry_hidden, hidden_columns).add_(columns(scratch.grad_joined, hidden_columns));
-      weights.query.multiply(grads.query[t], carry_hidden, carry_hidden, hidden_columns);
+      first(columns(carry_hidden, hidden_columns), n).add_(first(columns(scratch.grad_joined, hidden_columns), n));
+      weights.query.multiply(first(grads.query[t], n), first(carry_hidden, n), first(carry_hidden, n), hidden_columns);
     });
     const torch::Tensor previous = t == 0 ? in.initial_hidden : record.joined[t - 1].narrow(1, 0, size);
-    team.phase([&] {  // the GRU step's backward
+    team.phase([&] {  // the GRU step's backward; ended rows get 0 in what the products after the loop read
       for (int64_t b = rows.first; b < rows.second; ++b) {
         kernels::gru_step_backward(carry_hidden.data_ptr<float>() + b * size, row(record.gru_saved, t, b),
                                    previous.data_ptr<float>() + b * previous.stride(0), 1, size, row(grads.gates, t, b),
                                    row(grads.hidden_gates, t, b),
                                    scratch.grad_hidden_direct.data_ptr<float>() + b * size);
       }
+      for (int64_t b = ended.first; b < ended.second; ++b) {
+        zero(row(grads.gates, t, b), 3 * size);
+        zero(row(grads.hidden_gates, t, b), 3 * size);
+        zero(row(grads.query, t, b), key_size);
+        zero(row(grads.scores, t, b), positions);
+        zero(row(grads.pre_activation, t, b), size);
+      }
     });
     team.phase([&] {  // the carries to t - 1, this thread's columns
-      weights.hidden.multiply(grads.hidden_gates[t], scratch.grad_hidden_direct, carry_hidden, hidden_columns);
+      weights.hidden.multiply(first(grads.hidden_gates[t], n), first(scratch.grad_hidden_direct, n),
+                              first(carry_hidden, n), hidden_columns);
       if (t > 0) {  // dL/da_{t-1}: from the loss, and from input feeding into position t
-        weights.feed.multiply(grads.gates[t], grad_attentional[t - 1], scratch.carry_attentional, hidden_columns);
+        weights.feed.multiply(first(grads.gates[t], n), first(grad_attentional[t - 1], n),
+                              first(scratch.carry_attentional, n), hidden_columns);
+        const int64_t rest = batch - n;  // rows that start at t - 1 (or later): the loss's part only
+        columns(scratch.carry_attentional.narrow(0, n, rest), hidden_columns)
+            .copy_(columns(grad_attentional[t - 1].narrow(0, n, rest), hidden_columns));
       }
     });
   }
+}
+
+// Per position t, the rows that run: [0, active[t]) holds every row whose target is longer than
+// t (with rows in order of decreasing length, as make_batches leaves them, exactly those).
+std::vector<int64_t> active_rows(const torch::Tensor& lengths, int64_t steps) {
+  std::vector<int64_t> active(static_cast<size_t>(steps), 0);
+  const int64_t* length = lengths.data_ptr<int64_t>();
+  for (int64_t b = 0; b < lengths.size(0); ++b) {
+    for (int64_t t = 0; t < std::min(steps, length[b]); ++t) active[static_cast<size_t>(t)] = b + 1;
+  }
+  return active;
 }
 
 struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
@@ -311,14 +353,14 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                              const torch::Tensor& states, const torch::Tensor& keys, const torch::Tensor& mask,
                              const torch::Tensor& feed, const torch::Tensor& hidden, const torch::Tensor& hidden_bias,
                              const torch::Tensor& query, const torch::Tensor& energy, const torch::Tensor& combine,
-                             double dropout) {
+                             const torch::Tensor& lengths, double dropout) {
     const LoopInputs in{gates, initial_hidden, states, keys, mask, feed, hidden, hidden_bias, query, energy, combine};
     const int64_t steps = gates.size(0), batch = gates.size(1), size = initial_hidden.size(1);
     const int64_t positions = keys.size(1), key_size = keys.size(2), state_size = states.size(2);
     const auto options = gates.options();
     LoopRecord record;
-    record.attentional = torch::empty({steps, batch, size}, options);
-    record.attention = torch::empty({steps, batch, positions}, options);
+    record.attentional = torch::zeros({steps, batch, size}, options);  // stays 0 where a row has ended
+    record.attention = torch::zeros({steps, batch, positions}, options);
     record.joined = torch::empty({steps, batch, size + state_size}, options);
     record.gru_saved = torch::empty({steps, batch, 4 * size}, options);
     record.activations = torch::empty({steps, batch, positions, key_size}, options);
@@ -331,10 +373,11 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     }
     const LoopWeights weights(in, /*forward=*/true);
     const ForwardScratch scratch(batch, size, key_size, options);
-    run_as_team([&](Team& team) { forward_loop(in, weights, record, scratch, team); });
+    const std::vector<int64_t> active = active_rows(lengths, steps);
+    run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, team); });
 
     context->save_for_backward({gates, initial_hidden, states, keys, mask, feed, hidden, hidden_bias, query, energy,
-                                combine, record.attentional, record.attention});
+                                combine, record.attentional, record.attention, lengths});
     context->saved_data["joined"] = record.joined;
     context->saved_data["gru_saved"] = record.gru_saved;
     context->saved_data["activations"] = record.activations;
@@ -351,6 +394,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     LoopRecord record;
     record.attentional = saved[11];
     record.attention = saved[12];
+    const std::vector<int64_t> active = active_rows(saved[13], in.gates.size(0));
     record.joined = context->saved_data["joined"].toTensor();
     record.gru_saved = context->saved_data["gru_saved"].toTensor();
     record.activations = context->saved_data["activations"].toTensor();
@@ -374,7 +418,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     const BackwardScratch scratch(batch, size, in.states.size(2), options);
     const LoopWeights weights(in, /*forward=*/false);
     run_as_team([&](Team& team) {
-      backward_loop(in, weights, record, grad_attentional, grad_attention, grads, scratch, team);
+      backward_loop(in, weights, active, record, grad_attentional, grad_attention, grads, scratch, team);
     });
 
     // Weight gradients: one product each over all positions.
@@ -391,16 +435,21 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       grad_feed.addmm_(rows(grads.gates.narrow(0, 1, steps - 1)).t(), rows(record.attentional.narrow(0, 0, steps - 1)));
     }
     torch::Tensor grad_hidden_bias = rows(grads.hidden_gates).sum(0);
-    return {grads.gates, grads.initial_hidden, grads.states, grads.keys,  torch::Tensor(), grad_feed,
-            grad_hidden, grad_hidden_bias,     grad_query,   grad_energy, grad_combine,    torch::Tensor()};
+    return {grads.gates,  grads.initial_hidden, grads.states,     grads.keys, torch::Tensor(),
+            grad_feed,    grad_hidden,          grad_hidden_bias, grad_query, grad_energy,
+            grad_combine, torch::Tensor(),      torch::Tensor()};
   }
 };
 
 }  // namespace
 
 FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden,
-                                      const EncodedSource& source, const FusedDecoderWeights& weights, double dropout) {
+                                      const EncodedSource& source, const FusedDecoderWeights& weights,
+                                      const torch::Tensor& target_lengths, double dropout) {
   const int64_t size = initial_hidden.size(1);
+  TORCH_CHECK(target_lengths.dim() == 1 && target_lengths.size(0) == token_gates.size(0) &&
+                  target_lengths.scalar_type() == torch::kLong,
+              "fused decoder loop: target_lengths [B] int64 expected");
   TORCH_CHECK(token_gates.dim() == 3 && token_gates.size(0) == initial_hidden.size(0) &&
                   token_gates.size(2) == 3 * size && token_gates.size(1) > 0,
               "fused decoder loop: token_gates [B, T, 3H] (T > 0) and initial_hidden [B, H] expected");
@@ -412,7 +461,7 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
       token_gates.transpose(0, 1).contiguous(), initial_hidden.contiguous(), source.states.contiguous(),
       source.keys.contiguous(), source.mask.contiguous(), weights.feed.contiguous(), weights.hidden.contiguous(),
       weights.hidden_bias.contiguous(), weights.query.contiguous(), weights.energy.contiguous(),
-      weights.combine.contiguous(), dropout);
+      weights.combine.contiguous(), target_lengths.cpu().contiguous(), dropout);
   return {outputs[0].transpose(0, 1), outputs[1].transpose(0, 1)};
 }
 

@@ -39,14 +39,18 @@ struct FusedDecoderWeights {
 };
 
 struct FusedDecoderOutput {
-  torch::Tensor attentional;  // [B, T, H] a_t
-  torch::Tensor attention;    // [B, T, S] w_t, exactly 0 at padded source positions
+  torch::Tensor attentional;  // [B, T, H] a_t; 0 at positions the loop skipped (see target_lengths)
+  torch::Tensor attention;    // [B, T, S] w_t, exactly 0 at padded source positions; 0 where skipped
 };
 
 // token_gates [B, T, 3H] (G_t above), initial_hidden [B, H] (h_0), float32 on the CPU; call only
-// when kernels::kernels_take() says yes for them. dropout: the probability for a_t, 0 when not
-// training.
+// when kernels::kernels_take() says yes for them. target_lengths [B] int64: the real positions of
+// each row's target. At position t the loop runs only the rows up to the last one still going:
+// with rows in order of decreasing length (as make_batches leaves them) exactly the rows still
+// going. The positions it skips are target padding, which no loss reads. dropout: the
+// probability for a_t, 0 when not training.
 FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden,
-                                      const EncodedSource& source, const FusedDecoderWeights& weights, double dropout);
+                                      const EncodedSource& source, const FusedDecoderWeights& weights,
+                                      const torch::Tensor& target_lengths, double dropout);
 
 }  // namespace nmt

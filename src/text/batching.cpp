@@ -18,10 +18,17 @@ Batch Batch::to(const torch::Device& device) const {
 
 namespace {
 
-// Cuts `order` into consecutive batches within the token budget.
+// Cuts `order` into consecutive batches within the token budget; each batch's examples in order
+// of decreasing target length.
 void cut_batches(const std::vector<Example>& examples, const std::vector<int64_t>& order, int batch_tokens,
                  std::vector<std::vector<int64_t>>& batches) {
   std::vector<int64_t> current;
+  const auto finish = [&] {
+    std::stable_sort(current.begin(), current.end(),
+                     [&](int64_t a, int64_t b) { return examples[a].target.size() > examples[b].target.size(); });
+    batches.push_back(std::move(current));
+    current.clear();
+  };
   size_t max_source = 0, max_target = 0;
   for (int64_t index : order) {
     const size_t source_length = examples[index].source.size() + 1;  // + EOS
@@ -29,21 +36,20 @@ void cut_batches(const std::vector<Example>& examples, const std::vector<int64_t
     const size_t new_source = std::max(max_source, source_length);
     const size_t new_target = std::max(max_target, target_length);
     if (!current.empty() && (current.size() + 1) * (new_source + new_target) > static_cast<size_t>(batch_tokens)) {
-      batches.push_back(std::move(current));
-      current.clear();
+      finish();
       max_source = source_length, max_target = target_length;
     } else {
       max_source = new_source, max_target = new_target;
     }
     current.push_back(index);
   }
-  if (!current.empty()) batches.push_back(std::move(current));
+  if (!current.empty()) finish();
 }
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens,
-                                               bool shuffle, uint64_t seed) {
+std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens, bool shuffle,
+                                               uint64_t seed) {
   std::vector<int64_t> order(examples.size());
   std::iota(order.begin(), order.end(), 0);
   auto by_length = [&](int64_t a, int64_t b) {

@@ -23,9 +23,11 @@ struct Batch {
 // Groups example indices into batches whose padded size, B * (S + T + 1), stays within
 // `batch_tokens`. With `shuffle`, examples are shuffled, sorted by length within windows of
 // about 100 batches (so padding stays small), and the batches shuffled; all seeded by `seed`.
-// Without it, batches follow sorted length (for validation).
-std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens,
-                                               bool shuffle, uint64_t seed);
+// Without it, batches follow sorted length (for validation). Within a batch, examples are in
+// order of decreasing target length, so that the rows still going at any target position come
+// first (the fused training decoder then skips the rest, decoder_fused.h).
+std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens, bool shuffle,
+                                               uint64_t seed);
 
 Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& indices);
 
