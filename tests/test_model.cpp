@@ -374,44 +374,52 @@ TEST_CASE("LoopWeight multiplies as LibTorch does: every init, blocks of columns
   // With AVX-512 this is the packed kernel (kernels/packed_gemm.h), otherwise OpenBLAS. The shapes
   // cover row counts that are not a multiple of the kernel's 8 rows, and columns that end inside
   // a 16-column panel or a 32-column pair.
+  // The weight is packed by LibTorch's threads, whole panels each: 3 threads split 200 columns
+  // (13 panels) unevenly.
   torch::manual_seed(95);
-  for (const auto& [rows, depth, width] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {13, 7, 45}, {8, 16, 32}, {3, 5, 16}, {9, 21, 70}, {1, 3, 5}}) {
-    for (bool transposed : {false, true}) {
-      DYNAMIC_SECTION(rows << " x " << depth << " by " << depth << " x " << width << (transposed ? ", W^T" : "")) {
-        // The weight as stored, or as the transpose of a stored [width, depth] (x W^T).
-        const torch::Tensor weight = transposed ? torch::randn({width, depth}).t() : torch::randn({depth, width});
-        const LoopWeight loop_weight(weight);
-        // x with a row stride larger than its width (a block of columns of a wider matrix).
-        const torch::Tensor x = torch::randn({rows, depth + 3}).narrow(1, 2, depth);
-        const torch::Tensor product = x.mm(weight);
-        const auto fresh = [&] { return torch::full({rows, width}, std::nan("")); };
+  for (int threads : {1, 3}) {
+    for (const auto& [rows, depth, width] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {13, 7, 45}, {8, 16, 32}, {3, 5, 16}, {9, 21, 70}, {1, 3, 5}, {11, 9, 200}}) {
+      for (bool transposed : {false, true}) {
+        DYNAMIC_SECTION(threads << " threads, " << rows << " x " << depth << " by " << depth << " x " << width
+                                << (transposed ? ", W^T" : "")) {
+          torch::set_num_threads(threads);
+          // The weight as stored, or as the transpose of a stored [width, depth] (x W^T).
+          const torch::Tensor weight = transposed ? torch::randn({width, depth}).t() : torch::randn({depth, width});
+          const LoopWeight loop_weight(weight);
+          // x with a row stride larger than its width (a block of columns of a wider matrix).
+          const torch::Tensor x = torch::randn({rows, depth + 3}).narrow(1, 2, depth);
+          const torch::Tensor product = x.mm(weight);
+          const auto fresh = [&] { return torch::full({rows, width}, std::nan("")); };
 
-        torch::Tensor out = fresh();
-        loop_weight.multiply(x, torch::Tensor(), out);
-        CHECK(torch::allclose(out, product, 1e-5, 1e-5));
+          torch::Tensor out = fresh();
+          loop_weight.multiply(x, torch::Tensor(), out);
+          CHECK(torch::allclose(out, product, 1e-5, 1e-5));
 
-        const torch::Tensor bias = torch::randn({width});
-        loop_weight.multiply(x, bias, out);
-        CHECK(torch::allclose(out, product + bias, 1e-5, 1e-5));
+          const torch::Tensor bias = torch::randn({width});
+          loop_weight.multiply(x, bias, out);
+          CHECK(torch::allclose(out, product + bias, 1e-5, 1e-5));
 
-        const torch::Tensor init = torch::randn({rows, width});
-        loop_weight.multiply(x, init, out);
-        CHECK(torch::allclose(out, product + init, 1e-5, 1e-5));
+          const torch::Tensor init = torch::randn({rows, width});
+          loop_weight.multiply(x, init, out);
+          CHECK(torch::allclose(out, product + init, 1e-5, 1e-5));
 
-        torch::Tensor accumulated = init.clone();  // init and out the same tensor: out += x W
-        loop_weight.multiply(x, accumulated, accumulated);
-        CHECK(torch::allclose(accumulated, product + init, 1e-5, 1e-5));
+          torch::Tensor accumulated = init.clone();  // init and out the same tensor: out += x W
+          loop_weight.multiply(x, accumulated, accumulated);
+          CHECK(torch::allclose(accumulated, product + init, 1e-5, 1e-5));
 
-        // One block of columns writes that block and nothing else.
-        if (width > 16) {
-          torch::Tensor block = fresh();
-          loop_weight.multiply(x, bias, block, {16, width});
-          CHECK(
-              torch::allclose(block.narrow(1, 16, width - 16), (product + bias).narrow(1, 16, width - 16), 1e-5, 1e-5));
-          CHECK(block.narrow(1, 0, 16).isnan().all().item<bool>());
+          // One block of columns writes that block and nothing else.
+          if (width > 16) {
+            torch::Tensor block = fresh();
+            loop_weight.multiply(x, bias, block, {16, width});
+            CHECK(torch::allclose(block.narrow(1, 16, width - 16), (product + bias).narrow(1, 16, width - 16), 1e-5,
+                                  1e-5));
+            CHECK(block.narrow(1, 0, 16).isnan().all().item<bool>());
+            CHECK_THROWS_WITH(loop_weight.multiply(x, bias, block, {5, width}), Catch::Contains("multiple of 16"));
+          }
         }
       }
     }
   }
+  torch::set_num_threads(2);
 }

@@ -12,12 +12,23 @@ namespace nmt::kernels {
 
 #if NMT_AVX512_KERNELS
 
+namespace {
+
+// The lanes of a panel that hold columns: the first `width` (1..16).
+__mmask16 panel_mask(int64_t width) {
+  return static_cast<__mmask16>(width >= kPanelWidth ? 0xFFFF : (1u << width) - 1);
+}
+
+constexpr __mmask16 kAllLanes = 0xFFFF;
+
+}  // namespace
+
 void pack_weight(const float* b, int64_t ldb, int64_t depth, int64_t columns, float* packed) {
   const int64_t panels = (columns + kPanelWidth - 1) / kPanelWidth;
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t first = p * kPanelWidth;
     const int64_t width = columns - first < kPanelWidth ? columns - first : kPanelWidth;
-    const auto mask = static_cast<__mmask16>(width == kPanelWidth ? 0xFFFF : (1u << width) - 1);
+    const __mmask16 mask = panel_mask(width);
     for (int64_t k = 0; k < depth; ++k) {  // one row of the panel: 16 floats, zeros past the last column
       _mm512_storeu_ps(packed + (p * depth + k) * kPanelWidth, _mm512_maskz_loadu_ps(mask, b + k * ldb + first));
     }
@@ -37,7 +48,7 @@ void block(const float* a, int64_t lda, const float* panel, int64_t depth, const
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 2
     for (int p = 0; p < kPanels; ++p) {
-      const __mmask16 mask = p == kPanels - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      const __mmask16 mask = p == kPanels - 1 ? last_mask : kAllLanes;
       sum[r][p] =
           init != nullptr ? _mm512_maskz_loadu_ps(mask, init + r * init_ld + p * kPanelWidth) : _mm512_setzero_ps();
     }
@@ -57,7 +68,7 @@ void block(const float* a, int64_t lda, const float* panel, int64_t depth, const
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 2
     for (int p = 0; p < kPanels; ++p) {
-      const __mmask16 mask = p == kPanels - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      const __mmask16 mask = p == kPanels - 1 ? last_mask : kAllLanes;
       _mm512_mask_storeu_ps(c + r * ldc + p * kPanelWidth, mask, sum[r][p]);
     }
   }
@@ -76,7 +87,7 @@ constexpr Block kBlocks[2][kBlockRows] = {
 
 void gemm_packed(const float* a, int64_t lda, const float* packed, int64_t depth, int64_t columns, int64_t rows,
                  int64_t column_begin, int64_t column_end, const float* init, int64_t init_ld, float* c, int64_t ldc) {
-  if (column_begin % kPanelWidth != 0 || column_end > columns) {
+  if (column_begin < 0 || column_begin % kPanelWidth != 0 || column_end > columns) {
     throw std::invalid_argument("gemm_packed: column range must start on a panel and end within the weight");
   }
   // Columns outside, rows inside: a pair of panels (depth x 32 floats) is reused by every row block.
@@ -84,7 +95,7 @@ void gemm_packed(const float* a, int64_t lda, const float* packed, int64_t depth
     const int64_t width = column_end - column < 2 * kPanelWidth ? column_end - column : 2 * kPanelWidth;
     const int panels = width > kPanelWidth ? 2 : 1;
     const int64_t last_width = width - (panels - 1) * kPanelWidth;  // 1..16
-    const auto last_mask = static_cast<__mmask16>(last_width == kPanelWidth ? 0xFFFF : (1u << last_width) - 1);
+    const __mmask16 last_mask = panel_mask(last_width);
     const float* panel = packed + column * depth;  // panel column / 16, depth x 16 floats each
     for (int64_t row = 0; row < rows; row += kBlockRows) {
       const int64_t count = rows - row < kBlockRows ? rows - row : kBlockRows;

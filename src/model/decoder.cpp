@@ -143,7 +143,8 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
                                       scorer->query_layer->weight,
                                       scorer->energy_layer->weight.squeeze(0),
                                       combine->weight};
-      const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);  // [B]: BOS y_1 .. y_n
+      // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
+      const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);
       FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden[0], source, fused, target_lengths,
                                                      is_training() ? options_.dropout : 0.0);
       return {output.attentional, output.attention};

@@ -15,6 +15,7 @@
 
 #include "kernels/attention_kernels.h"
 #include "kernels/gru_kernels.h"
+#include "kernels/packed_gemm.h"
 #include "model/dropout.h"
 #include "model/loop_weight.h"
 
@@ -26,12 +27,12 @@ using torch::autograd::tensor_list;
 
 // The loops run on a team of LibTorch's threads that go through each step's phases together,
 // with a barrier between phases. In a product phase each thread computes a block of the output's
-// columns, with OpenBLAS single-threaded inside the team (its OpenMP build runs so inside a
-// parallel region): each thread then reads and packs only its part of the weight, and the product
-// keeps all the batch rows. Measured on one core here, [60, 256] by [256, 384] (a column half)
-// runs at 165 GFLOP/s, [30, 256] by [256, 768] (a row half) at 124, and OpenBLAS's own split of
-// [60, 256] by [256, 768] over two cores at 91 per core. In a row phase (the GRU and attention
-// kernels) each thread takes a block of the batch rows.
+// columns (LoopWeight::multiply on one thread): each thread then reads only its part of each
+// weight, and the product keeps all the batch rows. (With OpenBLAS, single-threaded inside the
+// team, [60, 256] by [256, 384], a column half, ran at 165 GFLOP/s on one core here, [30, 256] by
+// [256, 768], a row half, at 124, and OpenBLAS's own split of [60, 256] by [256, 768] over two
+// cores at 91 per core.) In a row phase (the GRU and attention kernels) each thread takes a block
+// of the batch rows.
 class Team {
  public:
   Team(int64_t index, int64_t count, std::atomic<bool>& failed, std::exception_ptr& error, std::mutex& error_mutex)
@@ -74,7 +75,7 @@ class Team {
   std::mutex& error_mutex_;
 };
 
-constexpr int64_t kColumnMultiple = 16;
+constexpr int64_t kColumnMultiple = kernels::kPanelWidth;  // LoopWeight's column blocks start on a panel
 
 // Runs body(team) on every thread of a team as large as LibTorch's (so libgomp reuses its pool),
 // without gradients; rethrows the first exception.
@@ -127,14 +128,9 @@ struct LoopInputs {
   torch::Tensor feed, hidden, hidden_bias, query, energy, combine;  // as FusedDecoderWeights
 };
 
-// Columns [range.first, range.second) of a matrix (or a vector's elements).
-torch::Tensor columns(const torch::Tensor& tensor, const std::pair<int64_t, int64_t>& range) {
-  return tensor.narrow(-1, range.first, range.second - range.first);
-}
-
 // The loop's four weights as the products use them: transposed in the forward (x W^T).
-struct LoopWeights {
-  LoopWeights(const LoopInputs& in, bool forward)
+struct StepProducts {
+  StepProducts(const LoopInputs& in, bool forward)
       : feed(forward ? in.feed.t() : in.feed),
         hidden(forward ? in.hidden.t() : in.hidden),
         query(forward ? in.query.t() : in.query),
@@ -173,7 +169,7 @@ void zero(float* to, int64_t count) { std::fill(to, to + count, 0.0f); }
 
 // One thread's part of the forward loop over every position. At position t only the rows
 // [0, active[t]) run; the rest have ended (target padding) and keep 0.
-void forward_loop(const LoopInputs& in, const LoopWeights& weights, const std::vector<int64_t>& active,
+void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::vector<int64_t>& active,
                   const LoopRecord& out, const ForwardScratch& scratch, Team& team) {
   const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
@@ -208,12 +204,12 @@ void forward_loop(const LoopInputs& in, const LoopWeights& weights, const std::v
     });
     team.phase([&] {  // w_t, and c_t into the last C columns of joined[t]
       for (int64_t b = rows.first; b < rows.second; ++b) {
-        float* weights = row(out.attention, t, b);
+        float* attention_weights = row(out.attention, t, b);
         kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
                                  scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
-                                 positions, key_size, weights, row(out.activations, t, b));
-        masked_softmax_row(weights, source_mask + b * positions, positions);
-        kernels::weighted_sum(weights, in.states.data_ptr<float>() + b * positions * state_size, 1, positions,
+                                 positions, key_size, attention_weights, row(out.activations, t, b));
+        masked_softmax_row(attention_weights, source_mask + b * positions, positions);
+        kernels::weighted_sum(attention_weights, in.states.data_ptr<float>() + b * positions * state_size, 1, positions,
                               state_size, row(out.joined, t, b) + size);
       }
       for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.activations, t, b), positions * key_size);
@@ -256,7 +252,7 @@ struct BackwardScratch {
 // One thread's part of the backward loop over every position, last to first, from dL/da_t
 // [T, B, H] and dL/dw_t [T, B, S] (or undefined); only the rows [0, active[t]) at position t.
 // dL/dh_t is carried in grads.initial_hidden, which ends as dL/dh_0.
-void backward_loop(const LoopInputs& in, const LoopWeights& weights, const std::vector<int64_t>& active,
+void backward_loop(const LoopInputs& in, const StepProducts& weights, const std::vector<int64_t>& active,
                    const LoopRecord& record, const torch::Tensor& grad_attentional, const torch::Tensor& grad_attention,
                    const LoopGradients& grads, const BackwardScratch& scratch, Team& team) {
   const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
@@ -265,8 +261,9 @@ void backward_loop(const LoopInputs& in, const LoopWeights& weights, const std::
   const auto joined_columns = team.share(size + state_size, kColumnMultiple);
   const torch::Tensor& carry_hidden = grads.initial_hidden;
   team.phase([&] {  // a row's carries start when it does: dL/da from the loss, dL/dh 0
-    columns(scratch.carry_attentional, hidden_columns).copy_(columns(grad_attentional[steps - 1], hidden_columns));
-    columns(carry_hidden, hidden_columns).zero_();
+    column_block(scratch.carry_attentional, hidden_columns)
+        .copy_(column_block(grad_attentional[steps - 1], hidden_columns));
+    column_block(carry_hidden, hidden_columns).zero_();
   });
   for (int64_t t = steps - 1; t >= 0; --t) {
     const int64_t n = active[static_cast<size_t>(t)];
@@ -285,9 +282,9 @@ void backward_loop(const LoopInputs& in, const LoopWeights& weights, const std::
     });
     team.phase([&] {  // attention: dL/dw_t, the energies, W_q h_t; the states' and keys' sums
       for (int64_t b = rows.first; b < rows.second; ++b) {
-        const float* weights = row(record.attention, t, b);
+        const float* attention_weights = row(record.attention, t, b);
         float* grad = row(grads.scores, t, b);
-        kernels::weighted_sum_backward(weights, in.states.data_ptr<float>() + b * positions * state_size,
+        kernels::weighted_sum_backward(attention_weights, in.states.data_ptr<float>() + b * positions * state_size,
                                        scratch.grad_joined.data_ptr<float>() + b * (size + state_size) + size, 1,
                                        positions, state_size, grad,
                                        grads.states.data_ptr<float>() + b * positions * state_size,
@@ -296,14 +293,15 @@ void backward_loop(const LoopInputs& in, const LoopWeights& weights, const std::
           const float* extra = row(grad_attention, t, b);
           for (int64_t s = 0; s < positions; ++s) grad[s] += extra[s];
         }
-        softmax_row_backward(weights, grad, positions);  // 0 at padded positions, whose weight is 0
+        softmax_row_backward(attention_weights, grad, positions);  // 0 at padded positions, whose weight is 0
         kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1,
                                           positions, key_size, grads.keys.data_ptr<float>() + b * positions * key_size,
                                           row(grads.query, t, b), /*accumulate_keys=*/true);
       }
     });
     team.phase([&] {  // dL/dh_t: carried from t + 1, plus the combine layer's and the query's parts
-      first(columns(carry_hidden, hidden_columns), n).add_(first(columns(scratch.grad_joined, hidden_columns), n));
+      first(column_block(carry_hidden, hidden_columns), n)
+          .add_(first(column_block(scratch.grad_joined, hidden_columns), n));
       weights.query.multiply(first(grads.query[t], n), first(carry_hidden, n), first(carry_hidden, n), hidden_columns);
     });
     const torch::Tensor previous = t == 0 ? in.initial_hidden : record.joined[t - 1].narrow(1, 0, size);
@@ -329,8 +327,8 @@ void backward_loop(const LoopInputs& in, const LoopWeights& weights, const std::
         weights.feed.multiply(first(grads.gates[t], n), first(grad_attentional[t - 1], n),
                               first(scratch.carry_attentional, n), hidden_columns);
         const int64_t rest = batch - n;  // rows that start at t - 1 (or later): the loss's part only
-        columns(scratch.carry_attentional.narrow(0, n, rest), hidden_columns)
-            .copy_(columns(grad_attentional[t - 1].narrow(0, n, rest), hidden_columns));
+        column_block(scratch.carry_attentional.narrow(0, n, rest), hidden_columns)
+            .copy_(column_block(grad_attentional[t - 1].narrow(0, n, rest), hidden_columns));
       }
     });
   }
@@ -371,7 +369,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       record.masks = torch::empty({steps, batch, size}, options);
       for (int64_t t = 0; t < steps; ++t) record.masks[t].copy_(dropout_mask({batch, size}, dropout, options));
     }
-    const LoopWeights weights(in, /*forward=*/true);
+    const StepProducts weights(in, /*forward=*/true);
     const ForwardScratch scratch(batch, size, key_size, options);
     const std::vector<int64_t> active = active_rows(lengths, steps);
     run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, team); });
@@ -416,7 +414,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     grads.keys = torch::zeros_like(in.keys);
     grads.initial_hidden = torch::empty_like(in.initial_hidden);
     const BackwardScratch scratch(batch, size, in.states.size(2), options);
-    const LoopWeights weights(in, /*forward=*/false);
+    const StepProducts weights(in, /*forward=*/false);
     run_as_team([&](Team& team) {
       backward_loop(in, weights, active, record, grad_attentional, grad_attention, grads, scratch, team);
     });
@@ -453,10 +451,21 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
   TORCH_CHECK(token_gates.dim() == 3 && token_gates.size(0) == initial_hidden.size(0) &&
                   token_gates.size(2) == 3 * size && token_gates.size(1) > 0,
               "fused decoder loop: token_gates [B, T, 3H] (T > 0) and initial_hidden [B, H] expected");
-  TORCH_CHECK(source.states.dim() == 3 && source.keys.dim() == 3 && source.states.size(0) == initial_hidden.size(0) &&
-                  source.keys.size(1) == source.states.size(1) && weights.query.size(0) == source.keys.size(2) &&
-                  weights.combine.size(1) == size + source.states.size(2),
-              "fused decoder loop: encoder states [B, S, C] and keys [B, S, A] that fit the weights expected");
+  const int64_t batch = initial_hidden.size(0);
+  TORCH_CHECK(source.states.dim() == 3 && source.keys.dim() == 3 && source.states.size(0) == batch &&
+                  source.keys.size(0) == batch && source.keys.size(1) == source.states.size(1) &&
+                  source.mask.sizes() == torch::IntArrayRef({batch, source.states.size(1)}) &&
+                  source.mask.scalar_type() == torch::kBool,
+              "fused decoder loop: encoder states [B, S, C], keys [B, S, A] and a bool mask [B, S] expected");
+  const int64_t key_size = source.keys.size(2);
+  TORCH_CHECK(weights.feed.sizes() == torch::IntArrayRef({3 * size, size}) &&
+                  weights.hidden.sizes() == torch::IntArrayRef({3 * size, size}) &&
+                  weights.hidden_bias.sizes() == torch::IntArrayRef({3 * size}) &&
+                  weights.query.sizes() == torch::IntArrayRef({key_size, size}) &&
+                  weights.energy.sizes() == torch::IntArrayRef({key_size}) &&
+                  weights.combine.sizes() == torch::IntArrayRef({size, size + source.states.size(2)}),
+              "fused decoder loop: weights of shapes W_f, W_h [3H, H], b_h [3H], W_q [A, H], v [A], W_c [H, H + C] "
+              "expected");
   tensor_list outputs = DecoderLoop::apply(
       token_gates.transpose(0, 1).contiguous(), initial_hidden.contiguous(), source.states.contiguous(),
       source.keys.contiguous(), source.mask.contiguous(), weights.feed.contiguous(), weights.hidden.contiguous(),

@@ -10,14 +10,15 @@
 // Why: the per-step path runs about 130 LibTorch operators and autograd nodes per target position
 // (forward and backward) on tensors of about 60 x 256 floats, and autograd adds each step's
 // gradient of the encoder states and keys into a running sum ([B, S, C] and [B, S, A] per step).
-// Here a position costs five matrix products and three kernel passes each way; the states' and
-// keys' gradients accumulate in place, and each weight's gradient is one product over all
-// positions after the loop (as LoopLinear does for the per-step path).
+// Here a position costs four matrix products (with weights packed once per pass, loop_weight.h)
+// and a few kernel passes each way; the states' and keys' gradients accumulate in place, and each
+// weight's gradient is one product over all positions after the loop (as LoopLinear does for the
+// per-step path).
 //
-// DecoderImpl::forward uses it while training on a CPU with the AVX2 kernels, for one decoder
-// layer and additive attention (the recipe); everything else takes the per-step path. Dropout
-// masks are drawn step by step as the per-step path draws them, so for a seed both paths compute
-// the same function; tests compare their values and gradients.
+// DecoderImpl::forward uses it whenever autograd records the pass (training) on a CPU with the
+// AVX2 kernels, for one decoder layer and additive attention (the recipe); everything else takes
+// the per-step path. Dropout masks are drawn in the order the per-step path draws them, so for a
+// seed both paths compute the same function; tests compare their values and gradients.
 //
 // Shapes: B batch, T target positions, S source length, H decoder hidden size, A attention
 // size, C encoder state size.

@@ -3,33 +3,36 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "kernels/packed_gemm.h"
 
 namespace nmt {
 
-namespace {
-
 torch::Tensor column_block(const torch::Tensor& tensor, const std::pair<int64_t, int64_t>& range) {
   return tensor.narrow(-1, range.first, range.second - range.first);
 }
-
-}  // namespace
 
 LoopWeight::LoopWeight(const torch::Tensor& weight) : plain_(weight.contiguous()) {
   TORCH_CHECK(plain_.dim() == 2, "LoopWeight: a matrix [depth, columns] expected");
   if (!kernels::avx512_kernels_available() || plain_.scalar_type() != torch::kFloat32 || !plain_.is_cpu()) return;
   const int64_t depth = plain_.size(0), width = plain_.size(1);
   packed_ = torch::empty({kernels::packed_size(depth, width)}, plain_.options());
-  // Whole panels per thread: a grain of 64 columns starts each range on a panel.
-  at::parallel_for(0, width, 4 * kernels::kPanelWidth, [&](int64_t begin, int64_t end) {
-    kernels::pack_weight(plain_.data_ptr<float>() + begin, width, depth, end - begin,
-                         packed_.data_ptr<float>() + begin * depth);
+  // Whole panels per thread (a panel is 16 columns; the last one may be narrower).
+  const int64_t panels = (width + kernels::kPanelWidth - 1) / kernels::kPanelWidth;
+  at::parallel_for(0, panels, 4, [&](int64_t begin, int64_t end) {
+    const int64_t first = begin * kernels::kPanelWidth, last = std::min(width, end * kernels::kPanelWidth);
+    kernels::pack_weight(plain_.data_ptr<float>() + first, width, depth, last - first,
+                         packed_.data_ptr<float>() + first * depth);
   });
 }
 
 void LoopWeight::multiply(const torch::Tensor& x, const torch::Tensor& init, const torch::Tensor& out,
                           const std::pair<int64_t, int64_t>& range) const {
-  if (range.first >= range.second) return;
+  if (range.first >= range.second) return;  // an empty share (a thread left without columns)
+  TORCH_CHECK(range.first >= 0 && range.second <= columns() && range.first % kernels::kPanelWidth == 0,
+              "LoopWeight: a column range within the weight, starting on a multiple of ", kernels::kPanelWidth,
+              " expected");
   if (!packed_.defined()) {
     torch::Tensor block = column_block(out, range);
     if (init.defined()) {
@@ -43,8 +46,11 @@ void LoopWeight::multiply(const torch::Tensor& x, const torch::Tensor& init, con
                   out.size(1) == columns() && x.stride(1) == 1 && out.stride(1) == 1 &&
                   (!init.defined() || (init.size(-1) == columns() && init.stride(-1) == 1 &&
                                        (init.dim() == 1 || init.size(0) == x.size(0)))) &&
-                  x.scalar_type() == torch::kFloat32 && out.scalar_type() == torch::kFloat32,
-              "LoopWeight: x [B, depth] and out [B, columns], float32 rows with unit column stride, expected");
+                  x.scalar_type() == torch::kFloat32 && out.scalar_type() == torch::kFloat32 && x.is_cpu() &&
+                  out.is_cpu() && (!init.defined() || (init.is_cpu() && init.scalar_type() == torch::kFloat32)),
+              "LoopWeight: x [B, depth] and out [B, columns], float32 rows on the CPU with unit column stride, "
+              "expected");
+  TORCH_CHECK(!x.is_alias_of(out), "LoopWeight: x and out must not share memory (out is written block by block)");
   kernels::gemm_packed(x.data_ptr<float>(), x.stride(0), packed_.data_ptr<float>(), plain_.size(0), columns(),
                        x.size(0), range.first, range.second, init.defined() ? init.data_ptr<float>() : nullptr,
                        init.defined() && init.dim() == 2 ? init.stride(0) : 0, out.data_ptr<float>(), out.stride(0));

@@ -18,9 +18,10 @@ class LoopWeight {
   explicit LoopWeight(const torch::Tensor& weight);
 
   // out[:, range] = init[:, range] + x W[:, range], range a block of columns starting at a
-  // multiple of 16: x [B, depth], out [B, columns], each with unit column stride; init undefined
-  // (zero), a bias [columns] or a matrix [B, columns] (out itself allowed). Writes only that block,
-  // so threads can share out by blocks of columns.
+  // multiple of 16 (kernels::kPanelWidth): x [B, depth], out [B, columns], each with unit column
+  // stride, x not sharing memory with out; init undefined (zero), a bias [columns] or a matrix
+  // [B, columns] (out itself allowed). Writes only that block, so threads can share out by blocks
+  // of columns.
   void multiply(const torch::Tensor& x, const torch::Tensor& init, const torch::Tensor& out,
                 const std::pair<int64_t, int64_t>& range) const;
   // The same for all columns.
@@ -34,5 +35,8 @@ class LoopWeight {
   torch::Tensor plain_;   // [depth, columns], contiguous
   torch::Tensor packed_;  // kernels::pack_weight's panels; undefined without AVX-512
 };
+
+// Columns [range.first, range.second) of a matrix (or a vector's elements), as a view.
+torch::Tensor column_block(const torch::Tensor& tensor, const std::pair<int64_t, int64_t>& range);
 
 }  // namespace nmt

@@ -52,13 +52,15 @@ struct SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntr
 // while each block of rows is still in cache, into the gradient of the loss sum with respect to z
 // (p - q, see smoothed_gradient_rows), adding up its columns for the bias gradient: one buffer
 // [N, V] instead of logits plus log-probabilities, and no pass over it left for the backward,
-// which only multiplies it out, scaled by the incoming gradient. The loss of row r is
+// which only multiplies it out, scaled by the incoming gradient (without autograd, e.g. for the
+// validation loss, the forward stops at the loss). The loss of row r is
 //   -(1 - eps) log p_r[y_r] - (eps / V) sum_v log p_rv,  log p_rv = z_rv - lse_r,
 // so it needs only z_r[y_r] (read before the row is overwritten), lse_r and sum_v z_rv.
 // The backward uses its saved buffer up, so it can run once (no retain_graph).
 struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
   static torch::Tensor forward(AutogradContext* context, const torch::Tensor& hidden, const torch::Tensor& weight,
-                               const torch::Tensor& bias, const torch::Tensor& targets, double epsilon) {
+                               const torch::Tensor& bias, const torch::Tensor& targets, double epsilon,
+                               bool backward_follows) {
     const int64_t rows = hidden.size(0), classes = weight.size(0);
     torch::Tensor gradient = torch::addmm(bias, hidden, weight.t());  // [N, V], the logits for now
     const torch::Tensor targets_cpu = targets.contiguous();
@@ -66,15 +68,18 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
     float* z = gradient.data_ptr<float>();
     std::vector<float> target_logit(static_cast<size_t>(rows)), log_sum_exp(target_logit.size()),
         row_sum(target_logit.size());
-    // Per thread, the columns sums of its rows' gradients.
-    torch::Tensor column_sums = torch::zeros({at::get_num_threads(), classes}, gradient.options());
+    // Per thread, the column sums of its rows' gradients (none without a backward: validation).
+    torch::Tensor column_sums =
+        torch::zeros({backward_follows ? at::get_num_threads() : 0, classes}, gradient.options());
     at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row)
         target_logit[static_cast<size_t>(row)] = z[row * classes + target[row]];
       float* block = z + begin * classes;
       kernels::softmax_rows(block, end - begin, classes, log_sum_exp.data() + begin, row_sum.data() + begin);
+      if (!backward_follows) return;
       kernels::smoothed_gradient_rows(block, end - begin, classes, target + begin, static_cast<float>(epsilon), 1.0f);
-      kernels::add_column_sums(block, end - begin, classes, column_sums[at::get_thread_num()].data_ptr<float>());
+      kernels::add_column_sums(block, end - begin, classes,
+                               column_sums.data_ptr<float>() + at::get_thread_num() * classes);
     });
     double loss = 0;  // summed in row order, whatever the thread count
     for (size_t row = 0; row < target_logit.size(); ++row) {
@@ -83,9 +88,11 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
       if (epsilon > 0)
         loss -= epsilon / static_cast<double>(classes) * (row_sum[row] - static_cast<double>(classes) * lse);
     }
-    context->save_for_backward({hidden, weight});
-    context->saved_data["gradient"] = gradient;
-    context->saved_data["bias_gradient"] = column_sums.sum(0);
+    if (backward_follows) {
+      context->save_for_backward({hidden, weight});
+      context->saved_data["gradient"] = gradient;
+      context->saved_data["bias_gradient"] = column_sums.sum(0);
+    }
     return torch::tensor(loss, hidden.options());
   }
 
@@ -103,7 +110,7 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
     torch::Tensor grad_weight = context->needs_input_grad(1) ? grad.t().mm(hidden * scale) : torch::Tensor();
     torch::Tensor grad_bias =
         context->needs_input_grad(2) ? context->saved_data["bias_gradient"].toTensor() * scale : torch::Tensor();
-    return {grad_hidden, grad_weight, grad_bias, torch::Tensor(), torch::Tensor()};
+    return {grad_hidden, grad_weight, grad_bias, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -143,8 +150,9 @@ torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor
     return smoothed_cross_entropy_sum(torch::nn::functional::linear(hidden, weight, bias), targets, epsilon);
   }
   // An undefined tensor cannot be a custom function's input: no bias is a zero bias there.
-  return FusedOutputLoss::apply(
-      hidden, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()), targets, epsilon);
+  return FusedOutputLoss::apply(hidden, weight,
+                                bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()), targets,
+                                epsilon, kernels::autograd_records({hidden, weight, bias}));
 }
 
 }  // namespace nmt
