@@ -1,15 +1,15 @@
 #include "model/bigru_fused.h"
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <exception>
+#include <array>
 #include <functional>
 
 #include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
 #include "model/loop_weight.h"
+#include "util/team.h"
 
 namespace nmt {
 namespace {
@@ -86,32 +86,16 @@ void run_backward(const torch::Tensor& grad_states, const torch::Tensor& grad_fi
   grad_bias = grad_hidden_gates.view({steps * batch, 3 * size}).sum(0);
 }
 
-// Runs task(0) and task(1). With exactly two LibTorch threads (two cores, as on the machine this was
-// measured on), side by side in an OpenMP region of two: inside it LibTorch's ops and OpenBLAS run
-// single-threaded (nested regions are serial), so each direction has one core, and the region
-// reuses LibTorch's own team of two. With any other count, one after the other, each with all the
-// threads: on more cores one core per direction would leave the others idle (not measured), and a
-// team of two between LibTorch's larger ones would make libgomp rebuild its pool.
+// Runs task(0) and task(1), one per thread of a team (util/team.h): side by side when LibTorch has
+// two threads or more (inside the team OpenBLAS and the packed products run single-threaded, so
+// each direction has one core; threads past the second wait), one after the other with one.
 void both_directions(const std::function<void(size_t)>& task) {
-  if (torch::get_num_threads() != 2) {
-    torch::NoGradGuard no_grad;
-    task(0);
-    task(1);
-    return;
-  }
-  std::array<std::exception_ptr, 2> errors;
-#pragma omp parallel for num_threads(2) schedule(static, 1)
-  for (int direction = 0; direction < 2; ++direction) {
-    try {
-      torch::NoGradGuard no_grad;  // grad mode is per thread: none in the workers either
-      task(static_cast<size_t>(direction));
-    } catch (...) {  // nothing may leave an OpenMP region
-      errors[static_cast<size_t>(direction)] = std::current_exception();
-    }
-  }
-  for (const auto& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  run_as_team([&](Team& team) {
+    team.phase([&] {
+      const auto [first, last] = team.rows(0, 2);
+      for (int64_t direction = first; direction < last; ++direction) task(static_cast<size_t>(direction));
+    });
+  });
 }
 
 struct FusedBiGruLayer : public torch::autograd::Function<FusedBiGruLayer> {

@@ -1,15 +1,10 @@
 #include "model/decoder_fused.h"
 
-#include <ATen/Parallel.h>
-#include <omp.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <limits>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -18,6 +13,7 @@
 #include "kernels/packed_gemm.h"
 #include "model/dropout.h"
 #include "model/loop_weight.h"
+#include "util/team.h"
 
 namespace nmt {
 namespace {
@@ -25,73 +21,12 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// The loops run on a team of LibTorch's threads that go through each step's phases together,
-// with a barrier between phases. In a product phase each thread computes a block of the output's
-// columns (LoopWeight::multiply on one thread): each thread then reads only its part of each
-// weight, and the product keeps all the batch rows. (With OpenBLAS, single-threaded inside the
-// team, [60, 256] by [256, 384], a column half, ran at 165 GFLOP/s on one core here, [30, 256] by
-// [256, 768], a row half, at 124, and OpenBLAS's own split of [60, 256] by [256, 768] over two
-// cores at 91 per core.) In a row phase (the GRU and attention kernels) each thread takes a block
-// of the batch rows.
-class Team {
- public:
-  Team(int64_t index, int64_t count, std::atomic<bool>& failed, std::exception_ptr& error, std::mutex& error_mutex)
-      : index_(index), count_(count), failed_(failed), error_(error), error_mutex_(error_mutex) {}
-
-  // This thread's share [begin, end) of `total` rows or columns; column shares are multiples of
-  // 16 floats (64 bytes), so that no two threads write to one cache line.
-  std::pair<int64_t, int64_t> share(int64_t total, int64_t multiple = 1) const {
-    const int64_t chunk = ((total + count_ - 1) / count_ + multiple - 1) / multiple * multiple;
-    const int64_t begin = std::min(total, index_ * chunk);
-    return {begin, std::min(total, begin + chunk)};
-  }
-
-  // This thread's share of the rows [begin, end).
-  std::pair<int64_t, int64_t> rows(int64_t begin, int64_t end) const {
-    const auto [first, last] = share(end - begin);
-    return {begin + first, begin + last};
-  }
-
-  // Runs this thread's part of a phase, then waits for the others. After an exception in any
-  // thread the remaining phases are skipped, but every thread still meets every barrier.
-  template <typename Work>
-  void phase(const Work& work) {
-    if (!failed_.load()) {
-      try {
-        work();
-      } catch (...) {  // nothing may leave an OpenMP region
-        std::lock_guard<std::mutex> lock(error_mutex_);
-        if (!error_) error_ = std::current_exception();
-        failed_.store(true);
-      }
-    }
-#pragma omp barrier
-  }
-
- private:
-  int64_t index_, count_;
-  std::atomic<bool>& failed_;
-  std::exception_ptr& error_;
-  std::mutex& error_mutex_;
-};
-
+// The loops run on a team (util/team.h) that goes through each step's phases together. In a
+// product phase each thread computes a block of the output's columns (LoopWeight::multiply on
+// one thread): each thread then reads only its part of each weight, and the product keeps all
+// the batch rows. In a row phase (the GRU and attention kernels) each thread takes a block of the
+// batch rows.
 constexpr int64_t kColumnMultiple = kernels::kPanelWidth;  // LoopWeight's column blocks start on a panel
-
-// Runs body(team) on every thread of a team as large as LibTorch's (so libgomp reuses its pool),
-// without gradients; rethrows the first exception.
-template <typename Body>
-void run_as_team(const Body& body) {
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-#pragma omp parallel num_threads(std::max(1, at::get_num_threads()))
-  {
-    torch::NoGradGuard no_grad;  // grad mode is per thread
-    Team team(omp_get_thread_num(), omp_get_num_threads(), failed, error, error_mutex);
-    body(team);
-  }
-  if (error) std::rethrow_exception(error);
-}
 
 // Softmax of scores [S] over the positions where mask is true, in place; exactly 0 elsewhere.
 // Every row has a real position (the source EOS).
