@@ -3,7 +3,8 @@
 //
 //   | what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |
 //
-//   nmt_bench mm [--size N | --shape M,K,N] [--mm-gflops R] float32 matrix multiply (LibTorch)
+//   nmt_bench mm [--size N | --shape M,K,N] [--packed] [--mm-gflops R] float32 matrix multiply (LibTorch,
+//                                      or with --packed the recurrent loops' LoopWeight on one thread)
 //   nmt_bench --config FILE train [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
 //             [--profile TRACE.json]
 //   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--mm-gflops R]
@@ -11,13 +12,12 @@
 // `train` times the training loop's own update (train_step: collate, forward, backward, clipping,
 // Adam) on the config's corpus after warm-up; `translate` times the Translator on a whole file
 // after translating its first lines once. FLOPs come from the model's shapes (model/flops.h).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -27,12 +27,13 @@
 
 #include "config/train_config.h"
 #include "model/flops.h"
+#include "model/loop_weight.h"
 #include "search/translator.h"
 #include "text/batching.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
-#include "train/fused_adam.h"
 #include "train/checkpoint.h"
+#include "train/fused_adam.h"
 #include "train/trainer.h"
 #include "util/runtime.h"
 
@@ -67,32 +68,42 @@ void print_row(const Row& row) {
     std::snprintf(buffer, sizeof(buffer), format, value);
     return std::string(buffer);
   };
-  const std::string percent = row.gflops >= 0 && row.mm_gflops > 0 ? number(100.0 * row.gflops / row.mm_gflops, "%.1f %%")
-                                                                    : "-";
+  const std::string percent =
+      row.gflops >= 0 && row.mm_gflops > 0 ? number(100.0 * row.gflops / row.mm_gflops, "%.1f %%") : "-";
   std::printf("| %s | %s | %s | %s | %s | %s | %s | %.0f MiB |\n", row.what.c_str(), row.setting.c_str(),
               number(row.sentences_per_second, "%.1f").c_str(), number(row.tokens_per_second, "%.0f").c_str(),
-              number(row.flops_per_token / 1e6, "%.2f M").c_str(), number(row.gflops, "%.1f").c_str(),
-              percent.c_str(), peak_rss_mib());
+              number(row.flops_per_token / 1e6, "%.2f M").c_str(), number(row.gflops, "%.1f").c_str(), percent.c_str(),
+              peak_rss_mib());
   std::fflush(stdout);
 }
 
-// [rows x inner] times [inner x columns], repeated for at least 3 s after warm-up.
-Row bench_mm(int64_t rows, int64_t inner, int64_t columns, double mm_gflops) {
+// [rows x inner] times [inner x columns], repeated for at least 3 s after warm-up. With `packed`,
+// through LoopWeight (the weight packed once, model/loop_weight.h), as the recurrent loops multiply.
+Row bench_mm(int64_t rows, int64_t inner, int64_t columns, bool packed, double mm_gflops) {
   torch::NoGradGuard no_grad;
   torch::Tensor a = torch::randn({rows, inner}), b = torch::randn({inner, columns}), c = torch::empty({rows, columns});
-  for (int i = 0; i < 3; ++i) torch::mm_out(c, a, b);  // warm-up
+  const LoopWeight weight = packed ? LoopWeight(b) : LoopWeight();
+  const auto multiply = [&] {
+    if (packed) {
+      weight.multiply(a, torch::Tensor(), c);
+    } else {
+      torch::mm_out(c, a, b);
+    }
+  };
+  for (int i = 0; i < 3; ++i) multiply();  // warm-up
   int64_t repeats = 0;
   const auto start = Clock::now();
   while (repeats < 5 || seconds_since(start) < 3.0) {
-    torch::mm_out(c, a, b);
+    multiply();
     ++repeats;
   }
   const double seconds = seconds_since(start);
   const std::string shape = rows == inner && inner == columns
                                 ? std::to_string(rows) + "x" + std::to_string(rows)
-                                : std::to_string(rows) + "x" + std::to_string(inner) + " by " +
-                                      std::to_string(inner) + "x" + std::to_string(columns);
-  Row row{"matrix multiply", "float32 " + shape + ", " + std::to_string(torch::get_num_threads()) + " threads"};
+                                : std::to_string(rows) + "x" + std::to_string(inner) + " by " + std::to_string(inner) +
+                                      "x" + std::to_string(columns);
+  Row row{"matrix multiply", "float32 " + shape + (packed ? ", packed weight" : "") + ", " +
+                                 std::to_string(torch::get_num_threads()) + " threads"};
   row.gflops = 2.0 * static_cast<double>(rows * inner * columns) * static_cast<double>(repeats) / seconds / 1e9;
   row.mm_gflops = mm_gflops;
   return row;
@@ -113,8 +124,10 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   config.model_dir = scratch.string();
   Vocabularies vocabularies = build_vocabularies(config, text, *spdlog::default_logger());
   fs::remove_all(scratch);
-  std::vector<Example> examples = encode_parallel(text, vocabularies.source, vocabularies.target, config.max_length, stats);
-  const auto batches = make_batches(examples, config.batch_tokens, /*shuffle=*/true, static_cast<uint64_t>(config.seed));
+  std::vector<Example> examples =
+      encode_parallel(text, vocabularies.source, vocabularies.target, config.max_length, stats);
+  const auto batches =
+      make_batches(examples, config.batch_tokens, /*shuffle=*/true, static_cast<uint64_t>(config.seed));
   if (static_cast<size_t>(warmup + steps) > batches.size()) {
     throw std::invalid_argument("--bench-steps + --bench-warmup exceed the " + std::to_string(batches.size()) +
                                 " batches of one epoch");
@@ -163,8 +176,10 @@ Row bench_translate(const std::string& model_dir, const std::string& checkpoint,
   set_threads(threads);
   ModelBundle bundle = load_checkpoint(resolve_checkpoint(model_dir, checkpoint), torch::kCPU);
   const std::vector<std::string> lines = read_lines(input);
-  Translator translator(bundle.model, bundle.source_vocabulary, bundle.target_vocabulary, search, batching, torch::kCPU);
-  translator.translate({lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
+  Translator translator(bundle.model, bundle.source_vocabulary, bundle.target_vocabulary, search, batching,
+                        torch::kCPU);
+  translator.translate(
+      {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
 
   const auto start = Clock::now();
   const std::vector<Translation> translations = translator.translate(lines);
@@ -176,15 +191,16 @@ Row bench_translate(const std::string& model_dir, const std::string& checkpoint,
     source_tokens += static_cast<int64_t>(translation.source_pieces.size()) + 1;
     ++sentences;
   }
-  FlopShapes shapes{bundle.target_vocabulary.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
+  FlopShapes shapes{bundle.target_vocabulary.size(),
+                    static_cast<double>(source_tokens) / static_cast<double>(sentences),
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
   const FlopCount count = count_flops(bundle.config.model, shapes);
   // Beam search runs K decoder rows per output position (fewer once hypotheses finish).
   const double beam_decoder = static_cast<double>(search.beam_size) * count.decoder;
   Row row{search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size),
           std::to_string(lines.size()) + " sentences, batch " + std::to_string(batching.batch_size) +
-              (batching.batch_in_tokens ? " tokens" : " sentences") + ", " +
-              std::to_string(torch::get_num_threads()) + " threads"};
+              (batching.batch_in_tokens ? " tokens" : " sentences") + ", " + std::to_string(torch::get_num_threads()) +
+              " threads"};
   row.sentences_per_second = static_cast<double>(lines.size()) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
   row.flops_per_token = count.forward_per_target_token(shapes) - count.decoder + beam_decoder;
@@ -206,8 +222,13 @@ int main(int argc, char** argv) {
   int64_t size = 2048;
   std::vector<int64_t> shape;
   CLI::Option* size_option = mm->add_option("--size", size, "square matrices of this size")->capture_default_str();
-  mm->add_option("--shape", shape, "M,K,N: [M x K] times [K x N] instead")->delimiter(',')->expected(3)->excludes(size_option);
+  mm->add_option("--shape", shape, "M,K,N: [M x K] times [K x N] instead")
+      ->delimiter(',')
+      ->expected(3)
+      ->excludes(size_option);
   mm->add_option("--threads", threads, "threads (0 = cores)");
+  bool packed = false;
+  mm->add_flag("--packed", packed, "multiply as the recurrent loops do (LoopWeight: AVX-512 kernel, one thread)");
   mm->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
 
   CLI::App* train = app.add_subcommand("train", "training throughput at a configuration's settings");
@@ -245,7 +266,8 @@ int main(int argc, char** argv) {
   try {
     if (mm->parsed()) {
       set_threads(threads);
-      print_row(shape.empty() ? bench_mm(size, size, size, mm_gflops) : bench_mm(shape[0], shape[1], shape[2], mm_gflops));
+      print_row(shape.empty() ? bench_mm(size, size, size, packed, mm_gflops)
+                              : bench_mm(shape[0], shape[1], shape[2], packed, mm_gflops));
     } else if (train->parsed()) {
       print_row(bench_train(config, steps, warmup, mm_gflops, profile));
     } else {
