@@ -46,6 +46,8 @@ struct StepOutput {
 // A training-style pass over T steps (teacher forcing, or scheduled feeding). The output layer
 // is left to the caller (output_logits), so that training projects only the positions that hold a
 // real target token (src/train/loss.h).
+// Positions past the end of a row's target (padding) are for no loss to read: the fused training
+// pass (decoder_fused.h) leaves them 0, the per-step path computes them.
 struct DecoderOutput {
   torch::Tensor attentional;  // [B, T, H] a_t of every step, the input of the output layer
   torch::Tensor attention;    // [B, T, S]; undefined for attention `none`
