@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "model/options.h"
+#include "model/scorers/registry.h"
 #include "model/seq2seq.h"
 #include "test_paths.h"
 #include "text/special_tokens.h"
 
 namespace nmt::testing {
 
-inline ModelOptions tiny_model_options(AttentionType attention, int64_t decoder_hidden = 12) {
+inline ModelOptions tiny_model_options(const std::string& attention, int64_t decoder_hidden = 12) {
   ModelOptions options;
   options.embedding_size = 8;
   options.encoder_hidden_size = 6;  // encoder states 12 = decoder size: dot/cosine without a key map
@@ -26,10 +27,16 @@ inline ModelOptions tiny_model_options(AttentionType attention, int64_t decoder_
   return options;
 }
 
-inline const std::vector<AttentionType>& all_attention_types() {
-  static const std::vector<AttentionType> types = {AttentionType::kAdditive, AttentionType::kDot,
-                                                   AttentionType::kGeneral, AttentionType::kCosine,
-                                                   AttentionType::kNone};
+// Every registered scorer's name (model/scorers/registry.h).
+inline std::vector<std::string> all_scorer_names() {
+  std::vector<std::string> names;
+  for (const ScorerEntry& entry : scorer_registry()) names.push_back(entry.name);
+  return names;
+}
+
+// Every registered scorer, then "none" (model/scorers/registry.h).
+inline const std::vector<std::string>& all_attention_types() {
+  static const std::vector<std::string> types = attention_names();
   return types;
 }
 

@@ -4,7 +4,7 @@
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/fused_attention.h"
-#include "model/scorers.h"
+#include "model/scorers/registry.h"
 
 using namespace nmt;
 using namespace nmt::testing;
@@ -26,9 +26,9 @@ EncodedSource random_encoded(Attention& attention, const std::vector<int64_t>& l
 }  // namespace
 
 TEST_CASE("every scorer's weights sum to 1 over real positions and are exactly 0 on padding", "[attention]") {
-  for (AttentionType type : {AttentionType::kAdditive, AttentionType::kDot, AttentionType::kGeneral, AttentionType::kCosine}) {
+  for (const std::string& type : all_scorer_names()) {
     for (int64_t query_size : {12, 7}) {  // equal to the key size, and different (dot/cosine key map)
-      DYNAMIC_SECTION(to_string(type) << " query " << query_size) {
+      DYNAMIC_SECTION(type << " query " << query_size) {
         torch::manual_seed(3);
         AttentionOptions options{type, query_size, 12, 9, 0.0};
         Attention attention(options);
@@ -55,7 +55,7 @@ TEST_CASE("every scorer's weights sum to 1 over real positions and are exactly 0
 
 TEST_CASE("padding values cannot leak into attention", "[attention]") {
   torch::manual_seed(4);
-  Attention attention(AttentionOptions{AttentionType::kAdditive, 6, 6, 5, 0.0});
+  Attention attention(AttentionOptions{"additive", 6, 6, 5, 0.0});
   EncodedSource source = random_encoded(attention, {2, 4}, 6);
   torch::Tensor query = torch::randn({2, 6});
   AttentionResult before = attention(query, source);
@@ -68,19 +68,19 @@ TEST_CASE("padding values cannot leak into attention", "[attention]") {
 }
 
 TEST_CASE("dot and cosine use the encoder states directly when sizes match", "[attention]") {
-  Attention dot(AttentionOptions{AttentionType::kDot, 12, 12, 9, 0.0});
+  Attention dot(AttentionOptions{"dot", 12, 12, 9, 0.0});
   CHECK(dot->parameters().empty());
-  Attention dot_mapped(AttentionOptions{AttentionType::kDot, 7, 12, 9, 0.0});
+  Attention dot_mapped(AttentionOptions{"dot", 7, 12, 9, 0.0});
   CHECK(dot_mapped->parameters().size() == 1);
-  Attention cosine_fixed(AttentionOptions{AttentionType::kCosine, 12, 12, 9, 4.0});
+  Attention cosine_fixed(AttentionOptions{"cosine", 12, 12, 9, 4.0});
   CHECK(cosine_fixed->parameters().empty());
-  Attention cosine_learned(AttentionOptions{AttentionType::kCosine, 12, 12, 9, 0.0});
+  Attention cosine_learned(AttentionOptions{"cosine", 12, 12, 9, 0.0});
   CHECK(cosine_learned->parameters().size() == 1);
 }
 
 TEST_CASE("cosine scores are the sharpness times a cosine in [-1, 1]", "[attention]") {
   torch::manual_seed(5);
-  auto scorer = std::make_shared<CosineScorerImpl>(AttentionOptions{AttentionType::kCosine, 4, 4, 3, 3.0});
+  auto scorer = make_scorer(AttentionOptions{"cosine", 4, 4, 3, 3.0});
   torch::Tensor states = torch::randn({2, 3, 4});
   torch::Tensor query = torch::randn({2, 4});
   torch::Tensor scores = scorer->score(query, scorer->project_keys(states));
@@ -89,7 +89,7 @@ TEST_CASE("cosine scores are the sharpness times a cosine in [-1, 1]", "[attenti
 }
 
 TEST_CASE("attention none gives the fixed encoder summary as context", "[attention]") {
-  Attention attention(AttentionOptions{AttentionType::kNone, 12, 12, 9, 0.0});
+  Attention attention(AttentionOptions{"none", 12, 12, 9, 0.0});
   EncodedSource source = random_encoded(attention, {3, 2}, 12);
   AttentionResult result = attention(torch::randn({2, 12}), source);
   CHECK_FALSE(result.weights.defined());

@@ -1,5 +1,6 @@
 // The command line as a user meets it: exit codes and one-line errors that name the problem.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 
@@ -22,8 +23,10 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-CommandResult run_nmt(const std::string& arguments) {
-  const std::string command = std::string(NMT_BINARY) + " " + arguments + " 2>&1";
+// `environment`: "NAME=value ..." for this command only.
+CommandResult run_nmt(const std::string& arguments, const std::string& environment = "") {
+  const std::string command = environment + (environment.empty() ? "" : " ") + std::string(NMT_BINARY) + " " +
+                              arguments + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
   CommandResult result;
@@ -209,7 +212,10 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   write_file_atomic(perfect, "The dog eats the red apple today .\nA frog sees the bridge .\n");
   CommandResult scored = run_nmt("evaluate --hyp " + perfect + " --ref " + perfect + " --json");
   REQUIRE(scored.status == 0);
-  CHECK_THAT(scored.output, Catch::Contains("\"bleu\": 100,") && Catch::Contains("\"chrf\": 100,"));
+  const nlohmann::json scores = nlohmann::json::parse(scored.output);  // one JSON object
+  CHECK(scores.at("bleu").get<double>() == Approx(100.0).epsilon(1e-9));
+  CHECK(scores.at("chrf").get<double>() == Approx(100.0).epsilon(1e-9));
+  CHECK(scores.at("bleu_precisions").size() == 4);
 
   // Translate-then-score in one command, on the first lines of the toy dev set.
   const std::string dev_source = (work_directory() / "dev3.src").string();
@@ -226,4 +232,10 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   CommandResult no_reference = run_nmt("evaluate --model " + model_dir + " --src " + dev_source + " --ref /nope/ref.txt");
   CHECK(no_reference.status != 0);
   CHECK_THAT(no_reference.output, Catch::Contains("/nope/ref.txt"));
+}
+
+TEST_CASE("cli: an unknown NMT_KERNELS value is a one-line error naming it", "[cli]") {
+  CommandResult result = run_nmt("translate --model /nonexistent", "NMT_KERNELS=fast");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains("NMT_KERNELS=fast") && Catch::Contains("off|avx2|avx512"));
 }

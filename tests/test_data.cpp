@@ -128,7 +128,7 @@ TEST_CASE("vocabularies keep the special ids and round-trip text", "[data]") {
 TEST_CASE("configuration: entries round-trip, bad values name the key", "[config]") {
   TrainConfig config;
   config.train_source = "a.src";
-  config.model.attention = AttentionType::kCosine;
+  config.model.attention = "cosine";
   config.learning_rate = 0.0003;
   config.joint_vocab = false;
   CHECK(config_entries(config_from_entries(config_entries(config))) == config_entries(config));

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.h"
-#include "model/flops.h"
+#include "bench/flops.h"
 
 using namespace nmt;
 using namespace nmt::testing;
@@ -16,32 +16,32 @@ using namespace nmt::testing;
 TEST_CASE("FLOP counts follow the model's shapes", "[flops]") {
   const FlopShapes shapes{15, 5.0, 4.0};
 
-  const FlopCount additive = count_flops(tiny_model_options(AttentionType::kAdditive), shapes);
+  const FlopCount additive = count_flops(tiny_model_options("additive"), shapes);
   CHECK(additive.encoder == 1008 + 240);
   CHECK(additive.decoder == 3240 + 240 + 100 + 120);
   CHECK(additive.per_sentence == 288);
   CHECK(additive.forward_per_target_token(shapes) == Approx(3700 + 1248 * 5.0 / 4.0 + 288 / 4.0));
-  CHECK(training_flops_per_target_token(tiny_model_options(AttentionType::kAdditive), shapes) ==
+  CHECK(training_flops_per_target_token(tiny_model_options("additive"), shapes) ==
         Approx(3 * additive.forward_per_target_token(shapes)));
 
   // dot with C == H: no key map; scores and context are S * 2 * 12 each.
-  const FlopCount dot = count_flops(tiny_model_options(AttentionType::kDot), shapes);
+  const FlopCount dot = count_flops(tiny_model_options("dot"), shapes);
   CHECK(dot.encoder == 1008);
   CHECK(dot.decoder == 3240 + 120 + 120);
   // ... with H = 16 != C the keys are mapped (2*12*16 per source token), and every H-sized product grows.
-  const FlopCount mapped = count_flops(tiny_model_options(AttentionType::kDot, 16), shapes);
+  const FlopCount mapped = count_flops(tiny_model_options("dot", 16), shapes);
   CHECK(mapped.encoder == 1008 + 2 * 12 * 16);
 
-  const FlopCount none = count_flops(tiny_model_options(AttentionType::kNone), shapes);
+  const FlopCount none = count_flops(tiny_model_options("none"), shapes);
   CHECK(none.decoder == 3240);
   CHECK(none.encoder == 1008);
 
   // The output layer is linear in the vocabulary: 2 * H more per target token for each word type.
-  const FlopCount bigger = count_flops(tiny_model_options(AttentionType::kNone), FlopShapes{30, 5.0, 4.0});
+  const FlopCount bigger = count_flops(tiny_model_options("none"), FlopShapes{30, 5.0, 4.0});
   CHECK(bigger.decoder - none.decoder == 2 * 12 * 15);
 
   // A second decoder layer adds its recurrent and input gates: 2 * (2*12*36).
-  ModelOptions two_layers = tiny_model_options(AttentionType::kNone);
+  ModelOptions two_layers = tiny_model_options("none");
   two_layers.decoder_layers = 2;
   CHECK(count_flops(two_layers, shapes).decoder == 3240 + 2 * 864);
 }

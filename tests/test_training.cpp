@@ -16,7 +16,9 @@
 #include "train/fused_adam.h"
 #include "train/loss.h"
 #include "train/schedule.h"
+#include "train/setup.h"
 #include "train/trainer.h"
+#include "inference/model.h"
 #include "util/io.h"
 
 using namespace nmt;
@@ -50,7 +52,7 @@ TrainConfig tiny_config(const fs::path& dir) {
   config.dev_target = head_of("dev.tgt", 20, dir);
   config.model_dir = (dir / "model").string();
   config.vocab_size = 120;
-  config.model = tiny_model_options(AttentionType::kAdditive);
+  config.model = tiny_model_options("additive");
   config.batch_tokens = 600;
   config.validate_every = 4;
   config.log_every = 2;
@@ -62,8 +64,8 @@ TrainConfig tiny_config(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("loss falls when a tiny batch is overfitted", "[training]") {
-  for (AttentionType type : all_attention_types()) {
-    DYNAMIC_SECTION(to_string(type)) {
+  for (const std::string& type : all_attention_types()) {
+    DYNAMIC_SECTION(type) {
       torch::manual_seed(51);
       Seq2Seq model(tiny_model_options(type), 20, 20);
       model->train();
@@ -232,7 +234,7 @@ TEST_CASE("FusedAdam takes the same steps as torch::optim::Adam and saves the sa
 
 TEST_CASE("sequence loss skips padded positions and matches cross_entropy with ignore_index", "[training]") {
   torch::manual_seed(54);
-  Seq2Seq model(tiny_model_options(AttentionType::kGeneral), 20, 20);
+  Seq2Seq model(tiny_model_options("general"), 20, 20);
   model->eval();
   auto [source, lengths] = random_source({5, 3}, 20, 55);
   torch::Tensor target_output = torch::randint(4, 20, {2, 4}, torch::kInt64);
@@ -270,19 +272,19 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
   CHECK(step_of_checkpoint_name("best.ckpt") == -1);
   CHECK(fs::path(kept.back()).filename() == "step-00000008.ckpt");
 
-  ModelBundle averaged = average_checkpoints(kept, torch::kCPU);
-  std::vector<ModelBundle> bundles;
-  for (const auto& path : kept) bundles.push_back(load_checkpoint(path, torch::kCPU));
+  TrainingCheckpoint averaged = average_checkpoints(kept, torch::kCPU);
+  std::vector<TrainingCheckpoint> bundles;
+  for (const auto& path : kept) bundles.push_back(load_training_checkpoint(path, torch::kCPU));
   CHECK(averaged.progress.step == 8);
-  for (const auto& named : averaged.model->named_parameters()) {
+  for (const auto& named : averaged.model.network->named_parameters()) {
     INFO(named.key());
     torch::Tensor mean = torch::zeros_like(named.value());
-    for (auto& bundle : bundles) mean += bundle.model->named_parameters()[named.key()] / 3.0;
+    for (auto& bundle : bundles) mean += bundle.model.network->named_parameters()[named.key()] / 3.0;
     CHECK(torch::allclose(named.value(), mean, 1e-6, 1e-7));
   }
   // The weights did change between the checkpoints, so the mean is not just one of them.
   CHECK_FALSE(
-      torch::equal(bundles.front().model->decoder->combine->weight, bundles.back().model->decoder->combine->weight));
+      torch::equal(bundles.front().model.network->decoder->combine->weight, bundles.back().model.network->decoder->combine->weight));
 
   // A kept step ahead of last.ckpt (from a continuation that died before writing last.ckpt) is
   // removed on --resume; the resumed run keeps its own.
@@ -405,24 +407,24 @@ TEST_CASE("training writes checkpoints that reload to identical outputs and resu
     CHECK(entry.path().string().find(".tmp") == std::string::npos);
   }
 
-  ModelBundle loaded = load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  TrainingCheckpoint loaded = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   CHECK(loaded.progress.step == 6);
   CHECK(config_entries(loaded.config) == config_entries(config));
 
   // Save again and reload: identical outputs.
   const std::string copy = (dir / "copy.ckpt").string();
   save_checkpoint(copy, loaded, nullptr);
-  ModelBundle reloaded = load_checkpoint(copy, torch::kCPU);
-  loaded.model->eval();
-  reloaded.model->eval();
-  auto [source, lengths] = random_source({5, 3}, loaded.source_vocabulary.size(), 61);
-  torch::Tensor target = torch::randint(4, loaded.target_vocabulary.size(), {2, 4}, torch::kInt64);
-  auto logits = [&](ModelBundle& bundle) {
-    return bundle.model->decoder->output_logits(bundle.model(source, lengths, target).attentional);
+  TrainingCheckpoint reloaded = load_training_checkpoint(copy, torch::kCPU);
+  loaded.model.network->eval();
+  reloaded.model.network->eval();
+  auto [source, lengths] = random_source({5, 3}, loaded.model.source_vocabulary.size(), 61);
+  torch::Tensor target = torch::randint(4, loaded.model.target_vocabulary.size(), {2, 4}, torch::kInt64);
+  auto logits = [&](TrainingCheckpoint& bundle) {
+    return bundle.model.network->decoder->output_logits(bundle.model.network(source, lengths, target).attentional);
   };
   CHECK(torch::equal(logits(loaded), logits(reloaded)));
-  CHECK(reloaded.source_vocabulary.encode("A frog sees the bridge .") ==
-        loaded.source_vocabulary.encode("A frog sees the bridge ."));
+  CHECK(reloaded.model.source_vocabulary.encode("A frog sees the bridge .") ==
+        loaded.model.source_vocabulary.encode("A frog sees the bridge ."));
 
   // Without --resume or --overwrite the run is protected.
   CHECK_THROWS_WITH(train(config, {}), Catch::Contains("--resume"));
@@ -430,9 +432,9 @@ TEST_CASE("training writes checkpoints that reload to identical outputs and resu
   config.max_steps = 9;
   TrainSummary resumed = train(config, {/*resume=*/true, false});
   CHECK(resumed.steps == 9);
-  CHECK(load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU).progress.step == 9);
+  CHECK(load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU).progress.step == 9);
   // Changing the architecture on resume is refused, naming the key.
-  config.model.attention = AttentionType::kDot;
+  config.model.attention = "dot";
   CHECK_THROWS_WITH(train(config, {true, false}), Catch::Contains("attention"));
   fs::remove_all(dir);
 }
@@ -443,10 +445,10 @@ TEST_CASE("training is reproducible for a seed", "[training]") {
   config.max_steps = 3;
   config.model.dropout = 0.2;
   train(config, {});
-  ModelBundle a = load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  TrainingCheckpoint a = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   train(config, {false, /*overwrite=*/true});
-  ModelBundle b = load_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
-  auto pa = a.model->parameters(), pb = b.model->parameters();
+  TrainingCheckpoint b = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  auto pa = a.model.network->parameters(), pb = b.model.network->parameters();
   REQUIRE(pa.size() == pb.size());
   for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
   fs::remove_all(dir);
@@ -461,8 +463,8 @@ TEST_CASE("a truncated checkpoint gives an error naming the file", "[training]")
   std::string bytes = read_file(last);
   const std::string truncated = (dir / "truncated.ckpt").string();
   write_file_atomic(truncated, bytes.substr(0, bytes.size() / 2));
-  CHECK_THROWS_WITH(load_checkpoint(truncated, torch::kCPU), Catch::Contains(truncated));
-  CHECK_THROWS_WITH(load_checkpoint((dir / "missing.ckpt").string(), torch::kCPU), Catch::Contains("missing.ckpt"));
+  CHECK_THROWS_WITH(load_model(truncated, torch::kCPU), Catch::Contains(truncated));
+  CHECK_THROWS_WITH(load_model((dir / "missing.ckpt").string(), torch::kCPU), Catch::Contains("missing.ckpt"));
   fs::remove_all(dir);
 }
 

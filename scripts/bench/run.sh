@@ -10,7 +10,7 @@
 # all cores). Needs a build (scripts/build.sh) and the corpus (scripts/get_multi30k.sh).
 #
 # Each row runs in its own process, so its peak resident memory is its own. FLOP counts come from
-# the model's shapes (src/model/flops.h): matrix products only, training = 3 x forward, beam K =
+# the model's shapes (src/bench/flops.h): matrix products only, training = 3 x forward, beam K =
 # K decoder rows per output token. "% of mm" divides the achieved rate by the first row's.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -11,7 +11,7 @@
 //
 // `train` times the training loop's own update (train_step: collate, forward, backward, clipping,
 // Adam) on the config's corpus after warm-up; `translate` times the Translator on a whole file
-// after translating its first lines once. FLOPs come from the model's shapes (model/flops.h).
+// after translating its first lines once. FLOPs come from the model's shapes (bench/flops.h).
 #include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
@@ -25,16 +25,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/flops.h"
 #include "config/train_config.h"
-#include "model/flops.h"
+#include "config/translate_options.h"
+#include "inference/model.h"
 #include "model/loop_weight.h"
 #include "search/translator.h"
 #include "text/batching.h"
-#include "text/corpus.h"
 #include "text/special_tokens.h"
-#include "train/checkpoint.h"
-#include "train/fused_adam.h"
-#include "train/trainer.h"
+#include "train/setup.h"
+#include "util/io.h"
 #include "util/runtime.h"
 
 namespace fs = std::filesystem;
@@ -111,32 +111,24 @@ Row bench_mm(int64_t rows, int64_t inner, int64_t columns, bool packed, double m
 
 Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, const std::string& profile) {
   validate(config);
-  set_threads(config.threads);
-  set_seed(config.seed);
-  const torch::Device device = parse_device(config.device);
   spdlog::set_level(spdlog::level::warn);
-
-  CorpusStats stats;
-  ParallelText text = read_parallel(config.train_source, config.train_target, stats);
-  // Vocabularies are trained as `nmt train` does, into a scratch directory removed afterwards.
+  // The set-up of `nmt train`, with the vocabularies trained into a scratch directory removed after.
   const fs::path scratch = fs::temp_directory_path() / ("nmt_bench." + std::to_string(::getpid()));
   fs::create_directories(scratch);
   config.model_dir = scratch.string();
-  Vocabularies vocabularies = build_vocabularies(config, text, *spdlog::default_logger());
+  TrainingSetup setup = set_up_training(config, /*resume=*/false, *spdlog::default_logger());
   fs::remove_all(scratch);
-  std::vector<Example> examples =
-      encode_parallel(text, vocabularies.source, vocabularies.target, config.max_length, stats);
+  const std::vector<Example>& examples = setup.train_examples;
+  const torch::Device device = setup.device;
   const auto batches =
       make_batches(examples, config.batch_tokens, /*shuffle=*/true, static_cast<uint64_t>(config.seed));
   if (static_cast<size_t>(warmup + steps) > batches.size()) {
     throw std::invalid_argument("--bench-steps + --bench-warmup exceed the " + std::to_string(batches.size()) +
                                 " batches of one epoch");
   }
-
-  Seq2Seq model(config.model, vocabularies.source.size(), vocabularies.target.size());
-  model->to(device);
+  Seq2Seq& model = setup.state.model.network;
+  FusedAdam& optimizer = *setup.optimizer;
   model->train();
-  FusedAdam optimizer(model->parameters(), torch::optim::AdamOptions(config.learning_rate));  // as train()
   for (int i = 0; i < warmup; ++i) {
     train_step(model, optimizer, collate(examples, batches[i]).to(device), config, i);
   }
@@ -156,12 +148,12 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   const double seconds = seconds_since(start);
   profiler.reset();
 
-  FlopShapes shapes{vocabularies.target.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
+  FlopShapes shapes{setup.state.model.target_vocabulary.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
   char padding[32];
   std::snprintf(padding, sizeof(padding), "%.0f%%", 100.0 * (1.0 - static_cast<double>(target_tokens) / target_cells));
   Row row{"training", std::to_string(steps) + " steps, " + std::to_string(sentences / steps) + " sentences/batch, " +
-                          padding + " target padding, " + to_string(config.model.attention) + ", " +
+                          padding + " target padding, " + config.model.attention + ", " +
                           std::to_string(torch::get_num_threads()) + " threads"};
   row.sentences_per_second = static_cast<double>(sentences) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
@@ -171,12 +163,13 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   return row;
 }
 
-Row bench_translate(const std::string& model_dir, const std::string& checkpoint, const std::string& input,
-                    const SearchOptions& search, const BatchingOptions& batching, int threads, double mm_gflops) {
-  set_threads(threads);
-  ModelBundle bundle = load_checkpoint(resolve_checkpoint(model_dir, checkpoint), torch::kCPU);
+Row bench_translate(const TranslateOptions& options, const std::string& input, double mm_gflops) {
+  set_threads(options.threads);
+  const SearchOptions& search = options.search;
+  const BatchingOptions& batching = options.batching;
+  TranslationModel model = load_model_from_directory(options.model_dir, options.checkpoint, torch::kCPU);
   const std::vector<std::string> lines = read_lines(input);
-  Translator translator(bundle.model, bundle.source_vocabulary, bundle.target_vocabulary, search, batching,
+  Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, search, batching,
                         torch::kCPU);
   translator.translate(
       {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
@@ -191,10 +184,10 @@ Row bench_translate(const std::string& model_dir, const std::string& checkpoint,
     source_tokens += static_cast<int64_t>(translation.source_pieces.size()) + 1;
     ++sentences;
   }
-  FlopShapes shapes{bundle.target_vocabulary.size(),
+  FlopShapes shapes{model.target_vocabulary.size(),
                     static_cast<double>(source_tokens) / static_cast<double>(sentences),
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
-  const FlopCount count = count_flops(bundle.config.model, shapes);
+  const FlopCount count = count_flops(model.options, shapes);
   // Beam search runs K decoder rows per output position (fewer once hypotheses finish).
   const double beam_decoder = static_cast<double>(search.beam_size) * count.decoder;
   Row row{search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size),
@@ -242,20 +235,11 @@ int main(int argc, char** argv) {
   train->add_option("--profile", profile, "also write a Chrome trace of the timed steps to this file (slows them)");
 
   CLI::App* translate = app.add_subcommand("translate", "translation speed of a trained model");
-  std::string model_dir, checkpoint = "best", input;
-  SearchOptions search;
-  BatchingOptions batching;
-  std::string batch_type = "sentences";
-  translate->add_option("--model", model_dir, "model directory")->required();
-  translate->add_option("--checkpoint", checkpoint, "best, last or a path")->capture_default_str();
+  TranslateOptions translate_options;
+  std::string input;
+  translate->add_option("--model", translate_options.model_dir, "model directory")->required();
   translate->add_option("--input", input, "source text")->required();
-  translate->add_option("--beam-size", search.beam_size, "1 = greedy")->capture_default_str();
-  translate->add_option("--length-penalty", search.length_penalty, "GNMT alpha")->capture_default_str();
-  translate->add_option("--batch-size", batching.batch_size, "sentences (or tokens) per batch")->capture_default_str();
-  translate->add_option("--batch-type", batch_type, "sentences|tokens")
-      ->check(CLI::IsMember({"sentences", "tokens"}))
-      ->capture_default_str();
-  translate->add_option("--threads", threads, "threads (0 = cores)");
+  add_translate_options(*translate, translate_options);
   translate->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
 
   try {
@@ -271,8 +255,7 @@ int main(int argc, char** argv) {
     } else if (train->parsed()) {
       print_row(bench_train(config, steps, warmup, mm_gflops, profile));
     } else {
-      batching.batch_in_tokens = batch_type == "tokens";
-      print_row(bench_translate(model_dir, checkpoint, input, search, batching, threads, mm_gflops));
+      print_row(bench_translate(translate_options, input, mm_gflops));
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "nmt_bench: %s\n", error.what());

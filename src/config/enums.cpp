@@ -4,15 +4,6 @@
 
 namespace nmt {
 
-const EnumNames<AttentionType>& attention_type_names() {
-  static const EnumNames<AttentionType> names = {{"additive", AttentionType::kAdditive},
-                                                 {"dot", AttentionType::kDot},
-                                                 {"general", AttentionType::kGeneral},
-                                                 {"cosine", AttentionType::kCosine},
-                                                 {"none", AttentionType::kNone}};
-  return names;
-}
-
 const EnumNames<VocabType>& vocab_type_names() {
   static const EnumNames<VocabType> names = {{"unigram", VocabType::kUnigram}, {"bpe", VocabType::kBpe}};
   return names;
@@ -34,7 +25,6 @@ std::string name_of(const EnumNames<Enum>& names, Enum value) {
 }
 }  // namespace
 
-std::string to_string(AttentionType value) { return name_of(attention_type_names(), value); }
 std::string to_string(VocabType value) { return name_of(vocab_type_names(), value); }
 std::string to_string(Metric value) { return name_of(metric_names(), value); }
 
@@ -46,7 +36,6 @@ Enum parse_enum(const EnumNames<Enum>& names, const std::string& key, const std:
   throw std::invalid_argument(key + ": '" + text + "' is not one of " + allowed_values(names));
 }
 
-template AttentionType parse_enum(const EnumNames<AttentionType>&, const std::string&, const std::string&);
 template VocabType parse_enum(const EnumNames<VocabType>&, const std::string&, const std::string&);
 template Metric parse_enum(const EnumNames<Metric>&, const std::string&, const std::string&);
 

@@ -7,8 +7,6 @@
 
 namespace nmt {
 
-// How the decoder scores encoder states (see src/model/scorer_*.cpp).
-enum class AttentionType { kAdditive, kDot, kGeneral, kCosine, kNone };
 // sentencepiece model type.
 enum class VocabType { kUnigram, kBpe };
 // Validation metric that selects the best checkpoint and drives the schedule.
@@ -17,12 +15,10 @@ enum class Metric { kBleu, kLoss, kPerplexity };
 template <typename Enum>
 using EnumNames = std::vector<std::pair<std::string, Enum>>;
 
-const EnumNames<AttentionType>& attention_type_names();
 const EnumNames<VocabType>& vocab_type_names();
 const EnumNames<Metric>& metric_names();
 
-// The text name of a value: to_string(AttentionType::kDot) == "dot".
-std::string to_string(AttentionType value);
+// The text name of a value: to_string(Metric::kBleu) == "bleu".
 std::string to_string(VocabType value);
 std::string to_string(Metric value);
 

@@ -2,43 +2,33 @@
 
 #include <CLI/CLI.hpp>
 
-#include <charconv>
-#include <sstream>
+#include <algorithm>
 #include <stdexcept>
+
+#include "config/fields.h"
+#include "config/model_fields.h"
 
 namespace nmt {
 namespace {
 
-// The single list of configuration keys. `Visitor` is called as visitor(key, field, help).
+// The single list of configuration keys: visit(key, field, help, on_resume) for each.
 template <typename Visitor, typename Config>
 void visit_fields(Visitor& visit, Config& config) {
-  visit("train-source", config.train_source, "training corpus, source side");
-  visit("train-target", config.train_target, "training corpus, target side");
+  constexpr OnResume fixed = OnResume::kFixed;
+  visit("train-source", config.train_source, "training corpus, source side", fixed);
+  visit("train-target", config.train_target, "training corpus, target side", fixed);
   visit("dev-source", config.dev_source, "development set, source side");
   visit("dev-target", config.dev_target, "development set, target side");
   visit("model-dir", config.model_dir, "directory for vocabularies, checkpoints and logs");
 
-  visit("vocab-type", config.vocab_type, "sentencepiece model type");
-  visit("vocab-size", config.vocab_size, "sentencepiece vocabulary size (upper bound)");
-  visit("joint-vocab", config.joint_vocab, "one vocabulary for source and target");
-  visit("max-length", config.max_length, "skip training pairs longer than this many subwords");
+  visit("vocab-type", config.vocab_type, "sentencepiece model type", fixed);
+  visit("vocab-size", config.vocab_size, "sentencepiece vocabulary size (upper bound)", fixed);
+  visit("joint-vocab", config.joint_vocab, "one vocabulary for source and target", fixed);
+  visit("max-length", config.max_length, "skip training pairs longer than this many subwords", fixed);
 
-  visit("embedding-size", config.model.embedding_size, "source and target embedding size");
-  visit("encoder-hidden-size", config.model.encoder_hidden_size, "encoder GRU size per direction");
-  visit("encoder-layers", config.model.encoder_layers, "bidirectional encoder layers");
-  visit("decoder-hidden-size", config.model.decoder_hidden_size, "decoder GRU size");
-  visit("decoder-layers", config.model.decoder_layers, "decoder GRU layers");
-  visit("attention", config.model.attention, "attention scorer");
-  visit("attention-size", config.model.attention_size, "hidden size of the additive scorer");
-  visit("cosine-sharpness", config.model.cosine_sharpness,
-        "cosine scorer: fixed sharpness (> 0) or learned (0)");
-  visit("dropout", config.model.dropout, "dropout on embeddings, between layers and on outputs");
-  visit("word-dropout", config.model.word_dropout,
-        "probability of dropping a whole source or target input token's embedding while training");
-  visit("tie-embeddings", config.model.tie_embeddings,
-        "share target embeddings and output projection (needs embedding-size == decoder-hidden-size)");
+  visit_model_fields(visit, config.model);
 
-  visit("batch-tokens", config.batch_tokens, "padded source+target tokens per batch");
+  visit("batch-tokens", config.batch_tokens, "padded source+target tokens per batch", fixed);
   visit("max-epochs", config.max_epochs, "stop after this many epochs");
   visit("max-steps", config.max_steps, "stop after this many updates (0 = no limit)");
   visit("max-minutes", config.max_minutes,
@@ -63,91 +53,9 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("keep-checkpoints", config.keep_checkpoints,
         "keep the weights of the last N validations as step-NNNNNNNN.ckpt, for nmt average (0 = none)");
 
-  visit("seed", config.seed, "random seed (training is reproducible for a seed and thread count)");
+  visit("seed", config.seed, "random seed (training is reproducible for a seed and thread count)", fixed);
   visit("threads", config.threads, "CPU threads (0 = number of cores)");
   visit("device", config.device, "cpu or cuda");
-}
-
-const EnumNames<AttentionType>& names_for(const AttentionType&) { return attention_type_names(); }
-const EnumNames<VocabType>& names_for(const VocabType&) { return vocab_type_names(); }
-const EnumNames<Metric>& names_for(const Metric&) { return metric_names(); }
-
-struct OptionAdder {
-  CLI::App& app;
-
-  template <typename Field>
-  void operator()(const std::string& key, Field& field, const std::string& help) {
-    if constexpr (std::is_enum_v<Field>) {
-      const auto& names = names_for(field);
-      std::vector<std::string> allowed;
-      for (const auto& entry : names) allowed.push_back(entry.first);
-      app.add_option_function<std::string>(
-             "--" + key, [&field, &names, key](const std::string& text) { field = parse_enum(names, key, text); },
-             help + " (" + allowed_values(names) + ")")
-          ->check(CLI::IsMember(allowed))
-          ->default_str(to_string(field))
-          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    } else {
-      // Given twice (a script's default, then the user's override), the last one counts.
-      app.add_option("--" + key, field, help)->capture_default_str()->multi_option_policy(
-          CLI::MultiOptionPolicy::TakeLast);
-    }
-  }
-};
-
-std::string format_double(double value) {
-  char buffer[64];
-  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  std::string text(buffer, result.ptr);
-  // Keep doubles recognisable as floats in TOML ("1" -> "1.0").
-  if (text.find_first_of(".en") == std::string::npos) text += ".0";
-  return text;
-}
-
-struct EntryWriter {
-  std::vector<std::pair<std::string, std::string>> entries;
-
-  template <typename Field>
-  void operator()(const std::string& key, const Field& field, const std::string&) {
-    if constexpr (std::is_enum_v<Field>) {
-      entries.emplace_back(key, to_string(field));
-    } else if constexpr (std::is_same_v<Field, bool>) {
-      entries.emplace_back(key, field ? "true" : "false");
-    } else if constexpr (std::is_floating_point_v<Field>) {
-      entries.emplace_back(key, format_double(field));
-    } else if constexpr (std::is_integral_v<Field>) {
-      entries.emplace_back(key, std::to_string(field));
-    } else {
-      entries.emplace_back(key, field);
-    }
-  }
-};
-
-struct TomlWriter {
-  std::ostringstream out;
-
-  template <typename Field>
-  void operator()(const std::string& key, const Field& field, const std::string& help) {
-    EntryWriter single;
-    single(key, field, help);
-    const std::string& value = single.entries.front().second;
-    out << "# " << help << "\n" << key << " = ";
-    if constexpr (std::is_enum_v<Field> || std::is_same_v<Field, std::string>) {
-      out << '"';
-      for (char c : value) {
-        if (c == '"' || c == '\\') out << '\\';
-        out << c;
-      }
-      out << '"';
-    } else {
-      out << value;
-    }
-    out << "\n";
-  }
-};
-
-void require(bool condition, const std::string& key, const std::string& message) {
-  if (!condition) throw std::invalid_argument(key + ": " + message);
 }
 
 }  // namespace
@@ -174,16 +82,7 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
   TrainConfig config;
   CLI::App app;
   add_train_options(app, config);
-  std::vector<std::string> args;
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {  // CLI11 reads a reversed vector
-    args.push_back(it->second);
-    args.push_back("--" + it->first);
-  }
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& error) {
-    throw std::runtime_error(std::string("stored configuration is invalid: ") + error.what());
-  }
+  parse_entries(app, entries);
   return config;
 }
 
@@ -196,19 +95,7 @@ void validate(const TrainConfig& config) {
   require(!config.model_dir.empty(), "model-dir", unset);
   require(config.vocab_size >= 8, "vocab-size", "must be at least 8");
   require(config.max_length >= 1, "max-length", "must be at least 1");
-  const ModelOptions& model = config.model;
-  require(model.embedding_size >= 1, "embedding-size", "must be at least 1");
-  require(model.encoder_hidden_size >= 1, "encoder-hidden-size", "must be at least 1");
-  require(model.decoder_hidden_size >= 1, "decoder-hidden-size", "must be at least 1");
-  require(model.encoder_layers >= 1, "encoder-layers", "must be at least 1");
-  require(model.decoder_layers >= 1, "decoder-layers", "must be at least 1");
-  require(model.attention_size >= 1, "attention-size", "must be at least 1");
-  require(model.cosine_sharpness >= 0, "cosine-sharpness", "must be >= 0 (0 = learned)");
-  require(model.dropout >= 0 && model.dropout < 1, "dropout", "must be in [0, 1)");
-  require(model.word_dropout >= 0 && model.word_dropout < 1, "word-dropout", "must be in [0, 1)");
-  require(!model.tie_embeddings || model.embedding_size == model.decoder_hidden_size, "tie-embeddings",
-          "needs embedding-size == decoder-hidden-size (" + std::to_string(model.embedding_size) +
-              " vs " + std::to_string(model.decoder_hidden_size) + ")");
+  validate(config.model);
   require(config.batch_tokens >= 2, "batch-tokens", "must be at least 2");
   require(config.max_epochs >= 1, "max-epochs", "must be at least 1");
   require(config.max_steps >= 0, "max-steps", "must be >= 0 (0 = no limit)");
@@ -228,6 +115,21 @@ void validate(const TrainConfig& config) {
   require(config.dev_max_decode_ratio >= 1, "dev-max-decode-ratio", "must be at least 1");
   require(config.threads >= 0, "threads", "must be >= 0 (0 = number of cores)");
   require(config.device == "cpu" || config.device == "cuda", "device", "'" + config.device + "' is not one of cpu|cuda");
+}
+
+void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint) {
+  FixedKeyCollector fixed;
+  visit_fields(fixed, requested);
+  const auto wanted = config_entries(requested);
+  const auto had = config_entries(stored);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const bool is_fixed = std::find(fixed.keys.begin(), fixed.keys.end(), wanted[i].first) != fixed.keys.end();
+    if (is_fixed && wanted[i].second != had[i].second) {
+      throw std::invalid_argument(wanted[i].first + ": is " + wanted[i].second + " but " + checkpoint +
+                                  " was trained with " + had[i].second +
+                                  "; resume with the same value or start a new model-dir");
+    }
+  }
 }
 
 }  // namespace nmt

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/enums.h"
+#include "config/model_fields.h"
 #include "model/options.h"
 
 namespace CLI {
@@ -75,5 +76,9 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
 
 // Checks ranges and combinations; throws std::invalid_argument naming the key.
 void validate(const TrainConfig& config);
+
+// Throws std::invalid_argument naming the first key that `requested` changes against `stored` (the
+// configuration of `checkpoint`) although a resumed run must keep it (OnResume::kFixed).
+void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint);
 
 }  // namespace nmt

@@ -1,9 +1,40 @@
 #include "config/translate_options.h"
 
+#include <CLI/CLI.hpp>
+
 #include <stdexcept>
 #include <string>
 
+#include "config/fields.h"
+
 namespace nmt {
+namespace {
+
+// The single list of decoding options: visit(key, field, help) for each.
+template <typename Visitor>
+void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
+  visit("checkpoint", options.checkpoint, "best, last, or a checkpoint path");
+  SearchOptions& search = options.search;
+  visit("beam-size", search.beam_size, "beam size (1 = greedy search)");
+  visit("length-penalty", search.length_penalty, "GNMT length penalty alpha (0 = none)");
+  visit("max-length-ratio", search.max_length_ratio, "output stops at ratio * source length + 10");
+  visit("max-length", search.max_length, "absolute cap on output tokens");
+  visit("ban-unk", Flag{search.ban_unk}, "never produce <unk>");
+  visit("batch-size", options.batching.batch_size, "sentences (or tokens) per batch");
+  visit("batch-type", Choice<std::string>{options.batch_type, {"sentences", "tokens"}}, "unit of --batch-size");
+  visit("quiet", Flag{options.quiet}, "no progress line on stderr");
+  visit("threads", options.threads, "CPU threads (0 = number of cores)");
+  visit("device", Choice<std::string>{options.device, {"cpu", "cuda"}}, "cpu or cuda");
+}
+
+}  // namespace
+
+void add_translate_options(CLI::App& command, TranslateOptions& options) {
+  OptionAdder adder{command};
+  visit_translate_fields(adder, options);
+  // Resolved after parsing, before anything reads it.
+  command.callback([&options] { options.batching.batch_in_tokens = options.batch_type == "tokens"; });
+}
 
 void validate(const SearchOptions& options) {
   if (options.beam_size < 1) throw std::invalid_argument("--beam-size must be at least 1");
@@ -11,8 +42,8 @@ void validate(const SearchOptions& options) {
   if (options.max_length_ratio <= 0) throw std::invalid_argument("--max-length-ratio must be > 0");
   if (options.max_length < 1) throw std::invalid_argument("--max-length must be at least 1");
   if (options.n_best < 1 || options.n_best > options.beam_size) {
-    throw std::invalid_argument("--n-best must be between 1 and --beam-size (" +
-                                std::to_string(options.beam_size) + ")");
+    throw std::invalid_argument("--n-best must be between 1 and --beam-size (" + std::to_string(options.beam_size) +
+                                ")");
   }
 }
 

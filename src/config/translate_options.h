@@ -1,7 +1,14 @@
-// Decoding options: one plain struct, checked once (validate) before search starts.
+// Decoding options: plain structs, declared once as command-line options (visit_translate_fields
+// in translate_options.cpp, shared by `nmt translate`, `nmt evaluate --model` and nmt_bench) and
+// checked once (validate) before search starts.
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+namespace CLI {
+class App;
+}
 
 namespace nmt {
 
@@ -19,6 +26,21 @@ struct BatchingOptions {
   int batch_size = 64;            // sentences per batch, or tokens with batch_in_tokens
   bool batch_in_tokens = false;
 };
+
+// Everything that says how a model translates: which checkpoint, search, batching, threads.
+struct TranslateOptions {
+  std::string model_dir;            // from nmt train
+  std::string checkpoint = "best";  // best, last, or a path
+  SearchOptions search;
+  BatchingOptions batching;
+  std::string batch_type = "sentences";  // unit of batch_size: sentences | tokens
+  int threads = 0;                       // 0 = number of cores
+  std::string device = "cpu";            // cpu | cuda
+  bool quiet = false;                    // no progress line on stderr
+};
+
+// Declares the options of `options` (all but model_dir and n_best) on `command`.
+void add_translate_options(CLI::App& command, TranslateOptions& options);
 
 // Throws std::invalid_argument naming the option.
 void validate(const SearchOptions& options);

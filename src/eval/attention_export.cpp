@@ -1,5 +1,7 @@
 #include "eval/attention_export.h"
 
+#include "util/format.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -118,23 +120,6 @@ std::string xml_escape(const std::string& text) {
         }
     }
     return output;
-}
-
-// Numbers go through a classic-locale stream because snprintf and a default
-// ostringstream follow the global locale, which may use ',' as the decimal
-// separator and would corrupt both JSON and SVG coordinates.
-std::string format_general(double value) {
-    std::ostringstream stream;
-    stream.imbue(std::locale::classic());
-    stream << std::setprecision(6) << value;  // default float field == %.6g
-    return stream.str();
-}
-
-std::string format_fixed(double value, int digits) {
-    std::ostringstream stream;
-    stream.imbue(std::locale::classic());
-    stream << std::fixed << std::setprecision(digits) << value;
-    return stream.str();
 }
 
 // SVG coordinates: one decimal is plenty and keeps the file small.
@@ -304,7 +289,7 @@ std::string attention_json(const AttentionMatrix& matrix) {
         for (std::size_t column = 0; column < matrix.weights[row].size(); ++column) {
             if (column > 0) output += ", ";
             const float weight = matrix.weights[row][column];
-            output += std::isfinite(weight) ? format_general(weight) : "null";
+            output += std::isfinite(weight) ? format_significant(weight) : "null";
         }
         output += "]";
     }
@@ -447,7 +432,7 @@ std::string attention_svg(const AttentionMatrix& matrix, const std::string& capt
                 << coordinate(kCellSize) << "\" height=\"" << coordinate(kCellSize) << "\" fill=\""
                 << weight_colour(weight) << "\"><title>" << xml_escape(matrix.target_tokens[row])
                 << " \u2192 " << xml_escape(matrix.source_tokens[column]) << ": "
-                << (std::isfinite(weight) ? format_fixed(weight, 3) : format_general(weight))
+                << (std::isfinite(weight) ? format_fixed(weight, 3) : format_significant(weight))
                 << "</title></rect>\n";
         }
     }
@@ -463,7 +448,7 @@ std::string attention_svg(const AttentionMatrix& matrix, const std::string& capt
     // identical gradient, so whichever one a browser resolves looks the same.
     svg << "<defs><linearGradient id=\"nmt-attention-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
     for (std::size_t stop = 0; stop < kBlues.size(); ++stop) {
-        svg << "<stop offset=\"" << format_general(static_cast<double>(stop) / static_cast<double>(kBlues.size() - 1))
+        svg << "<stop offset=\"" << format_significant(static_cast<double>(stop) / static_cast<double>(kBlues.size() - 1))
             << "\" stop-color=\"" << hex_colour(kBlues[stop]) << "\"/>";
     }
     svg << "</linearGradient></defs>\n";
@@ -478,7 +463,7 @@ std::string attention_svg(const AttentionMatrix& matrix, const std::string& capt
             << "\" x2=\"" << coordinate(tick_right) << "\" y2=\"" << coordinate(y)
             << "\" stroke=\"#444444\" stroke-width=\"1\"/>\n";
         svg << "<text x=\"" << coordinate(tick_label_left) << "\" y=\"" << coordinate(y + kLabelFontSize * 0.35)
-            << "\" fill=\"#222222\">" << format_general(tick) << "</text>\n";
+            << "\" fill=\"#222222\">" << format_significant(tick) << "</text>\n";
     }
     svg << "</g>\n";
 

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "eval/tokenize_13a.h"
+#include "util/format.h"
 
 // Floating point note: every formula below performs the same IEEE operations
 // in the same order as sacreBLEU's Python, so results agree bit for bit. The
@@ -350,12 +351,6 @@ std::string number_of_references_field(const std::set<std::size_t>& counts,
         return std::to_string(streams);
     }
     return counts.size() == 1 ? std::to_string(*counts.begin()) : "var";
-}
-
-std::string format_fixed(double value, int decimals) {
-    char buffer[64];
-    std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
-    return buffer;
 }
 
 // ---------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 //
 // They are compiled for x86-64 CPUs with AVX2 and FMA (Intel Haswell and AMD Excavator, 2013-15,
 // and later) while the rest of the build stays generic x86-64. avx2_kernels_available() says
-// whether this build has them and this CPU runs them; callers use LibTorch's own ops when it says
-// no (another CPU, another device or a type other than float32). The kernels are pure C++, no
+// whether this build has them and this CPU runs them; kernels/dispatch.h decides from it (and from
+// NMT_KERNELS) whether they run or the LibTorch reference operations do. The kernels are pure C++, no
 // LibTorch, single-threaded: callers split the work (at::parallel_for).
 #pragma once
 

@@ -50,20 +50,13 @@ AttentionResult AttentionImpl::forward(const torch::Tensor& query, const Encoded
 
 }  // namespace nmt
 
-#include "model/scorers.h"
+#include "model/scorers/registry.h"
 
 namespace nmt {
 
-// Adding a scorer: one new file and one line here.
 std::shared_ptr<ScorerImpl> make_scorer(const AttentionOptions& options) {
-  switch (options.type) {
-    case AttentionType::kAdditive: return std::make_shared<AdditiveScorerImpl>(options);
-    case AttentionType::kDot: return std::make_shared<DotScorerImpl>(options);
-    case AttentionType::kGeneral: return std::make_shared<GeneralScorerImpl>(options);
-    case AttentionType::kCosine: return std::make_shared<CosineScorerImpl>(options);
-    case AttentionType::kNone: return nullptr;
-  }
-  return nullptr;
+  if (options.scorer == kNoAttention) return nullptr;
+  return find_scorer(options.scorer).make(options);
 }
 
 }  // namespace nmt

@@ -1,12 +1,12 @@
 // Attention: a scorer compares the decoder state with every encoder state; the masked softmax
 // turns scores into weights and the weights mix the encoder states into a context vector.
 //
-// Scorers (one file each, chosen by AttentionType in make_scorer):
-//   additive  scorer_additive.cpp  v^T tanh(W s + U h)      Bahdanau et al. 2015, eq. 6 / A.1.2
-//   dot       scorer_dot.cpp       s^T h                    Luong et al. 2015, eq. 8
-//   general   scorer_general.cpp   s^T W h                  Luong et al. 2015, eq. 8
-//   cosine    scorer_cosine.cpp    beta * cos(s, h)         Graves et al. 2014, eq. 5-6
-//   none      (no scorer)          a fixed context, the encoder's summary (Cho et al. 2014)
+// Scorers (one file each in model/scorers/, found by name in model/scorers/registry.h):
+//   additive  scorers/additive.cpp  v^T tanh(W s + U h)   Bahdanau et al. 2015, eq. 6 / A.1.2
+//   dot       scorers/dot.cpp       s^T h                 Luong et al. 2015, eq. 8
+//   general   scorers/general.cpp   s^T W h               Luong et al. 2015, eq. 8
+//   cosine    scorers/cosine.cpp    beta * cos(s, h)      Graves et al. 2014, eq. 5-6
+//   none      (no scorer)           a fixed context, the encoder's summary (Cho et al. 2014)
 //
 // Shapes: B batch, S source length, Q query (decoder) size, C encoder state size (2 H_e),
 // K key size.
@@ -15,6 +15,7 @@
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "model/encoded_source.h"
@@ -22,14 +23,25 @@
 
 namespace nmt {
 
+// The parameters of a scorer of the additive form v^T tanh(W q + k_j), which the decoder's fused
+// training loop (decoder_fused.h) runs without calling the scorer.
+struct AdditiveForm {
+  torch::Tensor query_weight;  // W [A, Q]
+  torch::Tensor energy;        // v [A]
+};
+
 class ScorerImpl : public torch::nn::Module {
  public:
   // Keys from encoder states [B, S, C] -> [B, S, K]; called once per batch, never per step.
   virtual torch::Tensor project_keys(const torch::Tensor& states) = 0;
   // Unnormalised scores of query [B, Q] against keys [B, S, K] -> [B, S].
   virtual torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys) = 0;
+  // W and v for a scorer of the additive form; nothing for the others (the decoder then takes
+  // its per-step path).
+  virtual std::optional<AdditiveForm> additive_form() const { return std::nullopt; }
 };
 
+// The scorer named options.scorer (model/scorers/registry.h), or null for kNoAttention.
 std::shared_ptr<ScorerImpl> make_scorer(const AttentionOptions& options);
 
 // Row-wise products of a batch of matrices with a batch of vectors: matrices [B, S, K], vectors
@@ -53,10 +65,11 @@ class AttentionImpl : public torch::nn::Module {
   AttentionResult forward(const torch::Tensor& query, const EncodedSource& source);
 
   bool has_scorer() const { return scorer_ != nullptr; }
-  const std::shared_ptr<ScorerImpl>& scorer() const { return scorer_; }
+  // The scorer's additive form (ScorerImpl::additive_form), or nothing.
+  std::optional<AdditiveForm> additive_form() const { return scorer_ ? scorer_->additive_form() : std::nullopt; }
 
  private:
-  std::shared_ptr<ScorerImpl> scorer_;  // null for AttentionType::kNone
+  std::shared_ptr<ScorerImpl> scorer_;  // null for kNoAttention
 };
 TORCH_MODULE(Attention);
 

@@ -7,7 +7,6 @@
 #include "kernels/dispatch.h"
 #include "model/decoder_fused.h"
 #include "model/dropout.h"
-#include "model/scorers.h"
 #include "model/word_dropout.h"
 #include "text/special_tokens.h"
 
@@ -94,14 +93,15 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
   return {attentional, attended.weights};
 }
 
-const AdditiveScorerImpl* DecoderImpl::fused_loop_scorer(const torch::Tensor& token_gates,
+std::optional<AdditiveForm> DecoderImpl::fused_loop_form(const torch::Tensor& token_gates,
                                                          const EncodedSource& source) const {
-  if (options_.num_layers != 1 || token_gates.size(1) == 0) return nullptr;
-  const auto* scorer = dynamic_cast<const AdditiveScorerImpl*>(attention->scorer().get());
-  if (scorer == nullptr || !kernels::kernels_take({token_gates, source.states, source.keys})) return nullptr;
-  return kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight})
-             ? scorer
-             : nullptr;
+  if (options_.num_layers != 1 || token_gates.size(1) == 0) return std::nullopt;
+  std::optional<AdditiveForm> form = attention->additive_form();
+  if (!form || !kernels::kernels_take({token_gates, source.states, source.keys})) return std::nullopt;
+  if (!kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight})) {
+    return std::nullopt;
+  }
+  return form;
 }
 
 torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {
@@ -136,13 +136,10 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   if (always_reference) {
     // Every input token is known: embed and project all of them in one matrix multiply.
     const torch::Tensor token_gates = embedding_gates(embed(target_input));  // [B, T, 3H]
-    if (const auto* scorer = fused_loop_scorer(token_gates, source)) {
-      const FusedDecoderWeights fused{feed_gates->weight,
-                                      cell_pointers_[0]->weight_hh,
-                                      cell_pointers_[0]->bias_hh,
-                                      scorer->query_layer->weight,
-                                      scorer->energy_layer->weight.squeeze(0),
-                                      combine->weight};
+    if (const std::optional<AdditiveForm> form = fused_loop_form(token_gates, source)) {
+      const FusedDecoderWeights fused{feed_gates->weight,        cell_pointers_[0]->weight_hh,
+                                      cell_pointers_[0]->bias_hh, form->query_weight,
+                                      form->energy,              combine->weight};
       // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
       const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);
       FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden[0], source, fused, target_lengths,

@@ -17,6 +17,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include <optional>
 #include <vector>
 
 #include "model/attention.h"
@@ -26,8 +27,6 @@
 #include "model/options.h"
 
 namespace nmt {
-
-class AdditiveScorerImpl;
 
 struct DecoderState {
   torch::Tensor hidden;       // [L, B, H]
@@ -101,9 +100,10 @@ class DecoderImpl : public torch::nn::Module {
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
   std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
                                                   const EncodedSource& source, const StepMaps& maps);
-  // The additive scorer when forward() runs as one fused function (decoder_fused.h): while
-  // autograd records, with the AVX2 kernels, one layer and additive attention; else null.
-  const AdditiveScorerImpl* fused_loop_scorer(const torch::Tensor& token_gates, const EncodedSource& source) const;
+  // The scorer's additive form when forward() runs as one fused function (decoder_fused.h): while
+  // autograd records, with the kernels on (kernels/dispatch.h), one layer and a scorer of the
+  // additive form; else nothing.
+  std::optional<AdditiveForm> fused_loop_form(const torch::Tensor& token_gates, const EncodedSource& source) const;
   // Embeddings of tokens [...] -> [..., E], with word dropout and dropout while training.
   torch::Tensor embed(const torch::Tensor& tokens);
 

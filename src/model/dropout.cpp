@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "kernels/dispatch.h"
+
 namespace nmt {
 namespace {
 
@@ -48,7 +50,8 @@ void fill_mask(T* out, int64_t n, uint64_t seed, uint32_t threshold, T scale) {
 torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorOptions& options) {
   check_probability(p);
   const double keep = 1.0 - p;
-  if (options.device().type() != torch::kCPU) {
+  // The reference: LibTorch's own draw (on other devices, and with NMT_KERNELS=off).
+  if (options.device().type() != torch::kCPU || kernels::kernel_level() == kernels::KernelLevel::kOff) {
     return torch::empty(shape, options).bernoulli_(keep).div_(keep);
   }
   if (p == 0) return torch::ones(shape, options);
@@ -64,7 +67,7 @@ torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorO
 
 torch::Tensor apply_dropout(const torch::Tensor& input, double p, bool training) {
   if (!training || p == 0) return input;
-  if (!input.device().is_cpu()) {
+  if (!input.device().is_cpu() || kernels::kernel_level() == kernels::KernelLevel::kOff) {
     check_probability(p);  // dropout_mask checks it on the CPU path
     return torch::dropout(input, p, true);
   }

@@ -1,10 +1,10 @@
 // Dropout with a fast mask. LibTorch's CPU dropout draws its mask with bernoulli_, which in a
-// build without MKL (Debian's) calls the shared generator once per element: measured here, 145 us
-// for a [60, 256] tensor and 2.6 ms for the [60, 20, 256] embeddings of a batch, several percent
-// of a training update. This draws one 64-bit seed from LibTorch's default generator per call (so
-// torch::manual_seed still makes runs reproducible) and derives each element's decision from a
-// hash of (seed, index), in a branch-free loop: 0.4 ms for that [60, 20, 256] mask, product included.
-// On other devices (CUDA) it uses LibTorch's own dropout, which is fast there.
+// build without MKL (Debian's) calls the shared generator once per element, a noticeable share of
+// a training update (docs/performance.md). This draws one 64-bit seed from LibTorch's default
+// generator per call (so torch::manual_seed still makes runs reproducible) and derives each
+// element's decision from a hash of (seed, index), in a branch-free loop.
+// On other devices (CUDA), and with NMT_KERNELS=off (kernels/dispatch.h), it uses LibTorch's own
+// dropout, the reference.
 #pragma once
 
 #include <torch/types.h>

@@ -1,7 +1,8 @@
 // A weight that a recurrent loop multiplies by at every step: y = init + x W for a few rows x (a
 // batch) and the same W [depth, columns] each time. With AVX-512 the weight is packed once, when
 // the LoopWeight is made, for kernels::gemm_packed; a BLAS call would repack all of it on every
-// step (see kernels/packed_gemm.h). Otherwise OpenBLAS multiplies by a contiguous copy.
+// step (see kernels/packed_gemm.h). Otherwise (or with NMT_KERNELS below avx512, kernels/dispatch.h)
+// OpenBLAS multiplies by a contiguous copy, the reference.
 // Used inside the fused loops (decoder_fused.cpp, bigru_fused.cpp), one LoopWeight per pass.
 #pragma once
 

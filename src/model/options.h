@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
-
-#include "config/enums.h"
+#include <string>
 
 namespace nmt {
+
+// The `attention` value of a model without a scorer: a fixed context (model/attention.h).
+inline constexpr const char* kNoAttention = "none";
 
 struct EncoderOptions {
   int64_t vocab_size = 0;         // source vocabulary size
@@ -18,7 +20,7 @@ struct EncoderOptions {
 };
 
 struct AttentionOptions {
-  AttentionType type = AttentionType::kAdditive;
+  std::string scorer = "additive";  // a name of model/scorers/registry.h, or kNoAttention
   int64_t query_size = 256;       // decoder hidden size
   int64_t key_size = 512;         // encoder state size (2 * encoder hidden size)
   int64_t attention_size = 256;   // hidden size of the additive scorer's MLP
@@ -43,7 +45,7 @@ struct ModelOptions {
   int64_t encoder_layers = 1;
   int64_t decoder_hidden_size = 256;
   int64_t decoder_layers = 1;
-  AttentionType attention = AttentionType::kAdditive;
+  std::string attention = "additive";    // a scorer of model/scorers/registry.h, or kNoAttention
   int64_t attention_size = 256;          // additive scorer only
   double cosine_sharpness = 0.0;         // cosine scorer only: 0 = learned
   double dropout = 0.3;

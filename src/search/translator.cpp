@@ -78,10 +78,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     if (progress) progress(done);
   };
   // On the CPU, small batches decode faster side by side, one batch per thread with single-threaded
-  // operators, than one after another with each operator split across the threads. Measured with 2
-  // threads on the Multi30k test set: greedy batch 64 1.52 -> 1.24 s, beam 5 batch 32 (160 rows
-  // per step) 4.55 -> 4.05 s; at beam 5 batch 64 (320 rows) splitting the operators is faster
-  // (4.21 vs 4.38 s).
+  // operators, than one after another with each operator split across the threads; above about
+  // kMaxRowsForWorkers rows per step splitting the operators is faster (docs/performance.md).
   size_t largest_batch = 0;
   for (const auto& [begin, end] : batches) largest_batch = std::max(largest_batch, end - begin);
   const bool small_steps = largest_batch * static_cast<size_t>(search_.beam_size) <= kMaxRowsForWorkers;

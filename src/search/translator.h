@@ -29,8 +29,6 @@ class Translator {
   std::vector<Translation> translate(const std::vector<std::string>& lines,
                                      const std::function<void(size_t)>& progress = {});
 
-  const Vocabulary& target_vocabulary() const { return target_vocabulary_; }
-
  private:
   Seq2Seq model_;
   Vocabulary source_vocabulary_;

@@ -13,7 +13,7 @@ Batch Batch::to(const torch::Device& device) const {
   moved.source = source.to(device);
   moved.target_input = target_input.to(device);
   moved.target_output = target_output.to(device);
-  return moved;  // source_lengths stay on the CPU for pack_padded_sequence
+  return moved;  // source_lengths stay on the CPU: the encoder reads them there
 }
 
 namespace {

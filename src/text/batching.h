@@ -13,7 +13,7 @@ namespace nmt {
 // Shapes: B batch, S source length, T target length (+1 for BOS or EOS).
 struct Batch {
   torch::Tensor source;          // [B, S] int64: x_1 .. x_m EOS, then kPadId
-  torch::Tensor source_lengths;  // [B] int64 (on the CPU, as packing wants)
+  torch::Tensor source_lengths;  // [B] int64, kept on the CPU
   torch::Tensor target_input;    // [B, T] BOS y_1 .. y_n, then padding
   torch::Tensor target_output;   // [B, T] y_1 .. y_n EOS, then padding
   int64_t target_tokens = 0;     // real (non-pad) tokens in target_output

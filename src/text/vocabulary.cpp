@@ -28,21 +28,9 @@ Vocabulary Vocabulary::from_serialized(const std::string& model_proto, const std
   return vocabulary;
 }
 
-Vocabulary Vocabulary::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open vocabulary file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return from_serialized(buffer.str(), path);
-}
-
 std::vector<int64_t> Vocabulary::encode(const std::string& text) const {
   const std::vector<int> ids = processor_->EncodeAsIds(text);
   return {ids.begin(), ids.end()};
-}
-
-std::vector<std::string> Vocabulary::encode_pieces(const std::string& text) const {
-  return processor_->EncodeAsPieces(text);
 }
 
 std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {

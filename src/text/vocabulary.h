@@ -19,12 +19,9 @@ class Vocabulary {
  public:
   // Loads a serialized sentencepiece model; `origin` names where it came from, for errors.
   static Vocabulary from_serialized(const std::string& model_proto, const std::string& origin);
-  static Vocabulary load(const std::string& path);
 
   // Subword ids of `text`, without BOS/EOS.
   std::vector<int64_t> encode(const std::string& text) const;
-  // Subword strings of `text` (for attention labels).
-  std::vector<std::string> encode_pieces(const std::string& text) const;
   // Detokenized text; special ids are dropped.
   std::string decode(const std::vector<int64_t>& ids) const;
   std::string piece(int64_t id) const;

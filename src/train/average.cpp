@@ -72,21 +72,21 @@ std::vector<torch::Tensor> weights_of(Seq2Seq& model) {
 
 }  // namespace
 
-ModelBundle average_checkpoints(const std::vector<std::string>& paths, const torch::Device& device) {
+TrainingCheckpoint average_checkpoints(const std::vector<std::string>& paths, const torch::Device& device) {
   if (paths.empty()) throw std::invalid_argument("average: no checkpoints given");
-  ModelBundle result = load_checkpoint(paths.back(), device);
+  TrainingCheckpoint result = load_training_checkpoint(paths.back(), device);
   torch::NoGradGuard no_grad;
-  const std::vector<torch::Tensor> result_weights = weights_of(result.model);
+  const std::vector<torch::Tensor> result_weights = weights_of(result.model.network);
   std::vector<torch::Tensor> sums;
   for (const auto& weight : result_weights) sums.push_back(weight.to(torch::kFloat64));
 
   for (size_t i = 0; i + 1 < paths.size(); ++i) {
-    ModelBundle other = load_checkpoint(paths[i], device);
+    TrainingCheckpoint other = load_training_checkpoint(paths[i], device);
     // The model and vocabularies must be the same; training-only keys (max-minutes...) may differ
     // between a run and its --resume, so compare what defines the network.
-    const std::vector<torch::Tensor> weights = weights_of(other.model);
-    bool same = other.source_vocabulary.serialized() == result.source_vocabulary.serialized() &&
-                other.target_vocabulary.serialized() == result.target_vocabulary.serialized() &&
+    const std::vector<torch::Tensor> weights = weights_of(other.model.network);
+    bool same = other.model.source_vocabulary.serialized() == result.model.source_vocabulary.serialized() &&
+                other.model.target_vocabulary.serialized() == result.model.target_vocabulary.serialized() &&
                 other.config.model.attention == result.config.model.attention && weights.size() == sums.size();
     for (size_t k = 0; same && k < weights.size(); ++k) same = weights[k].sizes() == sums[k].sizes();
     if (!same) {
@@ -98,6 +98,34 @@ ModelBundle average_checkpoints(const std::vector<std::string>& paths, const tor
   const double count = static_cast<double>(paths.size());
   for (size_t k = 0; k < sums.size(); ++k) result_weights[k].copy_(sums[k].div_(count));
   return result;
+}
+
+void run_average(AverageJob job, std::ostream& out) {
+  if (!fs::is_directory(job.model_dir)) {
+    throw std::runtime_error(job.model_dir + ": model directory not found (train one with nmt train)");
+  }
+  std::vector<std::string> paths = job.checkpoints;
+  if (paths.empty()) {
+    paths = step_checkpoints(job.model_dir);
+    if (paths.empty()) {
+      throw std::runtime_error(job.model_dir + ": no step-*.ckpt checkpoints to average; train with keep-checkpoints = N");
+    }
+    if (job.last > 0 && static_cast<size_t>(job.last) < paths.size()) paths.erase(paths.begin(), paths.end() - job.last);
+  }
+  if (job.output.empty()) job.output = (fs::path(job.model_dir) / kAveragedCheckpoint).string();
+  const std::string output_name = fs::path(job.output).filename().string();
+  if (output_name == kBestCheckpoint || output_name == kLastCheckpoint || step_of_checkpoint_name(output_name) >= 0) {
+    throw std::invalid_argument("--output " + job.output +
+                                ": the trainer's own checkpoint names are reserved; choose another name");
+  }
+  const fs::path parent = fs::path(job.output).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent)) {
+    throw std::invalid_argument("--output " + job.output + ": directory " + parent.string() + " does not exist");
+  }
+  const TrainingCheckpoint averaged = average_checkpoints(paths, torch::kCPU);
+  save_checkpoint(job.output, averaged, nullptr);
+  out << "averaged " << paths.size() << " checkpoints (" << fs::path(paths.front()).filename().string() << " .. "
+      << fs::path(paths.back()).filename().string() << ") into " << job.output << "\n";
 }
 
 }  // namespace nmt

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,16 @@ int remove_step_checkpoints_after(const std::string& model_dir, int64_t step);
 // The mean of the checkpoints' parameters and buffers. They must come from one run: the same
 // model configuration and vocabularies, else std::runtime_error names the odd file. The result
 // carries the newest (last) checkpoint's configuration, vocabularies and progress.
-ModelBundle average_checkpoints(const std::vector<std::string>& paths, const torch::Device& device);
+TrainingCheckpoint average_checkpoints(const std::vector<std::string>& paths, const torch::Device& device);
+
+struct AverageJob {
+  std::string model_dir;
+  int last = 0;                          // the newest N step checkpoints (0 = all kept)
+  std::vector<std::string> checkpoints;  // these files instead
+  std::string output;                    // default model_dir/averaged.ckpt
+};
+
+// `nmt average`: averages and writes the checkpoint, then says what it did on `out`.
+void run_average(AverageJob job, std::ostream& out);
 
 }  // namespace nmt

@@ -1,17 +1,15 @@
-// Self-describing checkpoints: weights, optimizer state, training progress, the resolved
-// configuration and both vocabularies, behind a format name and version. translate/evaluate
-// need nothing else. Files are written to a temporary name and renamed.
+// Checkpoints as training writes them and --resume reads them: the model (inference/model.h),
+// the whole training configuration, progress, and optimizer state (inference/checkpoint_format.h
+// has the format). Files are written to a temporary name and renamed.
 #pragma once
 
 #include <torch/types.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "config/train_config.h"
-#include "model/seq2seq.h"
-#include "text/vocabulary.h"
+#include "inference/model.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -19,13 +17,7 @@ class Optimizer;
 
 namespace nmt {
 
-constexpr int64_t kCheckpointVersion = 1;
-
-// The fixed file names in a model directory (step checkpoints are named by train/average.h).
-inline constexpr const char* kBestCheckpoint = "best.ckpt";          // best validation so far
-inline constexpr const char* kLastCheckpoint = "last.ckpt";          // where --resume continues
-inline constexpr const char* kAveragedCheckpoint = "averaged.ckpt";  // nmt average's default output
-
+// Where a run stands; stored in every checkpoint, so that --resume continues from it.
 struct TrainingProgress {
   int64_t step = 0;                 // updates done
   int64_t epoch = 0;                // current epoch (0-based)
@@ -37,22 +29,20 @@ struct TrainingProgress {
   double learning_rate = 0;         // current base learning rate (after decays)
 };
 
-struct ModelBundle {
+struct TrainingCheckpoint {
   TrainConfig config;
-  Vocabulary source_vocabulary;
-  Vocabulary target_vocabulary;
-  Seq2Seq model{nullptr};
+  TranslationModel model;  // model.options is config.model
   TrainingProgress progress;
 };
 
-void save_checkpoint(const std::string& path, const ModelBundle& bundle, torch::optim::Optimizer* optimizer);
+void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint,
+                     torch::optim::Optimizer* optimizer);
 
-// Loads a checkpoint onto `device`; restores optimizer state when `optimizer` is given (its
-// parameters must be the loaded model's, so call load_checkpoint first, then restore_optimizer).
-ModelBundle load_checkpoint(const std::string& path, const torch::Device& device);
+// Loads a checkpoint with its training configuration and progress onto `device`.
+TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device);
+
+// Restores optimizer state; `optimizer`'s parameters must be the loaded model's, so call
+// load_training_checkpoint first.
 void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer, const torch::Device& device);
-
-// `which` is best, last or a path; model_dir/best.ckpt etc.
-std::string resolve_checkpoint(const std::string& model_dir, const std::string& which);
 
 }  // namespace nmt

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "kernels/adam_kernel.h"
+#include "kernels/dispatch.h"
 
 namespace nmt {
 
@@ -34,7 +35,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     torch::AutoGradMode enable_grad(true);
     loss = closure();
   }
-  bool fused = kernels::avx2_kernels_available();
+  bool fused = kernels::kernel_level() != kernels::KernelLevel::kOff;
   for (const auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
     fused = fused && options.weight_decay() == 0 && !options.amsgrad();

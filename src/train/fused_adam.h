@@ -1,8 +1,8 @@
 // torch::optim::Adam with its update done by one kernel pass per parameter (kernels/adam_kernel.h)
 // instead of eight LibTorch passes. Same state (AdamParamState, under the same keys), so it saves
 // and loads exactly as Adam does and checkpoints move between the two. Parameters the kernel does
-// not handle (not float32 on the CPU, a CPU without AVX2, weight decay or amsgrad) take Adam's own
-// step.
+// not handle (not float32 on the CPU, the kernels off or absent (kernels/dispatch.h), weight decay
+// or amsgrad) take Adam's own step, the reference.
 #pragma once
 
 #include <torch/optim/adam.h>

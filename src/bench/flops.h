@@ -1,9 +1,10 @@
-// Floating-point operations of the model, counted from its shapes, for the benchmark's
+// Floating-point operations of the model, counted from its shapes, for the benchmark's (nmt_bench)
 // efficiency figure (achieved FLOP/s divided by the machine's measured matrix-multiply rate).
 //
 // Counted: every matrix product (2 FLOPs per multiply-add) and the attention's per-position
 // products; not counted: element-wise work (gates, tanh, softmax), embedding lookups and the
-// optimizer, which are memory-bound and small next to the products. Training is counted as three
+// optimizer, which are memory-bound and small next to the products. Each attention scorer states
+// its own products (ScorerArithmetic, model/scorers/registry.h). Training is counted as three
 // forward passes (forward, and the two products per weight of the backward pass).
 #pragma once
 

@@ -1,4 +1,6 @@
-#include "model/flops.h"
+#include "bench/flops.h"
+
+#include "model/scorers/registry.h"
 
 namespace nmt {
 
@@ -14,7 +16,6 @@ FlopCount count_flops(const ModelOptions& options, const FlopShapes& shapes) {
   const auto He = static_cast<double>(options.encoder_hidden_size);
   const auto C = 2.0 * He;  // encoder state size
   const auto H = static_cast<double>(options.decoder_hidden_size);
-  const auto A = static_cast<double>(options.attention_size);
   const auto V = static_cast<double>(shapes.target_vocab_size);
   const double S = shapes.source_length;
 
@@ -24,14 +25,13 @@ FlopCount count_flops(const ModelOptions& options, const FlopShapes& shapes) {
     const double input = layer == 0 ? E : C;
     count.encoder += 2.0 * (matvec(input, 3 * He) + matvec(He, 3 * He));
   }
-  // Attention keys, once per source token (scorers' project_keys).
-  switch (options.attention) {
-    case AttentionType::kAdditive: count.encoder += matvec(C, A); break;
-    case AttentionType::kGeneral: count.encoder += matvec(C, H); break;
-    case AttentionType::kDot:
-    case AttentionType::kCosine: count.encoder += C == H ? 0.0 : matvec(C, H); break;
-    case AttentionType::kNone: break;
+  // Attention keys, once per source token (the scorer's project_keys), and the scorer's arithmetic
+  // per decoder step.
+  ScorerArithmetic scorer;
+  if (options.attention != kNoAttention) {
+    scorer = find_scorer(options.attention).arithmetic(options.decoder(shapes.target_vocab_size).attention);
   }
+  count.encoder += 2.0 * scorer.per_key;
 
   // Decoder, per target token: first layer's input gates from y_{t-1} and from a_{t-1}, the
   // recurrent gates of every layer, the input gates of upper layers.
@@ -40,12 +40,8 @@ FlopCount count_flops(const ModelOptions& options, const FlopShapes& shapes) {
     count.decoder += matvec(H, 3 * H) + (layer > 0 ? matvec(H, 3 * H) : 0.0);
   }
   // Scores against S keys, then the context as a weighted sum of S states of size C.
-  switch (options.attention) {
-    case AttentionType::kAdditive: count.decoder += matvec(H, A) + S * 2.0 * A + S * 2.0 * C; break;
-    case AttentionType::kDot:
-    case AttentionType::kGeneral:
-    case AttentionType::kCosine: count.decoder += S * 2.0 * H + S * 2.0 * C; break;
-    case AttentionType::kNone: break;
+  if (options.attention != kNoAttention) {
+    count.decoder += 2.0 * (scorer.per_query + S * scorer.per_position) + S * 2.0 * C;
   }
   count.decoder += matvec(H + C, H);  // attentional vector tanh(W_c [h; c])
   count.decoder += matvec(H, V);      // output layer

@@ -1,0 +1,42 @@
+#include "config/model_fields.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+
+namespace nmt {
+
+ModelOptions model_options_from_entries(const std::vector<std::pair<std::string, std::string>>& entries) {
+  ModelOptions model;
+  CLI::App app;
+  OptionAdder adder{app};
+  visit_model_fields(adder, model);
+  std::vector<std::pair<std::string, std::string>> model_entries;
+  for (const auto& entry : entries) {
+    if (app.get_option_no_throw("--" + entry.first) != nullptr) model_entries.push_back(entry);
+  }
+  parse_entries(app, model_entries);
+  return model;
+}
+
+void validate(const ModelOptions& model) {
+  const std::vector<std::string> names = attention_names();
+  std::string allowed;
+  for (const std::string& name : names) allowed += (allowed.empty() ? "" : "|") + name;
+  require(std::find(names.begin(), names.end(), model.attention) != names.end(), "attention",
+          "'" + model.attention + "' is not one of " + allowed);
+  require(model.embedding_size >= 1, "embedding-size", "must be at least 1");
+  require(model.encoder_hidden_size >= 1, "encoder-hidden-size", "must be at least 1");
+  require(model.decoder_hidden_size >= 1, "decoder-hidden-size", "must be at least 1");
+  require(model.encoder_layers >= 1, "encoder-layers", "must be at least 1");
+  require(model.decoder_layers >= 1, "decoder-layers", "must be at least 1");
+  require(model.attention_size >= 1, "attention-size", "must be at least 1");
+  require(model.cosine_sharpness >= 0, "cosine-sharpness", "must be >= 0 (0 = learned)");
+  require(model.dropout >= 0 && model.dropout < 1, "dropout", "must be in [0, 1)");
+  require(model.word_dropout >= 0 && model.word_dropout < 1, "word-dropout", "must be in [0, 1)");
+  require(!model.tie_embeddings || model.embedding_size == model.decoder_hidden_size, "tie-embeddings",
+          "needs embedding-size == decoder-hidden-size (" + std::to_string(model.embedding_size) + " vs " +
+              std::to_string(model.decoder_hidden_size) + ")");
+}
+
+}  // namespace nmt

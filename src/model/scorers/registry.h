@@ -1,0 +1,39 @@
+// The attention scorers by name. Each scorer is one file in this folder that defines its module
+// (a ScorerImpl, model/attention.h) and a ScorerEntry; registry.cpp lists the entries. Adding a
+// scorer: its file, and one line in registry.cpp. The configuration, the tests and the benchmark
+// take their lists from here.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/attention.h"
+
+namespace nmt {
+
+// A scorer's matrix-product arithmetic in multiply-adds, for the benchmark's FLOP count.
+struct ScorerArithmetic {
+  double per_key = 0;       // making one key from an encoder state (once per source position)
+  double per_query = 0;     // projecting the query (once per decoder step)
+  double per_position = 0;  // scoring the query against one key (per step and source position)
+};
+
+struct ScorerEntry {
+  std::string name;     // the value of the `attention` key
+  std::string formula;  // score(s, h_j) and its source, for help texts
+  std::function<std::shared_ptr<ScorerImpl>(const AttentionOptions&)> make;
+  std::function<ScorerArithmetic(const AttentionOptions&)> arithmetic;
+};
+
+// Every registered scorer, in registration order.
+const std::vector<ScorerEntry>& scorer_registry();
+
+// The entry named `name`; std::invalid_argument listing the names when there is none.
+const ScorerEntry& find_scorer(const std::string& name);
+
+// The values the `attention` key takes: every scorer's name, then kNoAttention.
+std::vector<std::string> attention_names();
+
+}  // namespace nmt

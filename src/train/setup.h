@@ -1,0 +1,54 @@
+// Everything before the first update, shared by `nmt train` (trainer.h) and the benchmark
+// (nmt_bench train): threads, seed and device; the corpora read and encoded; the vocabularies
+// trained (or taken from last.ckpt on --resume); the model built (or loaded) and its optimizer.
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+#include <vector>
+
+#include "config/train_config.h"
+#include "text/corpus.h"
+#include "text/vocabulary.h"
+#include "train/checkpoint.h"
+#include "train/fused_adam.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace nmt {
+
+struct Batch;
+
+struct Vocabularies {
+  Vocabulary source;
+  Vocabulary target;  // the same as `source` with joint-vocab
+};
+
+// Trains the sentencepiece vocabularies of `config` on `text` and writes them into
+// config.model_dir (vocab.joint.model, or vocab.source.model and vocab.target.model).
+Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, spdlog::logger& log);
+
+struct TrainingSetup {
+  torch::Device device = torch::kCPU;
+  TrainingCheckpoint state;  // the configuration, the model and where the run stands
+  std::unique_ptr<FusedAdam> optimizer;
+  std::vector<Example> train_examples;  // within max-length
+  ParallelText dev_text;
+  std::vector<Example> dev_examples;    // all of them
+};
+
+// `config` must be validated. With `resume`, the model, vocabularies, progress and optimizer state
+// come from model_dir/last.ckpt (whose fixed keys `config` must keep); otherwise the vocabularies
+// are trained into model_dir and the model is new.
+TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::logger& log);
+
+// One update: teacher-forced forward pass, cross-entropy (label smoothing, padding ignored),
+// backward, gradient-norm clipping, optimizer step. Returns the batch's summed token loss.
+// Throws when the gradient norm is not finite, before the weights change.
+double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch, const TrainConfig& config,
+                  int64_t step);
+
+}  // namespace nmt

@@ -1,0 +1,65 @@
+#include "train/validator.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "eval/bleu.h"
+#include "text/batching.h"
+#include "train/loss.h"
+
+namespace nmt {
+namespace {
+
+SearchOptions greedy(int max_decode_ratio) {
+  SearchOptions search;
+  search.beam_size = 1;
+  search.max_length_ratio = max_decode_ratio;
+  return search;
+}
+
+}  // namespace
+
+double ValidationResult::metric(Metric which) const {
+  switch (which) {
+    case Metric::kBleu: return bleu;
+    case Metric::kLoss: return loss;
+    case Metric::kPerplexity: return perplexity;
+  }
+  return bleu;
+}
+
+Validator::Validator(Seq2Seq model, const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary,
+                     ParallelText dev_text, std::vector<Example> dev_examples, int batch_tokens,
+                     int max_decode_ratio, torch::Device device)
+    : model_(model),
+      dev_text_(std::move(dev_text)),
+      dev_examples_(std::move(dev_examples)),
+      dev_batches_(make_batches(dev_examples_, batch_tokens, /*shuffle=*/false, 0)),
+      translator_(model, source_vocabulary, target_vocabulary, greedy(max_decode_ratio), {64, false}, device),
+      device_(device) {}
+
+ValidationResult Validator::run() {
+  ValidationResult result;
+  {
+    model_->eval();
+    torch::InferenceMode inference_mode;
+    double loss_sum = 0;
+    int64_t tokens = 0;
+    for (const auto& indices : dev_batches_) {
+      Batch batch = collate(dev_examples_, indices).to(device_);
+      DecoderOutput out = model_(batch.source, batch.source_lengths, batch.target_input);
+      const SequenceLoss loss = sequence_loss(*model_->decoder, out, batch.target_output, /*epsilon=*/0.0);
+      loss_sum += loss.sum.item<double>();
+      tokens += loss.tokens;
+    }
+    result.loss = loss_sum / static_cast<double>(tokens);
+    result.perplexity = std::exp(result.loss);
+  }
+  const auto hypotheses = best_texts(translator_.translate(dev_text_.source));
+  result.bleu = eval::corpus_bleu(hypotheses, {dev_text_.target}).score;
+  model_->train();
+  return result;
+}
+
+}  // namespace nmt

@@ -1,0 +1,21 @@
+// Numbers as text, the same way everywhere they are written for people or files.
+#pragma once
+
+#include <string>
+
+namespace nmt {
+
+// The shortest text that reads back as the same double, always with a '.', 'e' or "n" so that TOML
+// reads it as a float: 0.001, 1.0, 1e-05.
+std::string format_double(double value);
+
+// printf's %.Nf: format_fixed(41.237, 2) == "41.24".
+std::string format_fixed(double value, int decimals);
+
+// printf's %.6g (6 significant digits), in the classic locale: 0.123457, 1e-05.
+std::string format_significant(double value);
+
+// H:MM:SS for a non-negative number of seconds (negative counts as 0).
+std::string format_duration(double seconds);
+
+}  // namespace nmt

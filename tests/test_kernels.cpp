@@ -1,0 +1,206 @@
+// Every fast operation against its reference, in float32: once with the kernels this CPU runs, once
+// with the switch off (kernels/dispatch.h, NMT_KERNELS=off), same inputs and seed. Also the switch
+// itself, and the team of threads' exception path.
+#include <torch/torch.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "helpers.h"
+#include "kernels/dispatch.h"
+#include "model/dropout.h"
+#include "model/fused_attention.h"
+#include "model/gru_cell.h"
+#include "model/loop_weight.h"
+#include "model/seq2seq.h"
+#include "train/fused_adam.h"
+#include "train/loss.h"
+#include "util/team.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+using kernels::KernelLevel;
+
+namespace {
+
+struct Run {
+  std::vector<torch::Tensor> values;     // outputs
+  std::vector<torch::Tensor> gradients;  // d(sum of outputs * fixed weights)/d(inputs)
+};
+
+// Runs `operation` on fresh copies of `inputs` (all requiring gradients) at `level`, then takes the
+// gradient of a fixed random weighting of its outputs.
+Run run_at(KernelLevel level, const std::vector<torch::Tensor>& inputs,
+           const std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>& operation) {
+  kernels::ScopedKernelLevel scoped(level);
+  std::vector<torch::Tensor> copies;
+  for (const auto& input : inputs) copies.push_back(input.detach().clone().requires_grad_());
+  Run run;
+  run.values = operation(copies);
+  torch::manual_seed(7);
+  torch::Tensor total = torch::zeros({});
+  for (const auto& value : run.values) total = total + (value * torch::randn(value.sizes())).sum();
+  run.gradients = torch::autograd::grad({total}, copies);
+  return run;
+}
+
+void check_both_ways(const std::vector<torch::Tensor>& inputs,
+                     const std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>& operation,
+                     double rtol = 1e-5, double atol = 1e-5) {
+  const Run fast = run_at(kernels::supported_kernel_level(), inputs, operation);
+  const Run reference = run_at(KernelLevel::kOff, inputs, operation);
+  for (size_t i = 0; i < fast.values.size(); ++i) {
+    INFO("output " << i);
+    CHECK(torch::allclose(fast.values[i], reference.values[i], rtol, atol));
+  }
+  for (size_t i = 0; i < fast.gradients.size(); ++i) {
+    INFO("gradient of input " << i);
+    CHECK(torch::allclose(fast.gradients[i], reference.gradients[i], rtol, atol));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the kernel switch: off rules the kernels out, a level above the CPU's is refused", "[kernels]") {
+  const torch::Tensor x = torch::randn({2, 3});
+  {
+    kernels::ScopedKernelLevel off(KernelLevel::kOff);
+    CHECK(kernels::kernel_level() == KernelLevel::kOff);
+    CHECK_FALSE(kernels::kernels_take({x}));
+    CHECK_FALSE(kernels::packed_products_on());
+  }
+  CHECK(kernels::kernel_level() == kernels::supported_kernel_level());  // restored
+  CHECK(kernels::kernels_take({x}) == (kernels::supported_kernel_level() >= KernelLevel::kAvx2));
+  const torch::Tensor x64 = x.to(torch::kFloat64);
+  CHECK_FALSE(kernels::kernels_take({x64}));
+  if (kernels::supported_kernel_level() < KernelLevel::kAvx512) {
+    CHECK_THROWS_WITH(kernels::set_kernel_level(KernelLevel::kAvx512), Catch::Contains("at most"));
+  }
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) WARN("this CPU runs no kernels: both ways are the reference");
+}
+
+TEST_CASE("both ways in float32: GRU step, additive energy, weighted sum, output-layer loss", "[kernels]") {
+  torch::set_num_threads(2);
+  torch::manual_seed(11);
+  SECTION("GRU step") {  // 40 rows split between two threads; H = 13 ends in a lane tail
+    check_both_ways({2 * torch::randn({40, 39}), 2 * torch::randn({40, 39}), torch::randn({40, 13})},
+                    [](const auto& in) { return std::vector<torch::Tensor>{GruCellImpl::from_gates(in[0], in[1], in[2])}; });
+  }
+  SECTION("additive energy") {
+    check_both_ways({torch::randn({9, 7, 13}), torch::randn({9, 13}), torch::randn({13})},
+                    [](const auto& in) { return std::vector<torch::Tensor>{additive_energy(in[0], in[1], in[2])}; });
+  }
+  SECTION("weighted sum") {
+    check_both_ways({torch::softmax(torch::randn({9, 7}), 1), torch::randn({9, 7, 11})},
+                    [](const auto& in) { return std::vector<torch::Tensor>{weighted_sum(in[0], in[1])}; });
+  }
+  SECTION("output-layer loss") {
+    const torch::Tensor targets = torch::randint(0, 29, {40}, torch::kInt64);
+    check_both_ways({torch::randn({40, 6}), 3 * torch::randn({29, 6}), torch::randn({29})}, [&](const auto& in) {
+      return std::vector<torch::Tensor>{output_layer_loss(in[0], in[1], in[2], targets, 0.1)};
+    }, 1e-4, 1e-4);
+  }
+}
+
+TEST_CASE("both ways in float32: encoder and decoder training pass of a whole model", "[kernels]") {
+  // The BiGru layer loop and the fused decoder loop against the per-step reference. Dropout 0:
+  // the two ways draw dropout masks differently (see the dropout test below).
+  torch::set_num_threads(2);
+  for (const std::string& attention : all_attention_types()) {
+    DYNAMIC_SECTION(attention) {
+      ModelOptions options = tiny_model_options(attention, /*decoder_hidden=*/13);
+      options.encoder_hidden_size = 7;
+      torch::manual_seed(21);
+      Seq2Seq model(options, 23, 23);
+      model->train();
+      auto [source, lengths] = random_source({6, 5, 5, 3, 1}, 23, 22);
+      torch::Tensor target = torch::randint(4, 23, {5, 6}, torch::kInt64);
+      target.select(1, 0).fill_(kBosId);
+      const std::vector<int64_t> target_lengths = {6, 5, 4, 4, 2};  // decreasing, as make_batches leaves them
+      for (int64_t b = 0; b < 5; ++b) target[b].narrow(0, target_lengths[b], 6 - target_lengths[b]).fill_(kPadId);
+      const torch::Tensor real = target.ne(kPadId).unsqueeze(2).to(torch::kFloat32);
+      std::vector<torch::Tensor> parameters = model->parameters();
+      auto run = [&](KernelLevel level) {
+        kernels::ScopedKernelLevel scoped(level);
+        model->zero_grad(/*set_to_none=*/true);
+        DecoderOutput out = model(source, lengths, target);
+        torch::manual_seed(23);
+        (out.attentional * real * torch::randn(out.attentional.sizes())).sum().backward();
+        std::vector<torch::Tensor> gradients;
+        for (const auto& parameter : parameters) {
+          gradients.push_back(parameter.grad().defined() ? parameter.grad().clone() : torch::zeros_like(parameter));
+        }
+        return std::make_pair((out.attentional * real).detach(), gradients);
+      };
+      const auto [fast, fast_gradients] = run(kernels::supported_kernel_level());
+      const auto [reference, reference_gradients] = run(KernelLevel::kOff);
+      CHECK(torch::allclose(fast, reference, 1e-4, 1e-5));
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        INFO("parameter " << i);
+        CHECK(torch::allclose(fast_gradients[i], reference_gradients[i], 1e-3, 1e-4));
+      }
+    }
+  }
+}
+
+TEST_CASE("both ways in float32: the loops' packed products", "[kernels]") {
+  torch::manual_seed(31);
+  const torch::Tensor weight = torch::randn({21, 70}), x = torch::randn({9, 21}), bias = torch::randn({70});
+  torch::Tensor fast = torch::empty({9, 70}), reference = torch::empty({9, 70});
+  LoopWeight(weight).multiply(x, bias, fast);
+  {
+    kernels::ScopedKernelLevel off(KernelLevel::kOff);
+    LoopWeight(weight).multiply(x, bias, reference);
+  }
+  CHECK(torch::allclose(fast, reference, 1e-5, 1e-5));
+  CHECK(torch::allclose(reference, x.mm(weight) + bias, 1e-5, 1e-5));
+}
+
+TEST_CASE("both ways in float32: an Adam step", "[kernels]") {
+  torch::manual_seed(41);
+  const torch::Tensor start = torch::randn({1001}), grad = torch::randn({1001});
+  auto step = [&](KernelLevel level) {
+    kernels::ScopedKernelLevel scoped(level);
+    torch::Tensor parameter = start.clone().requires_grad_();
+    FusedAdam adam({parameter}, torch::optim::AdamOptions(0.01));
+    for (int i = 0; i < 3; ++i) {
+      parameter.mutable_grad() = grad * (i + 1);
+      adam.step();
+    }
+    return parameter.detach();
+  };
+  CHECK(torch::allclose(step(kernels::supported_kernel_level()), step(KernelLevel::kOff), 1e-6, 1e-6));
+}
+
+TEST_CASE("both ways: dropout keeps 1 - p of the elements, scaled by 1 / (1 - p)", "[kernels]") {
+  for (KernelLevel level : {kernels::supported_kernel_level(), KernelLevel::kOff}) {
+    DYNAMIC_SECTION(kernels::to_string(level)) {
+      kernels::ScopedKernelLevel scoped(level);
+      torch::manual_seed(51);
+      const torch::Tensor out = apply_dropout(torch::ones({200, 100}), 0.3, /*training=*/true);
+      const double kept = out.ne(0).to(torch::kFloat64).mean().item<double>();
+      CHECK(kept == Approx(0.7).margin(0.02));
+      CHECK(out.max().item<float>() == Approx(1.0 / 0.7));
+    }
+  }
+}
+
+TEST_CASE("a team of threads: an exception in one thread skips the later phases everywhere and is rethrown",
+          "[kernels]") {
+  torch::set_num_threads(3);
+  std::atomic<int> first_phase{0}, after_failure{0}, barriers_met{0};
+  auto body = [&](Team& team) {
+    team.phase([&] { ++first_phase; });
+    team.phase([&] {
+      if (team.share(3).first == 0) throw std::runtime_error("thread 0 failed");
+    });
+    team.phase([&] { ++after_failure; });
+    ++barriers_met;
+  };
+  CHECK_THROWS_WITH(run_as_team(body), "thread 0 failed");
+  CHECK(first_phase.load() == 3);
+  CHECK(after_failure.load() == 0);  // skipped on every thread
+  CHECK(barriers_met.load() == 3);   // every thread reached the end: no barrier was left waiting
+  torch::set_num_threads(2);
+}
