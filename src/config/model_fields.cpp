@@ -2,8 +2,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
-
 namespace nmt {
 
 ModelOptions model_options_from_entries(const std::vector<std::pair<std::string, std::string>>& entries) {
@@ -20,11 +18,7 @@ ModelOptions model_options_from_entries(const std::vector<std::pair<std::string,
 }
 
 void validate(const ModelOptions& model) {
-  const std::vector<std::string> names = attention_names();
-  std::string allowed;
-  for (const std::string& name : names) allowed += (allowed.empty() ? "" : "|") + name;
-  require(std::find(names.begin(), names.end(), model.attention) != names.end(), "attention",
-          "'" + model.attention + "' is not one of " + allowed);
+  if (model.attention != kNoAttention) find_scorer(model.attention);  // names the allowed values
   require(model.embedding_size >= 1, "embedding-size", "must be at least 1");
   require(model.encoder_hidden_size >= 1, "encoder-hidden-size", "must be at least 1");
   require(model.decoder_hidden_size >= 1, "decoder-hidden-size", "must be at least 1");

@@ -26,14 +26,6 @@ namespace {
 // Output files are named after their input: "stdin" or the input's file name.
 std::string output_stem(const std::string& input) { return input == "-" ? "stdin" : fs::path(input).filename().string(); }
 
-// Checked before any decoding, so that a typo does not cost a whole translation run.
-void require_parent_directory(const std::string& path, const std::string& option) {
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent)) {
-    throw std::invalid_argument(option + " " + path + ": directory " + parent.string() + " does not exist");
-  }
-}
-
 // Parallel files must match line by line.
 void require_same_line_count(const std::string& name, size_t lines, const std::string& other_name, size_t other_lines) {
   if (lines != other_lines) {
@@ -79,11 +71,10 @@ void write_output(const std::string& destination, const std::string& text, std::
 void translate_files(TranslateJob job, std::ostream& out) {
   if (job.inputs.empty()) job.inputs = {"-"};
   TranslateOptions& options = job.options;
-  OutputOptions& outputs = job.outputs;
-  outputs.n_best = options.search.n_best;
+  const OutputOptions& outputs = job.outputs;
   validate(options.search);
   validate(options.batching);
-  if (outputs.n_best > 1 && (outputs.alignment || outputs.with_scores || !outputs.attention_dir.empty())) {
+  if (options.search.n_best > 1 && (outputs.alignment || outputs.with_scores || !outputs.attention_dir.empty())) {
     throw std::invalid_argument("--n-best > 1 prints 'i ||| text ||| score' lines; it cannot be combined with "
                                 "--alignment, --attention-dir or --with-scores");
   }
@@ -116,7 +107,8 @@ void translate_files(TranslateJob job, std::ostream& out) {
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
     const std::vector<Translation> translations = translate_lines(options, model, lines);
     const std::string stem = output_stem(input);
-    const std::string text = format_translations(lines, translations, model.target_vocabulary, stem, outputs);
+    const std::string text = format_translations(lines, translations, model.target_vocabulary, stem,
+                                                  options.search.n_best, outputs);
     write_output(!job.output_dir.empty() ? (fs::path(job.output_dir) / (stem + ".hyp")).string() : job.output, text,
                  out);
   }

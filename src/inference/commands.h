@@ -17,7 +17,7 @@ struct TranslateJob {
   std::vector<std::string> inputs;  // files, or "-" for standard input (the default)
   std::string output = "-";         // a file, or "-" for `out`
   std::string output_dir;           // with several inputs: INPUT_NAME.hyp each here
-  OutputOptions outputs;            // n_best is options.search.n_best
+  OutputOptions outputs;
 };
 
 // Checks every path and option before loading the model, then translates each input.

@@ -11,10 +11,6 @@
 #include "model/seq2seq.h"
 #include "text/vocabulary.h"
 
-namespace torch::serialize {
-class InputArchive;
-}
-
 namespace nmt {
 
 struct TranslationModel {

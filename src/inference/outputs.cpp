@@ -28,12 +28,12 @@ AttentionMatrix attention_matrix(const Translation& translation, const Hypothesi
 }
 
 std::string format_translations(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
-                                const Vocabulary& target_vocabulary, const std::string& stem,
+                                const Vocabulary& target_vocabulary, const std::string& stem, int n_best,
                                 const OutputOptions& options) {
   std::ostringstream text;
   for (size_t i = 0; i < translations.size(); ++i) {
     const Translation& translation = translations[i];
-    if (options.n_best > 1) {
+    if (n_best > 1) {
       for (size_t k = 0; k < translation.hypotheses.size(); ++k) {
         text << i << " ||| " << translation.texts[k] << " ||| " << translation.hypotheses[k].score << "\n";
       }

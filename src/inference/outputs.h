@@ -13,7 +13,6 @@
 namespace nmt {
 
 struct OutputOptions {
-  int n_best = 1;             // > 1: n-best lines, nothing else
   bool with_scores = false;   // "score\ttext"
   bool alignment = false;     // an alignment line after each output line
   std::string attention_dir;  // SVG and JSON per sentence, named STEM.NNNNN.{svg,json}; "" = none
@@ -23,10 +22,11 @@ struct OutputOptions {
 AttentionMatrix attention_matrix(const Translation& translation, const Hypothesis& hypothesis,
                                  const Vocabulary& target_vocabulary);
 
-// The text output for `translations` of `lines` (the input named `stem`); attention files are
-// written as a side effect when options.attention_dir is set.
+// The text output for `translations` of `lines` (the input named `stem`): n-best lines when
+// n_best > 1, else one line each with what `options` adds. Attention files are written as a side
+// effect when options.attention_dir is set.
 std::string format_translations(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
-                                const Vocabulary& target_vocabulary, const std::string& stem,
+                                const Vocabulary& target_vocabulary, const std::string& stem, int n_best,
                                 const OutputOptions& options);
 
 }  // namespace nmt

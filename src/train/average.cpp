@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "util/io.h"
+
 namespace fs = std::filesystem;
 
 namespace nmt {
@@ -118,10 +120,7 @@ void run_average(AverageJob job, std::ostream& out) {
     throw std::invalid_argument("--output " + job.output +
                                 ": the trainer's own checkpoint names are reserved; choose another name");
   }
-  const fs::path parent = fs::path(job.output).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent)) {
-    throw std::invalid_argument("--output " + job.output + ": directory " + parent.string() + " does not exist");
-  }
+  require_parent_directory(job.output, "--output");
   const TrainingCheckpoint averaged = average_checkpoints(paths, torch::kCPU);
   save_checkpoint(job.output, averaged, nullptr);
   out << "averaged " << paths.size() << " checkpoints (" << fs::path(paths.front()).filename().string() << " .. "

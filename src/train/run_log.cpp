@@ -33,16 +33,23 @@ void RunLog::write_metrics(const std::string& line) {
   if (!metrics_) throw std::runtime_error(metrics_path_ + ": write failed (disk full?)");
 }
 
+void RunLog::start(int log_every, int64_t first_step, int64_t planned_steps) {
+  log_every_ = log_every;
+  first_step_ = first_step;
+  planned_steps_ = planned_steps;
+  window_start_ = std::chrono::steady_clock::now();
+}
+
 void RunLog::update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double learning_rate,
-                    int log_every, double elapsed_seconds, int64_t planned_steps, int64_t first_step) {
+                    double elapsed_seconds) {
   window_loss_ += loss_sum;
   window_tokens_ += target_tokens;
-  if (progress.step % log_every != 0) return;
+  if (progress.step % log_every_ != 0) return;
   const auto now = std::chrono::steady_clock::now();
   const double window_seconds = std::chrono::duration<double>(now - window_start_).count();
   const double tokens_per_second = static_cast<double>(window_tokens_) / window_seconds;
-  const double seconds_per_step = elapsed_seconds / static_cast<double>(progress.step - first_step);
-  const double left = seconds_per_step * static_cast<double>(std::max<int64_t>(0, planned_steps - progress.step));
+  const double seconds_per_step = elapsed_seconds / static_cast<double>(progress.step - first_step_);
+  const double left = seconds_per_step * static_cast<double>(std::max<int64_t>(0, planned_steps_ - progress.step));
   const double mean_loss = window_loss_ / static_cast<double>(window_tokens_);
   logger_->info("epoch {} step {} loss {:.4f} lr {:.2e} {:.0f} target tok/s elapsed {} left <= {}", progress.epoch + 1,
                 progress.step, mean_loss, learning_rate, tokens_per_second, format_duration(elapsed_seconds),

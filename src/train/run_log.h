@@ -22,12 +22,13 @@ class RunLog {
 
   spdlog::logger& logger() { return *logger_; }
 
-  // Starts the speed window (before the first update).
-  void restart_window() { window_start_ = std::chrono::steady_clock::now(); }
+  // Before the first update: log every `log_every` steps; the time-left estimate counts from
+  // `first_step` towards `planned_steps`. Starts the speed window.
+  void start(int log_every, int64_t first_step, int64_t planned_steps);
 
   // Counts one update's loss; every `log_every` steps logs the window's mean loss and speed.
   void update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double learning_rate,
-              int log_every, double elapsed_seconds, int64_t planned_steps, int64_t first_step);
+              double elapsed_seconds);
 
   // Logs a validation; the speed window restarts after it (validation time is not throughput).
   void validation(const TrainingProgress& progress, const ValidationResult& result, bool improved,
@@ -39,6 +40,9 @@ class RunLog {
   std::shared_ptr<spdlog::logger> logger_;
   std::ofstream metrics_;
   std::string metrics_path_;
+  int log_every_ = 1;
+  int64_t first_step_ = 0;
+  int64_t planned_steps_ = 0;
   double window_loss_ = 0;
   int64_t window_tokens_ = 0;
   std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();

@@ -114,11 +114,10 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
       static_cast<int64_t>(make_batches(setup.train_examples, config.batch_tokens, true, config.seed).size());
   const int64_t planned_steps = stop_rules.planned_steps(batches_per_epoch);
   log.info("{} batches per epoch; at most {} steps", batches_per_epoch, planned_steps);
-  const int64_t first_step = progress.step;
 
   TrainSummary summary;
   model->train();
-  run_log.restart_window();
+  run_log.start(config.log_every, progress.step, planned_steps);
   for (; progress.epoch < config.max_epochs && summary.stop_reason.empty(); ++progress.epoch, progress.batch_in_epoch = 0) {
     const auto batches = epoch_batches(progress.epoch);
     const auto batch_count = static_cast<int64_t>(batches.size());
@@ -131,8 +130,7 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
       Batch batch = collate(setup.train_examples, batches[progress.batch_in_epoch]).to(setup.device);
       const double loss_sum = train_step(model, *setup.optimizer, batch, config, progress.step);
       ++progress.step, ++progress.batch_in_epoch;
-      run_log.update(progress, loss_sum, batch.target_tokens, learning_rate, config.log_every, elapsed(),
-                     planned_steps, first_step);
+      run_log.update(progress, loss_sum, batch.target_tokens, learning_rate, elapsed());
 
       const std::string limit = stop_rules.limit_reached(progress.step, elapsed());
       if (progress.step % config.validate_every == 0 || !limit.empty() ||

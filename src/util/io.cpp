@@ -60,4 +60,11 @@ std::string read_file(const std::string& path) {
 
 bool file_exists(const std::string& path) { return std::filesystem::exists(path); }
 
+void require_parent_directory(const std::string& path, const std::string& option) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent)) {
+    throw std::invalid_argument(option + " " + path + ": directory " + parent.string() + " does not exist");
+  }
+}
+
 }  // namespace nmt

@@ -25,4 +25,8 @@ void write_via_temporary(const std::string& path, const std::function<void(const
 std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
 
+// Throws std::invalid_argument naming `option` when the directory that would hold `path` does not
+// exist; checked before any long work, so that a typo does not cost a whole run.
+void require_parent_directory(const std::string& path, const std::string& option);
+
 }  // namespace nmt

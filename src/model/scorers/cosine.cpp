@@ -53,10 +53,7 @@ class CosineScorerImpl : public ScorerImpl {
 ScorerEntry cosine_scorer_entry() {
   return {"cosine", "beta * cos(s, h_j), Graves et al. 2014, eq. 5-6",
           [](const AttentionOptions& options) { return std::make_shared<CosineScorerImpl>(options); },
-          [](const AttentionOptions& options) {
-            const auto query = static_cast<double>(options.query_size), key = static_cast<double>(options.key_size);
-            return ScorerArithmetic{key == query ? 0.0 : key * query, 0.0, query};
-          }};
+          state_key_arithmetic};
 }
 
 }  // namespace nmt

@@ -39,10 +39,7 @@ class DotScorerImpl : public ScorerImpl {
 ScorerEntry dot_scorer_entry() {
   return {"dot", "s^T h_j, Luong et al. 2015, eq. 8",
           [](const AttentionOptions& options) { return std::make_shared<DotScorerImpl>(options); },
-          [](const AttentionOptions& options) {
-            const auto query = static_cast<double>(options.query_size), key = static_cast<double>(options.key_size);
-            return ScorerArithmetic{key == query ? 0.0 : key * query, 0.0, query};
-          }};
+          state_key_arithmetic};
 }
 
 }  // namespace nmt

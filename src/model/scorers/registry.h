@@ -20,6 +20,13 @@ struct ScorerArithmetic {
   double per_position = 0;  // scoring the query against one key (per step and source position)
 };
 
+// The arithmetic of a scorer that takes the encoder states as keys (mapped to the query size by one
+// matrix when the sizes differ) and scores with one dot product per position: dot, cosine.
+inline ScorerArithmetic state_key_arithmetic(const AttentionOptions& options) {
+  const auto query = static_cast<double>(options.query_size), key = static_cast<double>(options.key_size);
+  return {key == query ? 0.0 : key * query, 0.0, query};
+}
+
 struct ScorerEntry {
   std::string name;     // the value of the `attention` key
   std::string formula;  // score(s, h_j) and its source, for help texts
