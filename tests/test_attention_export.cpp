@@ -1,6 +1,7 @@
 #include "eval/attention_export.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <limits>
@@ -66,39 +67,41 @@ TEST_CASE("check_shape rejects mismatched and ragged matrices", "[attention-expo
 
 TEST_CASE("attention_json writes the exact expected text for a 2x3 matrix", "[attention-export]") {
     const std::string expected =
-        "{\"source_tokens\": [\"▁Hallo\", \"▁Welt\", \"</s>\"],\n"
-        " \"target_tokens\": [\"▁Hello\", \"</s>\"],\n"
+        "{\"source_tokens\": [\"▁Hallo\",\"▁Welt\",\"</s>\"],\n"
+        " \"target_tokens\": [\"▁Hello\",\"</s>\"],\n"
         " \"weights\": [\n"
-        "  [0.5, 0.25, 0.25],\n"
-        "  [0.125, 0.125, 0.75]\n"
+        "  [0.5,0.25,0.25],\n"
+        "  [0.125,0.125,0.75]\n"
         " ]}";
     const std::string json = nmt::attention_json(two_by_three());
     CHECK(json == expected);
-    // Crude structure facts: 2 token lists + 1 weights list + 2 rows.
-    CHECK(count_occurrences(json, "[") == 5);
-    CHECK(count_occurrences(json, "\n  [") == 2);
+    const auto parsed = nlohmann::json::parse(json);
+    CHECK(parsed["weights"][1][2].get<double>() == 0.75);
+    CHECK(parsed["source_tokens"][1].get<std::string>() == "▁Welt");
 }
 
-TEST_CASE("attention_json prints %.6g digits and null for non-finite weights", "[attention-export]") {
+TEST_CASE("attention_json rounds to %.6g digits and writes null for non-finite weights", "[attention-export]") {
     nmt::AttentionMatrix matrix;
-    matrix.source_tokens = {"a", "b", "c"};
+    matrix.source_tokens = {"a", "b", "c", "d"};
     matrix.target_tokens = {"x"};
-    matrix.weights = {{0.1f, 1.0f / 3.0f, std::numeric_limits<float>::quiet_NaN()}};
-    CHECK(nmt::attention_json(matrix).find("[0.1, 0.333333, null]") != std::string::npos);
+    matrix.weights = {{0.1f, 1.0f / 3.0f, std::numeric_limits<float>::quiet_NaN(), 1e-7f}};
+    CHECK(nmt::attention_json(matrix).find("[0.1,0.333333,null,1e-07]") != std::string::npos);
     CHECK(nmt::attention_json(nmt::AttentionMatrix{}) ==
           "{\"source_tokens\": [],\n \"target_tokens\": [],\n \"weights\": []}");
 }
 
-TEST_CASE("json_quote escapes quotes, backslashes and control characters", "[attention-export]") {
-    CHECK(nmt::json_quote("") == "\"\"");
-    CHECK(nmt::json_quote("a\"b\\c") == "\"a\\\"b\\\\c\"");
-    CHECK(nmt::json_quote(std::string("\n\t\x01\x1f", 4)) == "\"\\u000a\\u0009\\u0001\\u001f\"");
-    CHECK(nmt::json_quote(std::string("a\0b", 3)) == "\"a\\u0000b\"");
-    // Valid UTF-8 passes through untouched; a stray continuation byte cannot.
-    CHECK(nmt::json_quote("▁Hund → 🐕") ==
-          "\"▁Hund → 🐕\"");
-    CHECK(nmt::json_quote("a\x80z") == "\"a\\ufffdz\"");
-    CHECK(nmt::json_quote("</s>") == "\"</s>\"");
+TEST_CASE("attention_json escapes every token so that the file parses back to the same tokens", "[attention-export]") {
+    nmt::AttentionMatrix matrix;
+    matrix.source_tokens = {"a\"b\\c", std::string("\n\t\x01\x1f", 4), std::string("a\0b", 3), "▁Hund → 🐕"};
+    matrix.target_tokens = {"a\x80z"};
+    matrix.weights = {{0.25f, 0.25f, 0.25f, 0.25f}};
+    const std::string json = nmt::attention_json(matrix);
+    const auto parsed = nlohmann::json::parse(json);
+    for (std::size_t column = 0; column < matrix.source_tokens.size(); ++column) {
+        CHECK(parsed["source_tokens"][column].get<std::string>() == matrix.source_tokens[column]);
+    }
+    // A stray continuation byte is not UTF-8: it becomes U+FFFD instead of breaking the file.
+    CHECK(parsed["target_tokens"][0].get<std::string>() == "a\xEF\xBF\xBDz");
 }
 
 TEST_CASE("tokens with markup characters are escaped in SVG and JSON", "[attention-export]") {

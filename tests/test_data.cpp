@@ -35,6 +35,23 @@ TEST_CASE("UTF-8 validation", "[data]") {
   CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
 }
 
+TEST_CASE("UTF-8 decoding reads each code point once and replaces a malformed byte", "[data]") {
+  const std::string text = "a\xc3\xbc\xe6\x9d\xb1\xf0\x9f\x99\x82\xe0\x80\xafz";  // a ü 東 🙂, an overlong '/', z
+  std::vector<char32_t> code_points;
+  std::vector<bool> valid;
+  std::string encoded;
+  for (std::size_t position = 0; position < text.size();) {
+    bool is_valid = false;
+    code_points.push_back(next_code_point(text, position, &is_valid));
+    valid.push_back(is_valid);
+    append_utf8(encoded, code_points.back());
+  }
+  // The overlong sequence is three bytes, each read alone as U+FFFD.
+  CHECK(code_points == std::vector<char32_t>{'a', 0xFC, 0x6771, 0x1F642, 0xFFFD, 0xFFFD, 0xFFFD, 'z'});
+  CHECK(valid == std::vector<bool>{true, true, true, true, false, false, false, true});
+  CHECK(encoded == "a\xc3\xbc\xe6\x9d\xb1\xf0\x9f\x99\x82\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz");
+}
+
 TEST_CASE("a parallel corpus with different line counts names both files and counts", "[data]") {
   const std::string source = write_temp("mismatch.src", "a\nb\nc\n");
   const std::string target = write_temp("mismatch.tgt", "x\ny\n");
@@ -96,6 +113,24 @@ TEST_CASE("token-budget batches cover every example once, respect the budget and
   CHECK(static_cast<double>(real) / static_cast<double>(padded) > 0.8);
   CHECK(make_batches(examples, budget, true, 1) == batches);
   CHECK(make_batches(examples, budget, true, 2) != batches);
+}
+
+TEST_CASE("cut_batches keeps the order and cuts where the next item would pass the budget", "[data]") {
+  // Source lengths of items 0..5, sorted longest first as translation sorts them.
+  const std::vector<size_t> source = {9, 7, 4, 4, 3, 20};
+  const auto lengths = [&](int64_t index) { return PaddedLengths{source[index], 0}; };
+  const std::vector<int64_t> order = {5, 0, 1, 2, 3, 4};
+  // Tokens: 20 alone (over the budget, still a batch), then 9+9 = 18 <= 20, then 3 x 4 = 12 <= 12 ...
+  CHECK(cut_batches(order, lengths, 20, BatchCost::kPaddedTokens) ==
+        std::vector<std::vector<int64_t>>{{5}, {0, 1}, {2, 3, 4}});
+  CHECK(cut_batches(order, lengths, 12, BatchCost::kPaddedTokens) ==
+        std::vector<std::vector<int64_t>>{{5}, {0}, {1}, {2, 3, 4}});
+  CHECK(cut_batches(order, lengths, 4, BatchCost::kSentences) ==
+        std::vector<std::vector<int64_t>>{{5, 0, 1, 2}, {3, 4}});
+  // Targets count too: 2 x (4 + 3) = 14 > 13.
+  const auto with_targets = [&](int64_t index) { return PaddedLengths{source[index], 3}; };
+  CHECK(cut_batches({2, 3}, with_targets, 13, BatchCost::kPaddedTokens) == std::vector<std::vector<int64_t>>{{2}, {3}});
+  CHECK(cut_batches({}, lengths, 10, BatchCost::kSentences).empty());
 }
 
 TEST_CASE("collate pads, appends EOS to the source and shifts the target", "[data]") {

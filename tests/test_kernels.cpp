@@ -9,6 +9,8 @@
 
 #include "helpers.h"
 #include "kernels/dispatch.h"
+#include "kernels/row_kernels.h"
+#include "model/attention.h"
 #include "model/dropout.h"
 #include "model/fused_attention.h"
 #include "model/gru_cell.h"
@@ -101,6 +103,24 @@ TEST_CASE("both ways in float32: GRU step, additive energy, weighted sum, output
       return std::vector<torch::Tensor>{output_layer_loss(in[0], in[1], in[2], targets, 0.1)};
     }, 1e-4, 1e-4);
   }
+}
+
+TEST_CASE("attention's masked softmax kernel matches LibTorch's and is exactly 0 at padding", "[kernels]") {
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) {
+    WARN("no AVX2 on this CPU: nothing to compare");
+    return;
+  }
+  torch::manual_seed(5);
+  const torch::Tensor scores = 4 * torch::randn({4, 19});  // 19 positions: two lanes of 8 and a tail
+  const torch::Tensor lengths = torch::tensor({19, 11, 8, 1}, torch::kInt64);
+  const torch::Tensor mask = make_source_mask(lengths, 19, torch::kCPU);
+  const torch::Tensor expected = torch::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), 1);
+  torch::Tensor weights = scores.clone();
+  for (int64_t b = 0; b < 4; ++b) {
+    kernels::prefix_softmax(weights[b].data_ptr<float>(), lengths[b].item<int64_t>(), 19);
+  }
+  CHECK(torch::allclose(weights, expected, 1e-5, 1e-7));
+  CHECK(torch::equal(weights.masked_select(mask.logical_not()), torch::zeros({19 - 11 + 19 - 8 + 18})));
 }
 
 TEST_CASE("both ways in float32: encoder and decoder training pass of a whole model", "[kernels]") {

@@ -1,8 +1,12 @@
 #include "eval/attention_export.h"
 
+#include "text/utf8.h"
 #include "util/format.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -15,82 +19,7 @@
 namespace nmt {
 namespace {
 
-constexpr char32_t kReplacementCharacter = 0xFFFD;
 const char* const kEndOfSentence = "</s>";
-
-// Decodes the code point starting at text[position] and advances position.
-// Malformed or truncated sequences (including overlong forms and UTF-16
-// surrogates) consume one byte and report valid = false, so that callers can
-// substitute U+FFFD instead of emitting bytes that break XML or JSON parsers.
-char32_t next_code_point(const std::string& text, std::size_t& position, bool& valid) {
-    const auto byte_at = [&text](std::size_t index) {
-        return static_cast<unsigned char>(text[index]);
-    };
-    const unsigned char lead = byte_at(position);
-    valid = true;
-    if (lead < 0x80) {
-        ++position;
-        return lead;
-    }
-    std::size_t length = 0;
-    char32_t code_point = 0;
-    unsigned char lowest_second = 0x80;
-    unsigned char highest_second = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF) {
-        length = 2;
-        code_point = lead & 0x1F;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-        length = 3;
-        code_point = lead & 0x0F;
-        if (lead == 0xE0) lowest_second = 0xA0;   // overlong
-        if (lead == 0xED) highest_second = 0x9F;  // surrogates
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-        length = 4;
-        code_point = lead & 0x07;
-        if (lead == 0xF0) lowest_second = 0x90;   // overlong
-        if (lead == 0xF4) highest_second = 0x8F;  // above U+10FFFF
-    } else {
-        valid = false;
-        ++position;
-        return kReplacementCharacter;
-    }
-    if (position + length > text.size()) {
-        valid = false;
-        ++position;
-        return kReplacementCharacter;
-    }
-    for (std::size_t offset = 1; offset < length; ++offset) {
-        const unsigned char continuation = byte_at(position + offset);
-        const unsigned char lowest = offset == 1 ? lowest_second : 0x80;
-        const unsigned char highest = offset == 1 ? highest_second : 0xBF;
-        if (continuation < lowest || continuation > highest) {
-            valid = false;
-            ++position;
-            return kReplacementCharacter;
-        }
-        code_point = (code_point << 6) | (continuation & 0x3F);
-    }
-    position += length;
-    return code_point;
-}
-
-void append_utf8(std::string& output, char32_t code_point) {
-    if (code_point < 0x80) {
-        output += static_cast<char>(code_point);
-    } else if (code_point < 0x800) {
-        output += static_cast<char>(0xC0 | (code_point >> 6));
-        output += static_cast<char>(0x80 | (code_point & 0x3F));
-    } else if (code_point < 0x10000) {
-        output += static_cast<char>(0xE0 | (code_point >> 12));
-        output += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-        output += static_cast<char>(0x80 | (code_point & 0x3F));
-    } else {
-        output += static_cast<char>(0xF0 | (code_point >> 18));
-        output += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
-        output += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-        output += static_cast<char>(0x80 | (code_point & 0x3F));
-    }
-}
 
 // Escapes text for XML character data and attribute values. XML 1.0 cannot
 // carry most C0 controls or U+FFFE/U+FFFF even as character references, so
@@ -102,7 +31,7 @@ std::string xml_escape(const std::string& text) {
     std::size_t position = 0;
     while (position < text.size()) {
         bool valid = true;
-        const char32_t code_point = next_code_point(text, position, valid);
+        const char32_t code_point = next_code_point(text, position, &valid);
         switch (code_point) {
             case '&': output += "&amp;"; break;
             case '<': output += "&lt;"; break;
@@ -150,8 +79,7 @@ double estimated_text_width(const std::string& text, double font_size) {
     double width_in_em = 0;
     std::size_t position = 0;
     while (position < text.size()) {
-        bool valid = true;
-        const char32_t code_point = next_code_point(text, position, valid);
+        const char32_t code_point = next_code_point(text, position);
         if (code_point >= 0x0300 && code_point <= 0x036F) continue;  // combining marks
         if (is_wide(code_point)) {
             width_in_em += 1.0;
@@ -227,6 +155,15 @@ std::vector<std::string> split_lines(const std::string& text) {
     return lines;
 }
 
+// `value` rounded to six significant digits, the precision of printf("%.6g"),
+// parsed back without the C locale's help.
+double six_significant_digits(double value) {
+    const std::string text = format_significant(value);
+    double rounded = value;
+    std::from_chars(text.data(), text.data() + text.size(), rounded);
+    return rounded;
+}
+
 }  // namespace
 
 void check_shape(const AttentionMatrix& matrix) {
@@ -244,54 +181,25 @@ void check_shape(const AttentionMatrix& matrix) {
     }
 }
 
-std::string json_quote(const std::string& text) {
-    static const char* const kDigits = "0123456789abcdef";
-    std::string output = "\"";
-    output.reserve(text.size() + 2);
-    std::size_t position = 0;
-    while (position < text.size()) {
-        const std::size_t start = position;
-        bool valid = true;
-        const char32_t code_point = next_code_point(text, position, valid);
-        if (!valid) {
-            output += "\\ufffd";
-        } else if (code_point == '"') {
-            output += "\\\"";
-        } else if (code_point == '\\') {
-            output += "\\\\";
-        } else if (code_point < 0x20) {
-            output += "\\u00";
-            output += kDigits[code_point >> 4];
-            output += kDigits[code_point & 0xF];
-        } else {
-            output.append(text, start, position - start);  // valid UTF-8 passes through byte for byte
-        }
-    }
-    output += '"';
-    return output;
-}
-
 std::string attention_json(const AttentionMatrix& matrix) {
     check_shape(matrix);
-    const auto token_list = [](const std::vector<std::string>& tokens) {
-        std::string text = "[";
-        for (std::size_t index = 0; index < tokens.size(); ++index) {
-            if (index > 0) text += ", ";
-            text += json_quote(tokens[index]);
-        }
-        return text + "]";
+    // nlohmann-json does the escaping (invalid UTF-8 becomes U+FFFD) and the
+    // numbers (non-finite ones become null); the layout, one weight row per
+    // line, is ours.
+    const auto dump = [](const nlohmann::json& value) {
+        return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     };
-    std::string output = "{\"source_tokens\": " + token_list(matrix.source_tokens) + ",\n";
-    output += " \"target_tokens\": " + token_list(matrix.target_tokens) + ",\n";
+    std::string output = "{\"source_tokens\": " + dump(matrix.source_tokens) + ",\n";
+    output += " \"target_tokens\": " + dump(matrix.target_tokens) + ",\n";
     output += " \"weights\": [";
     for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
-        output += row == 0 ? "\n  [" : ",\n  [";
-        for (std::size_t column = 0; column < matrix.weights[row].size(); ++column) {
-            if (column > 0) output += ", ";
-            const float weight = matrix.weights[row][column];
-            output += std::isfinite(weight) ? format_significant(weight) : "null";
+        nlohmann::json weights = nlohmann::json::array();
+        for (const float weight : matrix.weights[row]) {
+            // Six significant digits, like printf("%.6g"): enough for a heatmap.
+            weights.push_back(std::isfinite(weight) ? nlohmann::json(six_significant_digits(weight))
+                                                    : nlohmann::json(nullptr));
         }
-        output += "]";
+        output += (row == 0 ? "\n  " : ",\n  ") + dump(weights);
     }
     output += matrix.weights.empty() ? "]}" : "\n ]}";
     return output;

@@ -1,7 +1,7 @@
 // Export of one sentence's cross-attention (target rows x source columns) as
 // an SVG heatmap, as JSON, and as a Moses/fast_align style hard alignment.
-// Standard library only, so the exporter can be used by tools that do not
-// link the model.
+// Needs neither LibTorch nor the model, so tools that do not link the model
+// can use it.
 #pragma once
 
 #include <string>
@@ -34,9 +34,10 @@ void check_shape(const AttentionMatrix& matrix);
 std::string attention_svg(const AttentionMatrix& matrix, const std::string& caption = "");
 
 // {"source_tokens": [...], "target_tokens": [...], "weights": [[...], ...]}
-// with one weight row per line. Weights are printed like printf("%.6g")
-// regardless of the global locale; NaN and infinities (which JSON cannot
-// represent) are written as null.
+// with one weight row per line. Weights are rounded to six significant digits
+// (printf's "%.6g") regardless of the locale; NaN and infinities (which JSON
+// cannot represent) are written as null. Bytes that are not valid UTF-8 in a
+// token become U+FFFD, so the file always parses.
 std::string attention_json(const AttentionMatrix& matrix);
 
 // Space-separated "i-j" pairs (source column i, target row j, both 0-based),
@@ -44,11 +45,5 @@ std::string attention_json(const AttentionMatrix& matrix);
 // (the first one on ties). Rows whose token is "</s>" are skipped, and so are
 // rows whose argmax is a "</s>" column. Empty string when there are no pairs.
 std::string hard_alignment(const AttentionMatrix& matrix);
-
-// A JSON string literal for `text`, quotes included: '"' and '\\' are
-// backslash-escaped, control characters become \u00XX, valid non-ASCII UTF-8
-// is passed through unchanged, and bytes that are not valid UTF-8 become
-// \ufffd (so the result always parses as JSON).
-std::string json_quote(const std::string& text);
 
 }  // namespace nmt

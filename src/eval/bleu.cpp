@@ -1,5 +1,7 @@
 #include "eval/bleu.h"
 
+#include "text/utf8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -276,7 +278,7 @@ std::string python_lower(const std::string& text) {
     characters.reserve(text.size());
     for (std::size_t position = 0; position < text.size();) {
         const std::size_t start = position;
-        const char32_t code_point = detail::decode_utf8(text, position);
+        const char32_t code_point = next_code_point(text, position);
         characters.push_back({code_point, start, position - start});
     }
 
@@ -291,7 +293,7 @@ std::string python_lower(const std::string& text) {
             // LATIN CAPITAL LETTER I WITH DOT ABOVE lowercases to two code
             // points in Python (SpecialCasing.txt): i + COMBINING DOT ABOVE.
             result += 'i';
-            detail::append_utf8(0x307, result);
+            append_utf8(result, 0x307);
             continue;
         } else {
             lowered = simple_lowercase(character.code_point);
@@ -300,7 +302,7 @@ std::string python_lower(const std::string& text) {
             // Copy the original bytes so malformed UTF-8 passes through as is.
             result.append(text, character.start, character.length);
         } else {
-            detail::append_utf8(lowered, result);
+            append_utf8(result, lowered);
         }
     }
     return result;
@@ -565,7 +567,7 @@ void build_char_profile(const std::string& line, CharNgramProfile& profile) {
         if (space > 0) {
             position += space;
         } else {
-            characters.push_back(detail::decode_utf8(line, position));
+            characters.push_back(next_code_point(line, position));
         }
     }
     for (int order = 1; order <= kChrfCharOrder; ++order) {

@@ -32,13 +32,5 @@ std::vector<std::string_view> split_whitespace(std::string_view text);
 // Python's str.rstrip() with no arguments.
 std::string_view rstrip_whitespace(std::string_view text);
 
-// Decodes the UTF-8 code point at `position` and advances `position` past
-// it. A malformed byte decodes to U+FFFD and advances by one byte, so any
-// byte string can be scored without throwing.
-char32_t decode_utf8(std::string_view text, std::size_t& position);
-
-// Appends the UTF-8 encoding of `code_point` to `output`.
-void append_utf8(char32_t code_point, std::string& output);
-
 }  // namespace detail
 }  // namespace nmt::eval

@@ -2,6 +2,7 @@
 // avx2_kernels_available() has said yes.
 #include "kernels/row_kernels.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #if NMT_AVX2_KERNELS
@@ -54,6 +55,12 @@ void softmax_rows(float* z, int64_t rows, int64_t cols, float* log_sum_exp, floa
   for (int64_t row = 0; row < rows; ++row) softmax_row(z + row * cols, cols, log_sum_exp + row, row_sum + row);
 }
 
+void prefix_softmax(float* z, int64_t length, int64_t cols) {
+  float log_sum_exp = 0, row_sum = 0;
+  softmax_row(z, length, &log_sum_exp, &row_sum);
+  std::fill(z + length, z + cols, 0.0f);
+}
+
 void smoothed_gradient_rows(float* p, int64_t rows, int64_t cols, const int64_t* targets, float epsilon, float scale) {
   const Floats scale_lanes = splat(scale);
   const Floats uniform = splat(epsilon / static_cast<float>(cols));
@@ -78,6 +85,7 @@ void add_column_sums(const float* x, int64_t rows, int64_t cols, float* sums) {
 #else  // not x86-64: avx2_kernels_available() says no, and these are never called
 
 void softmax_rows(float*, int64_t, int64_t, float*, float*) { throw std::logic_error("softmax_rows: not built"); }
+void prefix_softmax(float*, int64_t, int64_t) { throw std::logic_error("prefix_softmax: not built"); }
 void smoothed_gradient_rows(float*, int64_t, int64_t, const int64_t*, float, float) {
   throw std::logic_error("smoothed_gradient_rows: not built");
 }

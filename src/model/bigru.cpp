@@ -50,14 +50,20 @@ torch::Tensor BiGruImpl::run(const Direction& direction, const torch::Tensor& in
       hidden = next;  // every sentence is still running
       states[position] = hidden;
     } else {
-      // Rows whose sentence has ended keep their state: h + m (h' - h) is h' for m = 1, h for m = 0.
-      hidden = hidden + mask[t] * (next - hidden);
-      // Forward direction: the kept state is not an output at padding. Backward: it is still h_0 = 0.
-      states[position] = reverse ? hidden : hidden * mask[t];
+      hidden = keep_ended_rows(hidden, next, mask[t]);
+      states[position] = output_at_step(hidden, mask[t], reverse);
     }
   }
   final = hidden;
   return torch::stack(states, 0);  // [S, B, H]
+}
+
+torch::Tensor keep_ended_rows(const torch::Tensor& hidden, const torch::Tensor& next, const torch::Tensor& mask) {
+  return hidden + mask * (next - hidden);
+}
+
+torch::Tensor output_at_step(const torch::Tensor& hidden, const torch::Tensor& mask, bool reverse) {
+  return reverse ? hidden : hidden * mask;
 }
 
 BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Tensor& lengths) {

@@ -48,4 +48,13 @@ class BiGruImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BiGru);
 
+// The padding rule above, in one place for the per-step loop and the fused one (bigru_fused.cpp).
+// mask [B, 1] at step t: 1 for rows whose sentence is still running, 0 for rows that have ended.
+//
+// The next state: h + m (h' - h), which is h' for m = 1 and h for m = 0 (ended rows keep h).
+torch::Tensor keep_ended_rows(const torch::Tensor& hidden, const torch::Tensor& next, const torch::Tensor& mask);
+// The output of step t: a kept state is not an output at padding (forward direction, h m); in the
+// backward direction, which starts at S - 1, the kept state is still h_0 = 0 and is the output.
+torch::Tensor output_at_step(const torch::Tensor& hidden, const torch::Tensor& mask, bool reverse);
+
 }  // namespace nmt

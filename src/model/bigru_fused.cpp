@@ -8,6 +8,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
+#include "model/bigru.h"
 #include "model/loop_weight.h"
 #include "util/team.h"
 
@@ -47,10 +48,9 @@ void run_forward(const torch::Tensor& gates, const torch::Tensor& weight, const 
     torch::Tensor next = torch::empty_like(hidden);
     kernels::gru_step(gates[t].data_ptr<float>(), hidden_gates.data_ptr<float>(), hidden.data_ptr<float>(), batch, size,
                       next.data_ptr<float>(), record != nullptr ? record->saved[t].data_ptr<float>() : nullptr);
-    if (t >= first_padded) next = hidden + mask[t] * (next - hidden);  // ended sentences keep h
-    hidden = next;
-    // Forward direction: a kept state is not an output at padding. Backward: it is still h_0 = 0.
-    states[t].copy_(t >= first_padded && !reverse ? hidden * mask[t] : hidden);
+    const bool padded = t >= first_padded;  // some sentences have ended: the padding rule of bigru.h
+    hidden = padded ? keep_ended_rows(hidden, next, mask[t]) : next;
+    states[t].copy_(padded ? output_at_step(hidden, mask[t], reverse) : hidden);
   }
   final = hidden;
 }
@@ -71,7 +71,8 @@ void run_backward(const torch::Tensor& grad_states, const torch::Tensor& grad_fi
     const int64_t t = position(i, steps, reverse);
     const bool padded = t >= first_padded;
     if (grad_states.defined()) grad_hidden += padded && !reverse ? grad_states[t] * mask[t] : grad_states[t];
-    // h_t = h_{t-1} + m (h'_t - h_{t-1}): rows that ended pass their gradient straight to h_{t-1}.
+    // The backward of keep_ended_rows and output_at_step (bigru.h), h_t = h_{t-1} + m (h'_t - h_{t-1}):
+    // rows that ended pass their gradient straight to h_{t-1}.
     const torch::Tensor grad_next = padded ? (grad_hidden * mask[t]).contiguous() : grad_hidden;
     kernels::gru_step_backward(grad_next.data_ptr<float>(), record.saved[t].data_ptr<float>(),
                                record.previous[t].data_ptr<float>(), batch, size, grad_gates[t].data_ptr<float>(),

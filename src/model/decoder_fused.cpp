@@ -11,6 +11,7 @@
 #include "kernels/attention_kernels.h"
 #include "kernels/gru_kernels.h"
 #include "kernels/packed_gemm.h"
+#include "kernels/row_kernels.h"
 #include "model/dropout.h"
 #include "model/loop_weight.h"
 #include "util/team.h"
@@ -28,19 +29,11 @@ using torch::autograd::tensor_list;
 // batch rows.
 constexpr int64_t kColumnMultiple = kernels::kPanelWidth;  // LoopWeight's column blocks start on a panel
 
-// Softmax of scores [S] over the positions where mask is true, in place; exactly 0 elsewhere.
-// Every row has a real position (the source EOS).
-void masked_softmax_row(float* scores, const bool* mask, int64_t positions) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t s = 0; s < positions; ++s) {
-    if (mask[s] && scores[s] > max) max = scores[s];
-  }
-  float sum = 0;
-  for (int64_t s = 0; s < positions; ++s) {
-    scores[s] = mask[s] ? std::exp(scores[s] - max) : 0.0f;
-    sum += scores[s];
-  }
-  for (int64_t s = 0; s < positions; ++s) scores[s] /= sum;
+// The number of real positions of a source mask row [S] (a prefix: make_source_mask).
+int64_t real_positions(const bool* mask, int64_t positions) {
+  int64_t length = 0;
+  while (length < positions && mask[length]) ++length;
+  return length;
 }
 
 // The softmax's backward in place: grad <- w * (grad - sum_s w_s grad_s).
@@ -143,7 +136,7 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
         kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
                                  scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
                                  positions, key_size, attention_weights, row(out.activations, t, b));
-        masked_softmax_row(attention_weights, source_mask + b * positions, positions);
+        kernels::prefix_softmax(attention_weights, real_positions(source_mask + b * positions, positions), positions);
         kernels::weighted_sum(attention_weights, in.states.data_ptr<float>() + b * positions * state_size, 1, positions,
                               state_size, row(out.joined, t, b) + size);
       }

@@ -34,32 +34,21 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                                                const std::function<void(size_t)>& progress) {
   std::vector<Translation> translations(lines.size());
   std::vector<std::vector<int64_t>> sources(lines.size());
-  std::vector<size_t> order;
+  std::vector<int64_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
     sources[i] = source_vocabulary_.encode(lines[i]);
     if (sources[i].empty()) continue;  // empty (or only whitespace) in, empty out
     for (int64_t id : sources[i]) translations[i].source_pieces.push_back(source_vocabulary_.piece(id));
     sources[i].push_back(kEosId);
-    order.push_back(i);
+    order.push_back(static_cast<int64_t>(i));
   }
   // Longest first: similar lengths share a batch (little padding), and the slowest batch is known early.
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
-
-  // Batches: consecutive runs of the sorted sentences, as long as batching_ allows.
-  std::vector<std::pair<size_t, size_t>> batches;  // [begin, end) in `order`
-  for (size_t begin = 0; begin < order.size();) {
-    size_t end = begin + 1;
-    const size_t longest = sources[order[begin]].size();
-    while (end < order.size()) {
-      const size_t count = end - begin + 1;
-      const size_t cost = batching_.batch_in_tokens ? count * longest : count;
-      if (cost > static_cast<size_t>(batching_.batch_size)) break;
-      ++end;
-    }
-    batches.emplace_back(begin, end);
-    begin = end;
-  }
+                   [&](int64_t a, int64_t b) { return sources[a].size() > sources[b].size(); });
+  const std::vector<std::vector<int64_t>> batches =
+      cut_batches(order, [&](int64_t index) { return PaddedLengths{sources[index].size(), 0}; },
+                  static_cast<size_t>(batching_.batch_size),
+                  batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
 
   const bool was_training = model_->is_training();
   model_->eval();
@@ -67,21 +56,21 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   size_t done = lines.size() - order.size();
   auto translate_batch = [&](size_t index) {
     torch::InferenceMode inference_mode;  // per thread
-    const auto [begin, end] = batches[index];
+    const std::vector<int64_t>& batch = batches[index];
     std::vector<const std::vector<int64_t>*> batch_sources;
-    for (size_t k = begin; k < end; ++k) batch_sources.push_back(&sources[order[k]]);
+    for (const int64_t k : batch) batch_sources.push_back(&sources[k]);
     auto [source, lengths] = pad_sequences(batch_sources);
     SearchResult result = search(model_, source.to(device_), lengths, search_);
-    for (size_t k = begin; k < end; ++k) translations[order[k]].hypotheses = std::move(result[k - begin]);
+    for (size_t row = 0; row < batch.size(); ++row) translations[batch[row]].hypotheses = std::move(result[row]);
     std::lock_guard<std::mutex> lock(progress_mutex);
-    done += end - begin;
+    done += batch.size();
     if (progress) progress(done);
   };
   // On the CPU, small batches decode faster side by side, one batch per thread with single-threaded
   // operators, than one after another with each operator split across the threads; above about
   // kMaxRowsForWorkers rows per step splitting the operators is faster (docs/performance.md).
   size_t largest_batch = 0;
-  for (const auto& [begin, end] : batches) largest_batch = std::max(largest_batch, end - begin);
+  for (const auto& batch : batches) largest_batch = std::max(largest_batch, batch.size());
   const bool small_steps = largest_batch * static_cast<size_t>(search_.beam_size) <= kMaxRowsForWorkers;
   // Only with a batch for every thread: otherwise splitting the operators keeps all cores busy.
   const auto threads = static_cast<size_t>(torch::get_num_threads());

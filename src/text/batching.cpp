@@ -16,34 +16,44 @@ Batch Batch::to(const torch::Device& device) const {
   return moved;  // source_lengths stay on the CPU: the encoder reads them there
 }
 
-namespace {
-
-// Cuts `order` into consecutive batches within the token budget; each batch's examples in order
-// of decreasing target length.
-void cut_batches(const std::vector<Example>& examples, const std::vector<int64_t>& order, int batch_tokens,
-                 std::vector<std::vector<int64_t>>& batches) {
+std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
+                                              const std::function<PaddedLengths(int64_t)>& lengths, size_t budget,
+                                              BatchCost cost) {
+  std::vector<std::vector<int64_t>> batches;
   std::vector<int64_t> current;
-  const auto finish = [&] {
-    std::stable_sort(current.begin(), current.end(),
-                     [&](int64_t a, int64_t b) { return examples[a].target.size() > examples[b].target.size(); });
-    batches.push_back(std::move(current));
-    current.clear();
-  };
-  size_t max_source = 0, max_target = 0;
-  for (int64_t index : order) {
-    const size_t source_length = examples[index].source.size() + 1;  // + EOS
-    const size_t target_length = examples[index].target.size() + 1;
-    const size_t new_source = std::max(max_source, source_length);
-    const size_t new_target = std::max(max_target, target_length);
-    if (!current.empty() && (current.size() + 1) * (new_source + new_target) > static_cast<size_t>(batch_tokens)) {
-      finish();
-      max_source = source_length, max_target = target_length;
+  size_t longest_source = 0, longest_target = 0;
+  for (const int64_t index : order) {
+    const PaddedLengths item = lengths(index);
+    const size_t source = std::max(longest_source, item.source), target = std::max(longest_target, item.target);
+    const size_t size = current.size() + 1;
+    const size_t batch_cost = cost == BatchCost::kPaddedTokens ? size * (source + target) : size;
+    if (!current.empty() && batch_cost > budget) {
+      batches.push_back(std::move(current));
+      current.clear();
+      longest_source = item.source, longest_target = item.target;
     } else {
-      max_source = new_source, max_target = new_target;
+      longest_source = source, longest_target = target;
     }
     current.push_back(index);
   }
-  if (!current.empty()) finish();
+  if (!current.empty()) batches.push_back(std::move(current));
+  return batches;
+}
+
+namespace {
+
+// Training batches: `order` cut within the token budget, each batch's examples in order of
+// decreasing target length.
+void cut_training_batches(const std::vector<Example>& examples, const std::vector<int64_t>& order, int batch_tokens,
+                          std::vector<std::vector<int64_t>>& batches) {
+  const auto lengths = [&](int64_t index) {
+    return PaddedLengths{examples[index].source.size() + 1, examples[index].target.size() + 1};
+  };
+  for (auto& batch : cut_batches(order, lengths, static_cast<size_t>(batch_tokens), BatchCost::kPaddedTokens)) {
+    std::stable_sort(batch.begin(), batch.end(),
+                     [&](int64_t a, int64_t b) { return examples[a].target.size() > examples[b].target.size(); });
+    batches.push_back(std::move(batch));
+  }
 }
 
 }  // namespace
@@ -62,7 +72,7 @@ std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examp
   std::vector<std::vector<int64_t>> batches;
   if (!shuffle) {
     std::sort(order.begin(), order.end(), by_length);
-    cut_batches(examples, order, batch_tokens, batches);
+    cut_training_batches(examples, order, batch_tokens, batches);
     return batches;
   }
   std::mt19937_64 generator(seed);
@@ -77,7 +87,7 @@ std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examp
     std::vector<int64_t> chunk(order.begin() + static_cast<std::ptrdiff_t>(begin),
                                order.begin() + static_cast<std::ptrdiff_t>(end));
     std::sort(chunk.begin(), chunk.end(), by_length);
-    cut_batches(examples, chunk, batch_tokens, batches);
+    cut_training_batches(examples, chunk, batch_tokens, batches);
   }
   std::shuffle(batches.begin(), batches.end(), generator);
   return batches;

@@ -3,7 +3,9 @@
 
 #include <torch/types.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "text/corpus.h"
@@ -19,6 +21,25 @@ struct Batch {
   int64_t target_tokens = 0;     // real (non-pad) tokens in target_output
   Batch to(const torch::Device& device) const;
 };
+
+// The padded lengths of one item of a batch, with its EOS (source) and BOS or EOS (target).
+struct PaddedLengths {
+  size_t source = 0;
+  size_t target = 0;  // 0 for translation, which has no target yet
+};
+
+// What a batch's budget counts.
+enum class BatchCost {
+  kPaddedTokens,  // size x (longest source + longest target): the tokens of the padded batch
+  kSentences,     // size
+};
+
+// The one batcher, for training, validation and translation: cuts `order` (sorted by length, so
+// that neighbours pad little) into consecutive batches, each growing while its cost stays within
+// `budget`. A single item over the budget still makes a batch of its own.
+std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
+                                              const std::function<PaddedLengths(int64_t)>& lengths, size_t budget,
+                                              BatchCost cost);
 
 // Groups example indices into batches whose padded size, B * (S + T + 1), stays within
 // `batch_tokens`. With `shuffle`, examples are shuffled, sorted by length within windows of
