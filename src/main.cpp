@@ -1,8 +1,8 @@
 // nmt: the command line. Parses options into the library's structs, calls train / translate /
 // evaluate / average, and turns exceptions into one-line errors and a non-zero exit status.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 
@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   translate_command->add_option("--model", translate_job.options.model_dir, "model directory (from nmt train)")
       ->required();
   translate_command->add_option("--input", translate_job.inputs, "input files, or - for stdin (default)");
-  translate_command->add_option("--output", translate_job.output, "output file, or - for stdout")->capture_default_str();
+  translate_command->add_option("--output", translate_job.output, "output file, or - for stdout")
+      ->capture_default_str();
   translate_command->add_option("--output-dir", translate_job.output_dir,
                                 "with several inputs: one INPUT_NAME.hyp each here");
   translate_command
@@ -77,9 +78,10 @@ int main(int argc, char** argv) {
   CLI::App* average_command =
       app.add_subcommand("average", "average the weights of the last checkpoints of a run (keep-checkpoints)");
   average_command->add_option("--model", average_job.model_dir, "model directory (from nmt train)")->required();
-  CLI::Option* last_option = average_command->add_option("--last", average_job.last, "the newest N step-*.ckpt (0 = all kept)")
-                                 ->check(CLI::NonNegativeNumber)
-                                 ->capture_default_str();
+  CLI::Option* last_option =
+      average_command->add_option("--last", average_job.last, "the newest N step-*.ckpt (0 = all kept)")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
   average_command->add_option("--checkpoints", average_job.checkpoints, "these checkpoint files instead")
       ->excludes(last_option);
   average_command->add_option("--output", average_job.output, "where to write (default MODEL/averaged.ckpt)");

@@ -1,5 +1,5 @@
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include "helpers.h"
 #include "model/attention.h"

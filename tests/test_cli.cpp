@@ -25,8 +25,8 @@ struct CommandResult {
 
 // `environment`: "NAME=value ..." for this command only.
 CommandResult run_nmt(const std::string& arguments, const std::string& environment = "") {
-  const std::string command = environment + (environment.empty() ? "" : " ") + std::string(NMT_BINARY) + " " +
-                              arguments + " 2>&1";
+  const std::string command =
+      environment + (environment.empty() ? "" : " ") + std::string(NMT_BINARY) + " " + arguments + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
   CommandResult result;
@@ -60,7 +60,8 @@ std::string tiny_train_arguments(const std::string& model_dir, int steps = 3, in
   return "train --train-source " + kToy + "/train.src --train-target " + kToy + "/train.tgt --dev-source " + kToy +
          "/dev.src --dev-target " + kToy + "/dev.tgt --model-dir " + model_dir +
          " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16 --attention-size 8"
-         " --max-steps " + std::to_string(steps) + " --validate-every " + std::to_string(validate_every) +
+         " --max-steps " +
+         std::to_string(steps) + " --validate-every " + std::to_string(validate_every) +
          " --batch-tokens 400 --threads 1";
 }
 
@@ -88,8 +89,10 @@ TEST_CASE("cli: a bad choice lists the allowed values", "[cli]") {
 }
 
 TEST_CASE("cli: missing files and devices give one-line errors", "[cli]") {
-  CommandResult missing = run_nmt("train --train-source /nope/a.src --train-target /nope/a.tgt --dev-source /nope/d.src "
-                                  "--dev-target /nope/d.tgt --model-dir " + (work_directory() / "m0").string());
+  CommandResult missing = run_nmt(
+      "train --train-source /nope/a.src --train-target /nope/a.tgt --dev-source /nope/d.src "
+      "--dev-target /nope/d.tgt --model-dir " +
+      (work_directory() / "m0").string());
   CHECK(missing.status != 0);
   CHECK_THAT(missing.output, Catch::Contains("/nope/a.src"));
 
@@ -103,7 +106,8 @@ TEST_CASE("cli: missing files and devices give one-line errors", "[cli]") {
   write_file_atomic(ref, "a b c\nd e f\n");
   CommandResult mismatch = run_nmt("evaluate --hyp " + hyp + " --ref " + ref);
   CHECK(mismatch.status != 0);
-  CHECK_THAT(mismatch.output, Catch::Contains(hyp) && Catch::Contains(ref) && Catch::Contains("1") && Catch::Contains("2"));
+  CHECK_THAT(mismatch.output,
+             Catch::Contains(hyp) && Catch::Contains(ref) && Catch::Contains("1") && Catch::Contains("2"));
 }
 
 #ifndef NMT_EXPECT_CUDA
@@ -162,8 +166,8 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   CHECK(lines[1].empty());
 
   const std::string attention_dir = (work_directory() / "attention").string();
-  CommandResult aligned = run_nmt("translate --model " + model_dir + " --input " + input + " --alignment --attention-dir " +
-                                  attention_dir + " --max-length 8 --quiet");
+  CommandResult aligned = run_nmt("translate --model " + model_dir + " --input " + input +
+                                  " --alignment --attention-dir " + attention_dir + " --max-length 8 --quiet");
   REQUIRE(aligned.status == 0);
   CHECK(fs::exists(fs::path(attention_dir) / "input.txt.00001.svg"));
   CHECK(fs::exists(fs::path(attention_dir) / "input.txt.00003.json"));
@@ -198,13 +202,15 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   write_file_atomic((work_directory() / "a" / "same.txt").string(), "The dog eats .\n");
   write_file_atomic((work_directory() / "b" / "same.txt").string(), "A frog sees the bridge .\n");
   const std::string out_dir = (work_directory() / "out").string();
-  CommandResult clash = run_nmt("translate --model " + model_dir + " --input " + (work_directory() / "a" / "same.txt").string() +
-                                " " + (work_directory() / "b" / "same.txt").string() + " --output-dir " + out_dir + " --quiet");
+  CommandResult clash =
+      run_nmt("translate --model " + model_dir + " --input " + (work_directory() / "a" / "same.txt").string() + " " +
+              (work_directory() / "b" / "same.txt").string() + " --output-dir " + out_dir + " --quiet");
   CHECK(clash.status != 0);
   CHECK_THAT(clash.output, Catch::Contains("same.txt"));
   CHECK_FALSE(fs::exists(fs::path(out_dir) / "same.txt.hyp"));
   // An output in a directory that does not exist is refused up front.
-  CommandResult nowhere = run_nmt("translate --model " + model_dir + " --input " + input + " --output /nope/out.txt --quiet");
+  CommandResult nowhere =
+      run_nmt("translate --model " + model_dir + " --input " + input + " --output /nope/out.txt --quiet");
   CHECK(nowhere.status != 0);
   CHECK_THAT(nowhere.output, Catch::Contains("/nope"));
 
@@ -229,7 +235,8 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   CHECK(end_to_end.status == 0);
   CHECK_THAT(end_to_end.output, Catch::Contains("BLEU = ") && Catch::Contains("tok:13a"));
   // A missing reference is reported (naming it) without translating first.
-  CommandResult no_reference = run_nmt("evaluate --model " + model_dir + " --src " + dev_source + " --ref /nope/ref.txt");
+  CommandResult no_reference =
+      run_nmt("evaluate --model " + model_dir + " --src " + dev_source + " --ref /nope/ref.txt");
   CHECK(no_reference.status != 0);
   CHECK_THAT(no_reference.output, Catch::Contains("/nope/ref.txt"));
 }

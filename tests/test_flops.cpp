@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "helpers.h"
 #include "bench/flops.h"
+#include "helpers.h"
 
 using namespace nmt;
 using namespace nmt::testing;

@@ -79,15 +79,17 @@ TEST_CASE("the kernel switch: off rules the kernels out, a level above the CPU's
   if (kernels::supported_kernel_level() < KernelLevel::kAvx512) {
     CHECK_THROWS_WITH(kernels::set_kernel_level(KernelLevel::kAvx512), Catch::Contains("at most"));
   }
-  if (kernels::supported_kernel_level() == KernelLevel::kOff) WARN("this CPU runs no kernels: both ways are the reference");
+  if (kernels::supported_kernel_level() == KernelLevel::kOff)
+    WARN("this CPU runs no kernels: both ways are the reference");
 }
 
 TEST_CASE("both ways in float32: GRU step, additive energy, weighted sum, output-layer loss", "[kernels]") {
   torch::set_num_threads(2);
   torch::manual_seed(11);
   SECTION("GRU step") {  // 40 rows split between two threads; H = 13 ends in a lane tail
-    check_both_ways({2 * torch::randn({40, 39}), 2 * torch::randn({40, 39}), torch::randn({40, 13})},
-                    [](const auto& in) { return std::vector<torch::Tensor>{GruCellImpl::from_gates(in[0], in[1], in[2])}; });
+    check_both_ways(
+        {2 * torch::randn({40, 39}), 2 * torch::randn({40, 39}), torch::randn({40, 13})},
+        [](const auto& in) { return std::vector<torch::Tensor>{GruCellImpl::from_gates(in[0], in[1], in[2])}; });
   }
   SECTION("additive energy") {
     check_both_ways({torch::randn({9, 7, 13}), torch::randn({9, 13}), torch::randn({13})},
@@ -99,9 +101,12 @@ TEST_CASE("both ways in float32: GRU step, additive energy, weighted sum, output
   }
   SECTION("output-layer loss") {
     const torch::Tensor targets = torch::randint(0, 29, {40}, torch::kInt64);
-    check_both_ways({torch::randn({40, 6}), 3 * torch::randn({29, 6}), torch::randn({29})}, [&](const auto& in) {
-      return std::vector<torch::Tensor>{output_layer_loss(in[0], in[1], in[2], targets, 0.1)};
-    }, 1e-4, 1e-4);
+    check_both_ways(
+        {torch::randn({40, 6}), 3 * torch::randn({29, 6}), torch::randn({29})},
+        [&](const auto& in) {
+          return std::vector<torch::Tensor>{output_layer_loss(in[0], in[1], in[2], targets, 0.1)};
+        },
+        1e-4, 1e-4);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "config/train_config.h"
 #include "helpers.h"
+#include "inference/model.h"
 #include "kernels/row_kernels.h"
 #include "model/dropout.h"
 #include "model/word_dropout.h"
@@ -18,7 +19,6 @@
 #include "train/schedule.h"
 #include "train/setup.h"
 #include "train/trainer.h"
-#include "inference/model.h"
 #include "util/io.h"
 
 using namespace nmt;
@@ -283,8 +283,8 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
     CHECK(torch::allclose(named.value(), mean, 1e-6, 1e-7));
   }
   // The weights did change between the checkpoints, so the mean is not just one of them.
-  CHECK_FALSE(
-      torch::equal(bundles.front().model.network->decoder->combine->weight, bundles.back().model.network->decoder->combine->weight));
+  CHECK_FALSE(torch::equal(bundles.front().model.network->decoder->combine->weight,
+                           bundles.back().model.network->decoder->combine->weight));
 
   // A kept step ahead of last.ckpt (from a continuation that died before writing last.ckpt) is
   // removed on --resume; the resumed run keeps its own.

@@ -148,7 +148,8 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   const double seconds = seconds_since(start);
   profiler.reset();
 
-  FlopShapes shapes{setup.state.model.target_vocabulary.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
+  FlopShapes shapes{setup.state.model.target_vocabulary.size(),
+                    static_cast<double>(source_tokens) / static_cast<double>(sentences),
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
   char padding[32];
   std::snprintf(padding, sizeof(padding), "%.0f%%", 100.0 * (1.0 - static_cast<double>(target_tokens) / target_cells));
@@ -169,8 +170,7 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   const BatchingOptions& batching = options.batching;
   TranslationModel model = load_model_from_directory(options.model_dir, options.checkpoint, torch::kCPU);
   const std::vector<std::string> lines = read_lines(input);
-  Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, search, batching,
-                        torch::kCPU);
+  Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, search, batching, torch::kCPU);
   translator.translate(
       {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
 
@@ -184,8 +184,7 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
     source_tokens += static_cast<int64_t>(translation.source_pieces.size()) + 1;
     ++sentences;
   }
-  FlopShapes shapes{model.target_vocabulary.size(),
-                    static_cast<double>(source_tokens) / static_cast<double>(sentences),
+  FlopShapes shapes{model.target_vocabulary.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
   const FlopCount count = count_flops(model.options, shapes);
   // Beam search runs K decoder rows per output position (fewer once hypotheses finish).

@@ -21,8 +21,8 @@ struct FlopShapes {
 };
 
 struct FlopCount {
-  double encoder = 0;     // per source token: bi-GRU layers, plus the attention keys
-  double decoder = 0;     // per target token: one decoder step (GRU, attention, combine, output layer)
+  double encoder = 0;       // per source token: bi-GRU layers, plus the attention keys
+  double decoder = 0;       // per target token: one decoder step (GRU, attention, combine, output layer)
   double per_sentence = 0;  // once per sentence: the bridge to the decoder's initial state
 
   // Forward FLOPs per target token of a sentence pair with the given mean lengths.

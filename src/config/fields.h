@@ -79,8 +79,9 @@ struct OptionAdder {
           ->default_str(to_string(field))
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     } else {
-      app.add_option("--" + key, field, help)->capture_default_str()->multi_option_policy(
-          CLI::MultiOptionPolicy::TakeLast);
+      app.add_option("--" + key, field, help)
+          ->capture_default_str()
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
   }
 };
@@ -128,7 +129,8 @@ struct TomlWriter {
   std::ostringstream out;
 
   template <typename Field>
-  void operator()(const std::string& key, const Field& field, const std::string& help, OnResume = OnResume::kMayChange) {
+  void operator()(const std::string& key, const Field& field, const std::string& help,
+                  OnResume = OnResume::kMayChange) {
     const std::string value = field_text(field);
     out << "# " << help << "\n" << key << " = ";
     if constexpr (std::is_enum_v<Field> || std::is_same_v<Field, std::string> || IsChoice<Field>::value) {

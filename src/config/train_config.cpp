@@ -48,8 +48,7 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("best-metric", config.best_metric, "validation metric that picks the best checkpoint");
   visit("early-stopping-patience", config.early_stopping_patience,
         "stop after this many validations without improvement (0 = off)");
-  visit("dev-max-decode-ratio", config.dev_max_decode_ratio,
-        "dev decoding stops at ratio * source length + 10 tokens");
+  visit("dev-max-decode-ratio", config.dev_max_decode_ratio, "dev decoding stops at ratio * source length + 10 tokens");
   visit("keep-checkpoints", config.keep_checkpoints,
         "keep the weights of the last N validations as step-NNNNNNNN.ckpt, for nmt average (0 = none)");
 
@@ -114,7 +113,8 @@ void validate(const TrainConfig& config) {
   require(config.keep_checkpoints >= 0, "keep-checkpoints", "must be >= 0 (0 = none)");
   require(config.dev_max_decode_ratio >= 1, "dev-max-decode-ratio", "must be at least 1");
   require(config.threads >= 0, "threads", "must be >= 0 (0 = number of cores)");
-  require(config.device == "cpu" || config.device == "cuda", "device", "'" + config.device + "' is not one of cpu|cuda");
+  require(config.device == "cpu" || config.device == "cuda", "device",
+          "'" + config.device + "' is not one of cpu|cuda");
 }
 
 void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint) {

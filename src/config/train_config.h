@@ -19,47 +19,47 @@ namespace nmt {
 
 struct TrainConfig {
   // Data
-  std::string train_source;        // training corpus, source side (one sentence per line)
-  std::string train_target;        // training corpus, target side
-  std::string dev_source;          // development set, source side
-  std::string dev_target;          // development set, target side
-  std::string model_dir;           // where vocabularies, checkpoints and logs go
+  std::string train_source;  // training corpus, source side (one sentence per line)
+  std::string train_target;  // training corpus, target side
+  std::string dev_source;    // development set, source side
+  std::string dev_target;    // development set, target side
+  std::string model_dir;     // where vocabularies, checkpoints and logs go
 
   // Vocabulary (sentencepiece, trained by `nmt train` on the training corpus)
   VocabType vocab_type = VocabType::kUnigram;
-  int vocab_size = 8000;           // per vocabulary; an upper bound for tiny corpora
-  bool joint_vocab = true;         // one vocabulary for both languages
-  int max_length = 100;            // training pairs longer than this (subwords) are skipped
+  int vocab_size = 8000;    // per vocabulary; an upper bound for tiny corpora
+  bool joint_vocab = true;  // one vocabulary for both languages
+  int max_length = 100;     // training pairs longer than this (subwords) are skipped
 
   // Model
   ModelOptions model;
 
   // Optimisation
-  int batch_tokens = 2000;         // padded source+target tokens per batch
+  int batch_tokens = 2000;  // padded source+target tokens per batch
   int max_epochs = 30;
-  int max_steps = 0;               // 0 = no step limit
-  double max_minutes = 0;          // wall-clock budget of one `nmt train` run; 0 = no limit
-  double learning_rate = 1e-3;     // Adam
-  int warmup_steps = 0;            // linear warm-up from 0
-  double lr_decay_factor = 0.5;    // reduce on plateau of the validation metric
-  int lr_patience = 3;             // validations without improvement before a decay
+  int max_steps = 0;             // 0 = no step limit
+  double max_minutes = 0;        // wall-clock budget of one `nmt train` run; 0 = no limit
+  double learning_rate = 1e-3;   // Adam
+  int warmup_steps = 0;          // linear warm-up from 0
+  double lr_decay_factor = 0.5;  // reduce on plateau of the validation metric
+  int lr_patience = 3;           // validations without improvement before a decay
   double min_learning_rate = 1e-5;
-  double clip_norm = 1.0;          // gradient-norm clipping; 0 = off
+  double clip_norm = 1.0;  // gradient-norm clipping; 0 = off
   double label_smoothing = 0.0;
-  double teacher_forcing = 1.0;    // probability of feeding the reference token
+  double teacher_forcing = 1.0;  // probability of feeding the reference token
 
   // Validation, checkpoints, logging
-  int validate_every = 500;        // steps
-  int log_every = 50;              // steps
+  int validate_every = 500;  // steps
+  int log_every = 50;        // steps
   Metric best_metric = Metric::kBleu;
-  int early_stopping_patience = 8; // validations without improvement; 0 = off
-  int dev_max_decode_ratio = 2;    // greedy dev decoding stops at ratio * source length + 10
-  int keep_checkpoints = 0;        // keep the weights of the last N validations (for nmt average)
+  int early_stopping_patience = 8;  // validations without improvement; 0 = off
+  int dev_max_decode_ratio = 2;     // greedy dev decoding stops at ratio * source length + 10
+  int keep_checkpoints = 0;         // keep the weights of the last N validations (for nmt average)
 
   // Run
   int seed = 1;
-  int threads = 0;                 // 0 = number of cores
-  std::string device = "cpu";      // cpu | cuda
+  int threads = 0;             // 0 = number of cores
+  std::string device = "cpu";  // cpu | cuda
 };
 
 // Declares `config`'s fields as options of `app` (long names, e.g. --hidden-size).

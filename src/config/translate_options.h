@@ -23,7 +23,7 @@ struct SearchOptions {
 };
 
 struct BatchingOptions {
-  int batch_size = 64;            // sentences per batch, or tokens with batch_in_tokens
+  int batch_size = 64;  // sentences per batch, or tokens with batch_in_tokens
   bool batch_in_tokens = false;
 };
 

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <iomanip>
@@ -26,37 +26,45 @@ const char* const kEndOfSentence = "</s>";
 // those (and invalid UTF-8) become U+FFFD rather than making the file
 // unparseable.
 std::string xml_escape(const std::string& text) {
-    std::string output;
-    output.reserve(text.size());
-    std::size_t position = 0;
-    while (position < text.size()) {
-        bool valid = true;
-        const char32_t code_point = next_code_point(text, position, &valid);
-        switch (code_point) {
-            case '&': output += "&amp;"; break;
-            case '<': output += "&lt;"; break;
-            case '>': output += "&gt;"; break;
-            case '"': output += "&quot;"; break;
-            case '\'': output += "&apos;"; break;
-            default: {
-                const bool forbidden_control = code_point < 0x20 && code_point != '\t' &&
-                                               code_point != '\n' && code_point != '\r';
-                const bool noncharacter = code_point == 0xFFFE || code_point == 0xFFFF;
-                append_utf8(output, forbidden_control || noncharacter || !valid
-                                        ? kReplacementCharacter
-                                        : code_point);
-            }
-        }
+  std::string output;
+  output.reserve(text.size());
+  std::size_t position = 0;
+  while (position < text.size()) {
+    bool valid = true;
+    const char32_t code_point = next_code_point(text, position, &valid);
+    switch (code_point) {
+      case '&':
+        output += "&amp;";
+        break;
+      case '<':
+        output += "&lt;";
+        break;
+      case '>':
+        output += "&gt;";
+        break;
+      case '"':
+        output += "&quot;";
+        break;
+      case '\'':
+        output += "&apos;";
+        break;
+      default: {
+        const bool forbidden_control =
+            code_point < 0x20 && code_point != '\t' && code_point != '\n' && code_point != '\r';
+        const bool noncharacter = code_point == 0xFFFE || code_point == 0xFFFF;
+        append_utf8(output, forbidden_control || noncharacter || !valid ? kReplacementCharacter : code_point);
+      }
     }
-    return output;
+  }
+  return output;
 }
 
 // SVG coordinates: one decimal is plenty and keeps the file small.
 std::string coordinate(double value) {
-    std::string text = format_fixed(value, 1);
-    if (text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0) text.resize(text.size() - 2);
-    if (text == "-0") text = "0";
-    return text;
+  std::string text = format_fixed(value, 1);
+  if (text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0) text.resize(text.size() - 2);
+  if (text == "-0") text = "0";
+  return text;
 }
 
 // The SVG does not embed fonts, so label widths are estimated from the code
@@ -64,43 +72,40 @@ std::string coordinate(double value) {
 // Verdana / Arial; overestimating only costs a little whitespace, while
 // underestimating would clip labels.
 bool is_wide(char32_t code_point) {
-    return (code_point >= 0x1100 && code_point <= 0x115F) ||  // Hangul Jamo
-           (code_point >= 0x2E80 && code_point <= 0xA4CF) ||  // CJK, Kana, Yi
-           (code_point >= 0xAC00 && code_point <= 0xD7A3) ||  // Hangul syllables
-           (code_point >= 0xF900 && code_point <= 0xFAFF) ||  // CJK compatibility
-           (code_point >= 0xFE30 && code_point <= 0xFE4F) ||
-           (code_point >= 0xFF00 && code_point <= 0xFF60) ||  // fullwidth forms
-           (code_point >= 0xFFE0 && code_point <= 0xFFE6) ||
-           (code_point >= 0x1F300 && code_point <= 0x1FAFF) ||  // emoji
-           (code_point >= 0x20000 && code_point <= 0x3FFFD);
+  return (code_point >= 0x1100 && code_point <= 0x115F) ||  // Hangul Jamo
+         (code_point >= 0x2E80 && code_point <= 0xA4CF) ||  // CJK, Kana, Yi
+         (code_point >= 0xAC00 && code_point <= 0xD7A3) ||  // Hangul syllables
+         (code_point >= 0xF900 && code_point <= 0xFAFF) ||  // CJK compatibility
+         (code_point >= 0xFE30 && code_point <= 0xFE4F) ||
+         (code_point >= 0xFF00 && code_point <= 0xFF60) ||  // fullwidth forms
+         (code_point >= 0xFFE0 && code_point <= 0xFFE6) || (code_point >= 0x1F300 && code_point <= 0x1FAFF) ||  // emoji
+         (code_point >= 0x20000 && code_point <= 0x3FFFD);
 }
 
 double estimated_text_width(const std::string& text, double font_size) {
-    double width_in_em = 0;
-    std::size_t position = 0;
-    while (position < text.size()) {
-        const char32_t code_point = next_code_point(text, position);
-        if (code_point >= 0x0300 && code_point <= 0x036F) continue;  // combining marks
-        if (is_wide(code_point)) {
-            width_in_em += 1.0;
-        } else if (code_point == 'W' || code_point == 'M' || code_point == 'm' ||
-                   code_point == 'w' || code_point == '@') {
-            width_in_em += 0.95;
-        } else if (code_point >= 'A' && code_point <= 'Z') {
-            width_in_em += 0.76;
-        } else if (code_point == ' ' || code_point == 'i' || code_point == 'l' ||
-                   code_point == 'j' || code_point == '.' || code_point == ',' ||
-                   code_point == '\'' || code_point == '|' || code_point == ':') {
-            width_in_em += 0.38;
-        } else {
-            width_in_em += 0.66;
-        }
+  double width_in_em = 0;
+  std::size_t position = 0;
+  while (position < text.size()) {
+    const char32_t code_point = next_code_point(text, position);
+    if (code_point >= 0x0300 && code_point <= 0x036F) continue;  // combining marks
+    if (is_wide(code_point)) {
+      width_in_em += 1.0;
+    } else if (code_point == 'W' || code_point == 'M' || code_point == 'm' || code_point == 'w' || code_point == '@') {
+      width_in_em += 0.95;
+    } else if (code_point >= 'A' && code_point <= 'Z') {
+      width_in_em += 0.76;
+    } else if (code_point == ' ' || code_point == 'i' || code_point == 'l' || code_point == 'j' || code_point == '.' ||
+               code_point == ',' || code_point == '\'' || code_point == '|' || code_point == ':') {
+      width_in_em += 0.38;
+    } else {
+      width_in_em += 0.66;
     }
-    return width_in_em * font_size;
+  }
+  return width_in_em * font_size;
 }
 
 struct Rgb {
-    int red, green, blue;
+  int red, green, blue;
 };
 
 // Colorbrewer "Blues" (as in matplotlib) with the lightest stop pushed to
@@ -117,277 +122,272 @@ const std::array<Rgb, 9> kBlues = {{{255, 255, 255},
                                     {8, 48, 107}}};
 
 std::string hex_colour(const Rgb& colour) {
-    static const char* const kDigits = "0123456789abcdef";
-    std::string text = "#";
-    for (const int channel : {colour.red, colour.green, colour.blue}) {
-        text += kDigits[(channel >> 4) & 0xF];
-        text += kDigits[channel & 0xF];
-    }
-    return text;
+  static const char* const kDigits = "0123456789abcdef";
+  std::string text = "#";
+  for (const int channel : {colour.red, colour.green, colour.blue}) {
+    text += kDigits[(channel >> 4) & 0xF];
+    text += kDigits[channel & 0xF];
+  }
+  return text;
 }
 
 std::string weight_colour(float weight) {
-    if (!std::isfinite(weight)) return "#bdbdbd";  // visibly "not a probability"
-    const double clamped = std::clamp(static_cast<double>(weight), 0.0, 1.0);
-    const double scaled = clamped * static_cast<double>(kBlues.size() - 1);
-    const std::size_t lower = std::min(static_cast<std::size_t>(scaled), kBlues.size() - 2);
-    const double fraction = scaled - static_cast<double>(lower);
-    const auto mix = [fraction](int from, int to) {
-        return static_cast<int>(std::lround(from + (to - from) * fraction));
-    };
-    const Rgb& from = kBlues[lower];
-    const Rgb& to = kBlues[lower + 1];
-    return hex_colour({mix(from.red, to.red), mix(from.green, to.green), mix(from.blue, to.blue)});
+  if (!std::isfinite(weight)) return "#bdbdbd";  // visibly "not a probability"
+  const double clamped = std::clamp(static_cast<double>(weight), 0.0, 1.0);
+  const double scaled = clamped * static_cast<double>(kBlues.size() - 1);
+  const std::size_t lower = std::min(static_cast<std::size_t>(scaled), kBlues.size() - 2);
+  const double fraction = scaled - static_cast<double>(lower);
+  const auto mix = [fraction](int from, int to) {
+    return static_cast<int>(std::lround(from + (to - from) * fraction));
+  };
+  const Rgb& from = kBlues[lower];
+  const Rgb& to = kBlues[lower + 1];
+  return hex_colour({mix(from.red, to.red), mix(from.green, to.green), mix(from.blue, to.blue)});
 }
 
 std::vector<std::string> split_lines(const std::string& text) {
-    std::vector<std::string> lines;
-    if (text.empty()) return lines;
-    std::size_t start = 0;
-    while (true) {
-        const std::size_t end = text.find('\n', start);
-        std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-        if (!line.empty() && line.back() == '\r') line.pop_back();  // tolerate CRLF captions
-        lines.push_back(std::move(line));
-        if (end == std::string::npos) break;
-        start = end + 1;
-    }
-    return lines;
+  std::vector<std::string> lines;
+  if (text.empty()) return lines;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = text.find('\n', start);
+    std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // tolerate CRLF captions
+    lines.push_back(std::move(line));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
 }
 
 // `value` rounded to six significant digits, the precision of printf("%.6g"),
 // parsed back without the C locale's help.
 double six_significant_digits(double value) {
-    const std::string text = format_significant(value);
-    double rounded = value;
-    std::from_chars(text.data(), text.data() + text.size(), rounded);
-    return rounded;
+  const std::string text = format_significant(value);
+  double rounded = value;
+  std::from_chars(text.data(), text.data() + text.size(), rounded);
+  return rounded;
 }
 
 }  // namespace
 
 void check_shape(const AttentionMatrix& matrix) {
-    if (matrix.weights.size() != matrix.target_tokens.size()) {
-        throw std::invalid_argument("attention matrix has " + std::to_string(matrix.weights.size()) +
-                                    " rows but " + std::to_string(matrix.target_tokens.size()) +
-                                    " target tokens");
+  if (matrix.weights.size() != matrix.target_tokens.size()) {
+    throw std::invalid_argument("attention matrix has " + std::to_string(matrix.weights.size()) + " rows but " +
+                                std::to_string(matrix.target_tokens.size()) + " target tokens");
+  }
+  for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
+    if (matrix.weights[row].size() != matrix.source_tokens.size()) {
+      throw std::invalid_argument("attention matrix row " + std::to_string(row) + " has " +
+                                  std::to_string(matrix.weights[row].size()) + " entries but there are " +
+                                  std::to_string(matrix.source_tokens.size()) + " source tokens");
     }
-    for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
-        if (matrix.weights[row].size() != matrix.source_tokens.size()) {
-            throw std::invalid_argument("attention matrix row " + std::to_string(row) + " has " +
-                                        std::to_string(matrix.weights[row].size()) + " entries but there are " +
-                                        std::to_string(matrix.source_tokens.size()) + " source tokens");
-        }
-    }
+  }
 }
 
 std::string attention_json(const AttentionMatrix& matrix) {
-    check_shape(matrix);
-    // nlohmann-json does the escaping (invalid UTF-8 becomes U+FFFD) and the
-    // numbers (non-finite ones become null); the layout, one weight row per
-    // line, is ours.
-    const auto dump = [](const nlohmann::json& value) {
-        return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    };
-    std::string output = "{\"source_tokens\": " + dump(matrix.source_tokens) + ",\n";
-    output += " \"target_tokens\": " + dump(matrix.target_tokens) + ",\n";
-    output += " \"weights\": [";
-    for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
-        nlohmann::json weights = nlohmann::json::array();
-        for (const float weight : matrix.weights[row]) {
-            // Six significant digits, like printf("%.6g"): enough for a heatmap.
-            weights.push_back(std::isfinite(weight) ? nlohmann::json(six_significant_digits(weight))
-                                                    : nlohmann::json(nullptr));
-        }
-        output += (row == 0 ? "\n  " : ",\n  ") + dump(weights);
+  check_shape(matrix);
+  // nlohmann-json does the escaping (invalid UTF-8 becomes U+FFFD) and the
+  // numbers (non-finite ones become null); the layout, one weight row per
+  // line, is ours.
+  const auto dump = [](const nlohmann::json& value) {
+    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::string output = "{\"source_tokens\": " + dump(matrix.source_tokens) + ",\n";
+  output += " \"target_tokens\": " + dump(matrix.target_tokens) + ",\n";
+  output += " \"weights\": [";
+  for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
+    nlohmann::json weights = nlohmann::json::array();
+    for (const float weight : matrix.weights[row]) {
+      // Six significant digits, like printf("%.6g"): enough for a heatmap.
+      weights.push_back(std::isfinite(weight) ? nlohmann::json(six_significant_digits(weight))
+                                              : nlohmann::json(nullptr));
     }
-    output += matrix.weights.empty() ? "]}" : "\n ]}";
-    return output;
+    output += (row == 0 ? "\n  " : ",\n  ") + dump(weights);
+  }
+  output += matrix.weights.empty() ? "]}" : "\n ]}";
+  return output;
 }
 
 std::string hard_alignment(const AttentionMatrix& matrix) {
-    check_shape(matrix);
-    std::string output;
-    for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
-        if (matrix.target_tokens[row] == kEndOfSentence) continue;
-        // Strict '>' keeps the first maximum on ties, like numpy.argmax; NaNs
-        // are ignored rather than allowed to poison the comparison.
-        const std::size_t no_column = matrix.source_tokens.size();
-        std::size_t best_column = no_column;
-        for (std::size_t column = 0; column < matrix.weights[row].size(); ++column) {
-            const float weight = matrix.weights[row][column];
-            if (std::isnan(weight)) continue;
-            if (best_column == no_column || weight > matrix.weights[row][best_column]) best_column = column;
-        }
-        if (best_column == no_column) continue;  // no columns, or all NaN
-        if (matrix.source_tokens[best_column] == kEndOfSentence) continue;
-        if (!output.empty()) output += ' ';
-        output += std::to_string(best_column) + "-" + std::to_string(row);
+  check_shape(matrix);
+  std::string output;
+  for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
+    if (matrix.target_tokens[row] == kEndOfSentence) continue;
+    // Strict '>' keeps the first maximum on ties, like numpy.argmax; NaNs
+    // are ignored rather than allowed to poison the comparison.
+    const std::size_t no_column = matrix.source_tokens.size();
+    std::size_t best_column = no_column;
+    for (std::size_t column = 0; column < matrix.weights[row].size(); ++column) {
+      const float weight = matrix.weights[row][column];
+      if (std::isnan(weight)) continue;
+      if (best_column == no_column || weight > matrix.weights[row][best_column]) best_column = column;
     }
-    return output;
+    if (best_column == no_column) continue;  // no columns, or all NaN
+    if (matrix.source_tokens[best_column] == kEndOfSentence) continue;
+    if (!output.empty()) output += ' ';
+    output += std::to_string(best_column) + "-" + std::to_string(row);
+  }
+  return output;
 }
 
 std::string attention_svg(const AttentionMatrix& matrix, const std::string& caption) {
-    check_shape(matrix);
+  check_shape(matrix);
 
-    constexpr double kLabelFontSize = 12;
-    constexpr double kCaptionFontSize = 13;
-    constexpr double kCellSize = 24;
-    constexpr double kMargin = 12;
-    constexpr double kLabelGap = 6;
-    // Rotated source labels: -45 degrees keeps long subwords readable without
-    // the tall top margin that vertical labels would need.
-    constexpr double kLabelAngleDegrees = -45;
-    const double angle = std::abs(kLabelAngleDegrees) * 3.14159265358979323846 / 180.0;
-    const double cosine = std::cos(angle);
-    const double sine = std::sin(angle);
-    constexpr double kColourBarGap = 24;
-    constexpr double kColourBarWidth = 14;
-    constexpr double kTickLength = 4;
-    constexpr double kMinimumColourBarHeight = 96;  // room for three readable ticks
-    constexpr double kMaximumColourBarHeight = 400;
+  constexpr double kLabelFontSize = 12;
+  constexpr double kCaptionFontSize = 13;
+  constexpr double kCellSize = 24;
+  constexpr double kMargin = 12;
+  constexpr double kLabelGap = 6;
+  // Rotated source labels: -45 degrees keeps long subwords readable without
+  // the tall top margin that vertical labels would need.
+  constexpr double kLabelAngleDegrees = -45;
+  const double angle = std::abs(kLabelAngleDegrees) * 3.14159265358979323846 / 180.0;
+  const double cosine = std::cos(angle);
+  const double sine = std::sin(angle);
+  constexpr double kColourBarGap = 24;
+  constexpr double kColourBarWidth = 14;
+  constexpr double kTickLength = 4;
+  constexpr double kMinimumColourBarHeight = 96;  // room for three readable ticks
+  constexpr double kMaximumColourBarHeight = 400;
 
-    const std::size_t rows = matrix.target_tokens.size();
-    const std::size_t columns = matrix.source_tokens.size();
-    const double grid_width = kCellSize * static_cast<double>(columns);
-    const double grid_height = kCellSize * static_cast<double>(rows);
+  const std::size_t rows = matrix.target_tokens.size();
+  const std::size_t columns = matrix.source_tokens.size();
+  const double grid_width = kCellSize * static_cast<double>(columns);
+  const double grid_height = kCellSize * static_cast<double>(rows);
 
-    double target_label_width = 0;
-    for (const std::string& token : matrix.target_tokens) {
-        target_label_width = std::max(target_label_width, estimated_text_width(token, kLabelFontSize));
-    }
-    // A rotated label of width w rises w*sin above its anchor, plus the glyph
-    // height tilted by the same angle.
-    double source_label_rise = 0;
-    for (const std::string& token : matrix.source_tokens) {
-        const double width = estimated_text_width(token, kLabelFontSize);
-        source_label_rise = std::max(source_label_rise, width * sine + kLabelFontSize * cosine);
-    }
+  double target_label_width = 0;
+  for (const std::string& token : matrix.target_tokens) {
+    target_label_width = std::max(target_label_width, estimated_text_width(token, kLabelFontSize));
+  }
+  // A rotated label of width w rises w*sin above its anchor, plus the glyph
+  // height tilted by the same angle.
+  double source_label_rise = 0;
+  for (const std::string& token : matrix.source_tokens) {
+    const double width = estimated_text_width(token, kLabelFontSize);
+    source_label_rise = std::max(source_label_rise, width * sine + kLabelFontSize * cosine);
+  }
 
-    const double grid_left = kMargin + target_label_width + kLabelGap;
-    const double grid_top = kMargin + source_label_rise + kLabelGap;
-    const double grid_right = grid_left + grid_width;
+  const double grid_left = kMargin + target_label_width + kLabelGap;
+  const double grid_top = kMargin + source_label_rise + kLabelGap;
+  const double grid_right = grid_left + grid_width;
 
-    // Source label anchors sit just above each column; the small shift to the
-    // right centres the tilted glyphs (not their baseline) on the column.
-    const double source_anchor_y = grid_top - kLabelGap / 2;
-    const auto source_anchor_x = [&](std::size_t column) {
-        return grid_left + kCellSize * (static_cast<double>(column) + 0.5) + kLabelFontSize * 0.3;
-    };
-    double content_right = grid_right;
+  // Source label anchors sit just above each column; the small shift to the
+  // right centres the tilted glyphs (not their baseline) on the column.
+  const double source_anchor_y = grid_top - kLabelGap / 2;
+  const auto source_anchor_x = [&](std::size_t column) {
+    return grid_left + kCellSize * (static_cast<double>(column) + 0.5) + kLabelFontSize * 0.3;
+  };
+  double content_right = grid_right;
+  for (std::size_t column = 0; column < columns; ++column) {
+    const double width = estimated_text_width(matrix.source_tokens[column], kLabelFontSize);
+    // Descenders of the tilted text poke out a little to the lower right.
+    content_right = std::max(content_right, source_anchor_x(column) + width * cosine + kLabelFontSize * 0.3 * sine);
+  }
+
+  const double colour_bar_left = grid_right + kColourBarGap;
+  const double colour_bar_height = std::clamp(grid_height, kMinimumColourBarHeight, kMaximumColourBarHeight);
+  const double tick_label_left = colour_bar_left + kColourBarWidth + kTickLength + 3;
+  content_right = std::max(content_right, tick_label_left + estimated_text_width("0.5", kLabelFontSize));
+
+  const std::vector<std::string> caption_lines = split_lines(caption);
+  const double caption_line_height = kCaptionFontSize * 1.4;
+  for (const std::string& line : caption_lines) {
+    content_right = std::max(content_right, kMargin + estimated_text_width(line, kCaptionFontSize));
+  }
+  const double body_bottom = grid_top + std::max(grid_height, colour_bar_height);
+  double content_bottom = body_bottom;
+  if (!caption_lines.empty()) {
+    content_bottom += kMargin + caption_line_height * static_cast<double>(caption_lines.size());
+  }
+
+  const std::string width = coordinate(std::ceil(content_right + kMargin));
+  const std::string height = coordinate(std::ceil(content_bottom + kMargin));
+
+  std::ostringstream svg;
+  svg.imbue(std::locale::classic());
+  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << width << ' ' << height << "\""
+      << " font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\" font-size=\"" << coordinate(kLabelFontSize)
+      << "\">\n";
+  // An explicit white background so PNG renders and dark-mode viewers still
+  // show dark text on light paper.
+  svg << "<rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height << "\" fill=\"#ffffff\"/>\n";
+
+  svg << "<g class=\"source-labels\" fill=\"#222222\">\n";
+  for (std::size_t column = 0; column < columns; ++column) {
+    const std::string x = coordinate(source_anchor_x(column));
+    const std::string y = coordinate(source_anchor_y);
+    svg << "<text x=\"" << x << "\" y=\"" << y << "\" transform=\"rotate(" << coordinate(kLabelAngleDegrees) << ' ' << x
+        << ' ' << y << ")\">" << xml_escape(matrix.source_tokens[column]) << "</text>\n";
+  }
+  svg << "</g>\n";
+
+  svg << "<g class=\"target-labels\" fill=\"#222222\" text-anchor=\"end\">\n";
+  for (std::size_t row = 0; row < rows; ++row) {
+    // 0.35 em below the row centre puts the x-height in the middle of the cell.
+    svg << "<text x=\"" << coordinate(grid_left - kLabelGap) << "\" y=\""
+        << coordinate(grid_top + kCellSize * (static_cast<double>(row) + 0.5) + kLabelFontSize * 0.35) << "\">"
+        << xml_escape(matrix.target_tokens[row]) << "</text>\n";
+  }
+  svg << "</g>\n";
+
+  // A faint stroke keeps near-white cells distinguishable from each other.
+  svg << "<g class=\"cells\" stroke=\"#e6e6e6\" stroke-width=\"0.5\">\n";
+  for (std::size_t row = 0; row < rows; ++row) {
     for (std::size_t column = 0; column < columns; ++column) {
-        const double width = estimated_text_width(matrix.source_tokens[column], kLabelFontSize);
-        // Descenders of the tilted text poke out a little to the lower right.
-        content_right = std::max(content_right, source_anchor_x(column) + width * cosine +
-                                                    kLabelFontSize * 0.3 * sine);
+      const float weight = matrix.weights[row][column];
+      svg << "<rect class=\"cell\" x=\"" << coordinate(grid_left + kCellSize * static_cast<double>(column)) << "\" y=\""
+          << coordinate(grid_top + kCellSize * static_cast<double>(row)) << "\" width=\"" << coordinate(kCellSize)
+          << "\" height=\"" << coordinate(kCellSize) << "\" fill=\"" << weight_colour(weight) << "\"><title>"
+          << xml_escape(matrix.target_tokens[row]) << " \u2192 " << xml_escape(matrix.source_tokens[column]) << ": "
+          << (std::isfinite(weight) ? format_fixed(weight, 3) : format_significant(weight)) << "</title></rect>\n";
     }
+  }
+  svg << "</g>\n";
+  if (rows > 0 && columns > 0) {
+    svg << "<rect x=\"" << coordinate(grid_left) << "\" y=\"" << coordinate(grid_top) << "\" width=\""
+        << coordinate(grid_width) << "\" height=\"" << coordinate(grid_height)
+        << "\" fill=\"none\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
+  }
 
-    const double colour_bar_left = grid_right + kColourBarGap;
-    const double colour_bar_height = std::clamp(grid_height, kMinimumColourBarHeight, kMaximumColourBarHeight);
-    const double tick_label_left = colour_bar_left + kColourBarWidth + kTickLength + 3;
-    content_right = std::max(content_right, tick_label_left + estimated_text_width("0.5", kLabelFontSize));
+  // Colour bar: the gradient uses the same stops as the cells, 1 at the top.
+  // The id is fixed; several inline copies in one HTML page would define the
+  // identical gradient, so whichever one a browser resolves looks the same.
+  svg << "<defs><linearGradient id=\"nmt-attention-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (std::size_t stop = 0; stop < kBlues.size(); ++stop) {
+    svg << "<stop offset=\"" << format_significant(static_cast<double>(stop) / static_cast<double>(kBlues.size() - 1))
+        << "\" stop-color=\"" << hex_colour(kBlues[stop]) << "\"/>";
+  }
+  svg << "</linearGradient></defs>\n";
+  svg << "<g class=\"colour-bar\">\n";
+  svg << "<rect x=\"" << coordinate(colour_bar_left) << "\" y=\"" << coordinate(grid_top) << "\" width=\""
+      << coordinate(kColourBarWidth) << "\" height=\"" << coordinate(colour_bar_height)
+      << "\" fill=\"url(#nmt-attention-scale)\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
+  for (const double tick : {1.0, 0.5, 0.0}) {
+    const double y = grid_top + colour_bar_height * (1.0 - tick);
+    const double tick_right = colour_bar_left + kColourBarWidth + kTickLength;
+    svg << "<line x1=\"" << coordinate(colour_bar_left + kColourBarWidth) << "\" y1=\"" << coordinate(y) << "\" x2=\""
+        << coordinate(tick_right) << "\" y2=\"" << coordinate(y) << "\" stroke=\"#444444\" stroke-width=\"1\"/>\n";
+    svg << "<text x=\"" << coordinate(tick_label_left) << "\" y=\"" << coordinate(y + kLabelFontSize * 0.35)
+        << "\" fill=\"#222222\">" << format_significant(tick) << "</text>\n";
+  }
+  svg << "</g>\n";
 
-    const std::vector<std::string> caption_lines = split_lines(caption);
-    const double caption_line_height = kCaptionFontSize * 1.4;
-    for (const std::string& line : caption_lines) {
-        content_right = std::max(content_right, kMargin + estimated_text_width(line, kCaptionFontSize));
-    }
-    const double body_bottom = grid_top + std::max(grid_height, colour_bar_height);
-    double content_bottom = body_bottom;
-    if (!caption_lines.empty()) {
-        content_bottom += kMargin + caption_line_height * static_cast<double>(caption_lines.size());
-    }
-
-    const std::string width = coordinate(std::ceil(content_right + kMargin));
-    const std::string height = coordinate(std::ceil(content_bottom + kMargin));
-
-    std::ostringstream svg;
-    svg.imbue(std::locale::classic());
-    svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-        << "\" viewBox=\"0 0 " << width << ' ' << height << "\""
-        << " font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\" font-size=\""
-        << coordinate(kLabelFontSize) << "\">\n";
-    // An explicit white background so PNG renders and dark-mode viewers still
-    // show dark text on light paper.
-    svg << "<rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height << "\" fill=\"#ffffff\"/>\n";
-
-    svg << "<g class=\"source-labels\" fill=\"#222222\">\n";
-    for (std::size_t column = 0; column < columns; ++column) {
-        const std::string x = coordinate(source_anchor_x(column));
-        const std::string y = coordinate(source_anchor_y);
-        svg << "<text x=\"" << x << "\" y=\"" << y << "\" transform=\"rotate(" << coordinate(kLabelAngleDegrees)
-            << ' ' << x << ' ' << y << ")\">" << xml_escape(matrix.source_tokens[column]) << "</text>\n";
+  if (!caption_lines.empty()) {
+    svg << "<g class=\"caption\" fill=\"#222222\" font-size=\"" << coordinate(kCaptionFontSize) << "\">\n";
+    for (std::size_t line = 0; line < caption_lines.size(); ++line) {
+      // Baseline sits ~0.3 em above the bottom of each line box to leave room for descenders.
+      const double baseline =
+          body_bottom + kMargin + caption_line_height * (static_cast<double>(line) + 1) - kCaptionFontSize * 0.3;
+      svg << "<text x=\"" << coordinate(kMargin) << "\" y=\"" << coordinate(baseline) << "\">"
+          << xml_escape(caption_lines[line]) << "</text>\n";
     }
     svg << "</g>\n";
-
-    svg << "<g class=\"target-labels\" fill=\"#222222\" text-anchor=\"end\">\n";
-    for (std::size_t row = 0; row < rows; ++row) {
-        // 0.35 em below the row centre puts the x-height in the middle of the cell.
-        svg << "<text x=\"" << coordinate(grid_left - kLabelGap) << "\" y=\""
-            << coordinate(grid_top + kCellSize * (static_cast<double>(row) + 0.5) + kLabelFontSize * 0.35)
-            << "\">" << xml_escape(matrix.target_tokens[row]) << "</text>\n";
-    }
-    svg << "</g>\n";
-
-    // A faint stroke keeps near-white cells distinguishable from each other.
-    svg << "<g class=\"cells\" stroke=\"#e6e6e6\" stroke-width=\"0.5\">\n";
-    for (std::size_t row = 0; row < rows; ++row) {
-        for (std::size_t column = 0; column < columns; ++column) {
-            const float weight = matrix.weights[row][column];
-            svg << "<rect class=\"cell\" x=\"" << coordinate(grid_left + kCellSize * static_cast<double>(column))
-                << "\" y=\"" << coordinate(grid_top + kCellSize * static_cast<double>(row)) << "\" width=\""
-                << coordinate(kCellSize) << "\" height=\"" << coordinate(kCellSize) << "\" fill=\""
-                << weight_colour(weight) << "\"><title>" << xml_escape(matrix.target_tokens[row])
-                << " \u2192 " << xml_escape(matrix.source_tokens[column]) << ": "
-                << (std::isfinite(weight) ? format_fixed(weight, 3) : format_significant(weight))
-                << "</title></rect>\n";
-        }
-    }
-    svg << "</g>\n";
-    if (rows > 0 && columns > 0) {
-        svg << "<rect x=\"" << coordinate(grid_left) << "\" y=\"" << coordinate(grid_top) << "\" width=\""
-            << coordinate(grid_width) << "\" height=\"" << coordinate(grid_height)
-            << "\" fill=\"none\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
-    }
-
-    // Colour bar: the gradient uses the same stops as the cells, 1 at the top.
-    // The id is fixed; several inline copies in one HTML page would define the
-    // identical gradient, so whichever one a browser resolves looks the same.
-    svg << "<defs><linearGradient id=\"nmt-attention-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
-    for (std::size_t stop = 0; stop < kBlues.size(); ++stop) {
-        svg << "<stop offset=\"" << format_significant(static_cast<double>(stop) / static_cast<double>(kBlues.size() - 1))
-            << "\" stop-color=\"" << hex_colour(kBlues[stop]) << "\"/>";
-    }
-    svg << "</linearGradient></defs>\n";
-    svg << "<g class=\"colour-bar\">\n";
-    svg << "<rect x=\"" << coordinate(colour_bar_left) << "\" y=\"" << coordinate(grid_top) << "\" width=\""
-        << coordinate(kColourBarWidth) << "\" height=\"" << coordinate(colour_bar_height)
-        << "\" fill=\"url(#nmt-attention-scale)\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
-    for (const double tick : {1.0, 0.5, 0.0}) {
-        const double y = grid_top + colour_bar_height * (1.0 - tick);
-        const double tick_right = colour_bar_left + kColourBarWidth + kTickLength;
-        svg << "<line x1=\"" << coordinate(colour_bar_left + kColourBarWidth) << "\" y1=\"" << coordinate(y)
-            << "\" x2=\"" << coordinate(tick_right) << "\" y2=\"" << coordinate(y)
-            << "\" stroke=\"#444444\" stroke-width=\"1\"/>\n";
-        svg << "<text x=\"" << coordinate(tick_label_left) << "\" y=\"" << coordinate(y + kLabelFontSize * 0.35)
-            << "\" fill=\"#222222\">" << format_significant(tick) << "</text>\n";
-    }
-    svg << "</g>\n";
-
-    if (!caption_lines.empty()) {
-        svg << "<g class=\"caption\" fill=\"#222222\" font-size=\"" << coordinate(kCaptionFontSize) << "\">\n";
-        for (std::size_t line = 0; line < caption_lines.size(); ++line) {
-            // Baseline sits ~0.3 em above the bottom of each line box to leave room for descenders.
-            const double baseline =
-                body_bottom + kMargin + caption_line_height * (static_cast<double>(line) + 1) - kCaptionFontSize * 0.3;
-            svg << "<text x=\"" << coordinate(kMargin) << "\" y=\"" << coordinate(baseline) << "\">"
-                << xml_escape(caption_lines[line]) << "</text>\n";
-        }
-        svg << "</g>\n";
-    }
-    svg << "</svg>\n";
-    return svg.str();
+  }
+  svg << "</svg>\n";
+  return svg.str();
 }
 
 }  // namespace nmt

@@ -10,13 +10,13 @@
 namespace nmt {
 
 struct AttentionMatrix {
-    // Columns: source subwords (sentencepiece pieces, may start with U+2581
-    // '▁'), then "</s>" for the source EOS.
-    std::vector<std::string> source_tokens;
-    // Rows: output subwords, then "</s>" if the output ended with EOS.
-    std::vector<std::string> target_tokens;
-    // [rows][columns]; each row is a softmax, so it sums to 1.
-    std::vector<std::vector<float>> weights;
+  // Columns: source subwords (sentencepiece pieces, may start with U+2581
+  // '▁'), then "</s>" for the source EOS.
+  std::vector<std::string> source_tokens;
+  // Rows: output subwords, then "</s>" if the output ended with EOS.
+  std::vector<std::string> target_tokens;
+  // [rows][columns]; each row is a softmax, so it sums to 1.
+  std::vector<std::vector<float>> weights;
 };
 
 // Checks shapes (weights.size() == target_tokens.size(), every row has

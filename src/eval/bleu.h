@@ -11,23 +11,23 @@ namespace nmt::eval {
 enum class BleuTokenize { k13a, kNone };
 
 struct BleuOptions {
-    bool lowercase = false;  // Python str.lower() semantics, like sacreBLEU's -lc
-    BleuTokenize tokenize = BleuTokenize::k13a;
+  bool lowercase = false;  // Python str.lower() semantics, like sacreBLEU's -lc
+  BleuTokenize tokenize = BleuTokenize::k13a;
 };
 
 struct BleuScore {
-    double score = 0;                    // 0..100
-    std::array<double, 4> precisions{};  // percent, as sacreBLEU reports
-    std::array<long long, 4> matches{}, totals{};
-    double brevity_penalty = 0;
-    long long hyp_length = 0, ref_length = 0;
-    // sacreBLEU 2.x style, e.g.
-    // "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:nmt-1.0".
-    std::string signature;
+  double score = 0;                    // 0..100
+  std::array<double, 4> precisions{};  // percent, as sacreBLEU reports
+  std::array<long long, 4> matches{}, totals{};
+  double brevity_penalty = 0;
+  long long hyp_length = 0, ref_length = 0;
+  // sacreBLEU 2.x style, e.g.
+  // "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:nmt-1.0".
+  std::string signature;
 
-    // sacreBLEU's BLEUScore.format() without a signature, e.g.
-    // "BLEU = 34.12 65.1/40.2/27.3/19.0 (BP = 1.000 ratio = 1.010 hyp_len = 1234 ref_len = 1222)".
-    std::string format() const;
+  // sacreBLEU's BLEUScore.format() without a signature, e.g.
+  // "BLEU = 34.12 65.1/40.2/27.3/19.0 (BP = 1.000 ratio = 1.010 hyp_len = 1234 ref_len = 1222)".
+  std::string format() const;
 };
 
 // refs[k][i] is the k-th reference of sentence i. Every reference stream must
@@ -35,17 +35,16 @@ struct BleuScore {
 // As in sacreBLEU, an empty reference line ("") means "no k-th reference for
 // this sentence"; a sentence whose references are all empty, or an empty
 // `refs`, is an error (std::invalid_argument).
-BleuScore corpus_bleu(const std::vector<std::string>& hyps,
-                      const std::vector<std::vector<std::string>>& refs,
+BleuScore corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs,
                       const BleuOptions& options = {});
 
 struct ChrfScore {
-    double score = 0;  // 0..100
-    // e.g. "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:nmt-1.0".
-    std::string signature;
+  double score = 0;  // 0..100
+  // e.g. "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:nmt-1.0".
+  std::string signature;
 
-    // sacreBLEU's CHRFScore.format() without a signature, e.g. "chrF2 = 58.34".
-    std::string format() const;
+  // sacreBLEU's CHRFScore.format() without a signature, e.g. "chrF2 = 58.34".
+  std::string format() const;
 };
 
 // sacreBLEU 2.x default chrF2: character n-grams up to order 6, no word
@@ -53,7 +52,6 @@ struct ChrfScore {
 // default "eff:yes" averaging over the n-gram orders that exist). With several
 // references, each sentence uses the statistics of its best-scoring one.
 // Same stream-length and empty-reference rules as corpus_bleu.
-ChrfScore corpus_chrf(const std::vector<std::string>& hyps,
-                      const std::vector<std::vector<std::string>>& refs);
+ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs);
 
 }  // namespace nmt::eval

@@ -39,7 +39,8 @@ void write_checkpoint_header(torch::serialize::OutputArchive& archive, const Con
 
 void open_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive) {
   if (!file_exists(path)) {
-    throw std::runtime_error(path + ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)");
+    throw std::runtime_error(path +
+                             ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)");
   }
   with_checkpoint_errors(path, [&] {
     archive.load_from(path, device);
@@ -76,9 +77,9 @@ void with_checkpoint_errors(const std::string& path, const std::function<void()>
     throw std::runtime_error(path + ": " + message);
   } catch (const c10::Error& error) {
     std::string message = error.what_without_backtrace();
-    throw std::runtime_error(path + ": cannot read checkpoint (truncated or corrupt?): " +
-                             message.substr(0, message.find('\n')) +
-                             "; use another checkpoint (--checkpoint best|last|PATH) or retrain");
+    throw std::runtime_error(
+        path + ": cannot read checkpoint (truncated or corrupt?): " + message.substr(0, message.find('\n')) +
+        "; use another checkpoint (--checkpoint best|last|PATH) or retrain");
   }
 }
 

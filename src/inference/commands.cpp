@@ -1,8 +1,8 @@
 #include "inference/commands.h"
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // Output files are named after their input: "stdin" or the input's file name.
-std::string output_stem(const std::string& input) { return input == "-" ? "stdin" : fs::path(input).filename().string(); }
+std::string output_stem(const std::string& input) {
+  return input == "-" ? "stdin" : fs::path(input).filename().string();
+}
 
 // Parallel files must match line by line.
 void require_same_line_count(const std::string& name, size_t lines, const std::string& other_name, size_t other_lines) {
@@ -75,8 +77,9 @@ void translate_files(TranslateJob job, std::ostream& out) {
   validate(options.search);
   validate(options.batching);
   if (options.search.n_best > 1 && (outputs.alignment || outputs.with_scores || !outputs.attention_dir.empty())) {
-    throw std::invalid_argument("--n-best > 1 prints 'i ||| text ||| score' lines; it cannot be combined with "
-                                "--alignment, --attention-dir or --with-scores");
+    throw std::invalid_argument(
+        "--n-best > 1 prints 'i ||| text ||| score' lines; it cannot be combined with "
+        "--alignment, --attention-dir or --with-scores");
   }
   if (!job.output_dir.empty() && job.output != "-") throw std::invalid_argument("give either --output or --output-dir");
   for (const std::string& input : job.inputs) {
@@ -107,8 +110,8 @@ void translate_files(TranslateJob job, std::ostream& out) {
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
     const std::vector<Translation> translations = translate_lines(options, model, lines);
     const std::string stem = output_stem(input);
-    const std::string text = format_translations(lines, translations, model.target_vocabulary, stem,
-                                                  options.search.n_best, outputs);
+    const std::string text =
+        format_translations(lines, translations, model.target_vocabulary, stem, options.search.n_best, outputs);
     write_output(!job.output_dir.empty() ? (fs::path(job.output_dir) / (stem + ".hyp")).string() : job.output, text,
                  out);
   }

@@ -12,10 +12,10 @@ TranslationModel read_model(torch::serialize::InputArchive& archive, const Model
                             const std::string& path, const torch::Device& device) {
   TranslationModel model;
   model.options = options;
-  model.source_vocabulary = Vocabulary::from_serialized(read_bytes(archive, "source_vocabulary"),
-                                                        path + " (source vocabulary)");
-  model.target_vocabulary = Vocabulary::from_serialized(read_bytes(archive, "target_vocabulary"),
-                                                        path + " (target vocabulary)");
+  model.source_vocabulary =
+      Vocabulary::from_serialized(read_bytes(archive, "source_vocabulary"), path + " (source vocabulary)");
+  model.target_vocabulary =
+      Vocabulary::from_serialized(read_bytes(archive, "target_vocabulary"), path + " (target vocabulary)");
   model.network = Seq2Seq(options, model.source_vocabulary.size(), model.target_vocabulary.size());
   torch::serialize::InputArchive weights;
   archive.read("model", weights);

@@ -37,7 +37,9 @@ std::string format_translations(const std::vector<std::string>& lines, const std
       for (size_t k = 0; k < translation.hypotheses.size(); ++k) {
         text << i << " ||| " << translation.texts[k] << " ||| " << translation.hypotheses[k].score << "\n";
       }
-      if (translation.hypotheses.empty()) text << i << " ||| " << " ||| 0\n";
+      if (translation.hypotheses.empty())
+        text << i << " ||| "
+             << " ||| 0\n";
       continue;
     }
     if (options.with_scores) text << (translation.hypotheses.empty() ? 0.0 : translation.hypotheses[0].score) << "\t";

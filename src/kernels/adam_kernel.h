@@ -1,6 +1,6 @@
 // Adam's update of one parameter tensor in one pass with the CPU's vector instructions, where
-// LibTorch's Adam makes eight passes (two of them into new tensors). Call only when
-// avx2_kernels_available() says yes.
+// LibTorch's Adam makes eight passes (two of them into new tensors). Reached only through
+// kernels/dispatch.h, which runs it only where the CPU has AVX2.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // instructions: the additive scorer's energies and the context as a weighted sum of the encoder
 // states, each with its backward. LibTorch makes several passes over [B, S, A] and [B, S, C]
 // tensors for each (an add, a tanh and a product; in backward, tanh_backward, an outer product and
-// reductions); these make one. Call only when avx2_kernels_available() says yes.
+// reductions); these make one. Reached only through kernels/dispatch.h, which runs them only where the CPU has
+// AVX2.
 //
 // All arrays are row-major and contiguous; each function handles `batch` consecutive rows of the
 // batch (callers pass pointers to the first row and split rows across threads).

@@ -24,7 +24,8 @@ KernelLevel level_from_environment() {
       return level;
     }
   }
-  throw std::invalid_argument("NMT_KERNELS=" + value + ": not one of off|avx2|avx512 (unset it for the best this CPU runs)");
+  throw std::invalid_argument("NMT_KERNELS=" + value +
+                              ": not one of off|avx2|avx512 (unset it for the best this CPU runs)");
 }
 
 std::atomic<int>& level_store() {
@@ -36,9 +37,12 @@ std::atomic<int>& level_store() {
 
 std::string to_string(KernelLevel level) {
   switch (level) {
-    case KernelLevel::kOff: return "off";
-    case KernelLevel::kAvx2: return "avx2";
-    case KernelLevel::kAvx512: return "avx512";
+    case KernelLevel::kOff:
+      return "off";
+    case KernelLevel::kAvx2:
+      return "avx2";
+    case KernelLevel::kAvx512:
+      return "avx512";
   }
   return "off";
 }

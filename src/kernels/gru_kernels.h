@@ -2,7 +2,7 @@
 // with the CPU's vector instructions. LibTorch runs the same step as about ten kernels forward
 // and fifteen backward, each a pass over [B, H] or [B, 3H] with its own dispatch and autograd
 // node; at a batch of 60 rows that overhead, not arithmetic, was most of a step's element-wise
-// time. Call only when avx2_kernels_available() says yes.
+// time. Reached only through kernels/dispatch.h, which runs them only where the CPU has AVX2.
 //
 // Gate order (r, z, n) as torch::nn::GRU; gi = W_i x + b_i and gh = W_h h + b_h, each [B, 3H].
 // All arrays row-major and contiguous; `batch` rows from the pointers given.

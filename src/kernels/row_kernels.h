@@ -6,7 +6,7 @@
 // These kernels do the same work in two passes, in place, with an exponential evaluated eight
 // lanes at a time.
 //
-// Call them only when avx2_kernels_available() (kernels/available.h) says yes.
+// Reached only through kernels/dispatch.h, which runs them only where the CPU has AVX2.
 #pragma once
 
 #include <cstdint>

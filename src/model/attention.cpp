@@ -43,7 +43,7 @@ AttentionResult AttentionImpl::forward(const torch::Tensor& query, const Encoded
   // -inf before the softmax makes padded weights exactly 0 (exp(-inf) = 0); every row has at
   // least one real position (the source EOS), so no row is all -inf.
   scores = scores.masked_fill(source.mask.logical_not(), -std::numeric_limits<float>::infinity());
-  torch::Tensor weights = torch::softmax(scores, /*dim=*/1);                      // [B, S]
+  torch::Tensor weights = torch::softmax(scores, /*dim=*/1);     // [B, S]
   torch::Tensor context = weighted_sum(weights, source.states);  // [B, C], sum_j weights_j h_j
   return {context, weights};
 }

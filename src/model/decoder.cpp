@@ -137,9 +137,12 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
     // Every input token is known: embed and project all of them in one matrix multiply.
     const torch::Tensor token_gates = embedding_gates(embed(target_input));  // [B, T, 3H]
     if (const std::optional<AdditiveForm> form = fused_loop_form(token_gates, source)) {
-      const FusedDecoderWeights fused{feed_gates->weight,        cell_pointers_[0]->weight_hh,
-                                      cell_pointers_[0]->bias_hh, form->query_weight,
-                                      form->energy,              combine->weight};
+      const FusedDecoderWeights fused{feed_gates->weight,
+                                      cell_pointers_[0]->weight_hh,
+                                      cell_pointers_[0]->bias_hh,
+                                      form->query_weight,
+                                      form->energy,
+                                      combine->weight};
       // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
       const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);
       FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden[0], source, fused, target_lengths,

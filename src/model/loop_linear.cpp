@@ -54,7 +54,8 @@ struct LoopStep : public torch::autograd::Function<LoopStep> {
     context->saved_data["step"] = static_cast<int64_t>(record->inputs.size());
     record->inputs.push_back(input.detach());
     record->output_grads.emplace_back();
-    return record->bias.defined() ? torch::addmm(record->bias, input, record->weight.t()) : input.mm(record->weight.t());
+    return record->bias.defined() ? torch::addmm(record->bias, input, record->weight.t())
+                                  : input.mm(record->weight.t());
   }
 
   static tensor_list backward(AutogradContext* context, tensor_list gradients) {
@@ -72,15 +73,16 @@ struct LoopStep : public torch::autograd::Function<LoopStep> {
 LoopLinear::LoopLinear(torch::Tensor weight, torch::Tensor bias) : weight_(std::move(weight)), bias_(std::move(bias)) {
   TORCH_CHECK(weight_.dim() == 2 && (!bias_.defined() || (bias_.dim() == 1 && bias_.size(0) == weight_.size(0))),
               "LoopLinear: weight [out, in] and bias [out] expected");
-  const bool deferred = torch::GradMode::is_enabled() && weight_.requires_grad() &&
-                        (!bias_.defined() || bias_.requires_grad());
+  const bool deferred =
+      torch::GradMode::is_enabled() && weight_.requires_grad() && (!bias_.defined() || bias_.requires_grad());
   if (!deferred) return;
   record_ = c10::make_intrusive<LoopLinearRecord>();
   record_->weight = weight_.detach();
   record_->weight_version = weight_._version();
   if (bias_.defined()) record_->bias = bias_.detach();
   // LibTorch 1.13's custom functions take no undefined tensors: no bias is an empty placeholder.
-  anchor_ = GatherWeightGradient::apply(weight_, bias_.defined() ? bias_ : torch::empty({0}, weight_.options()), record_);
+  anchor_ =
+      GatherWeightGradient::apply(weight_, bias_.defined() ? bias_ : torch::empty({0}, weight_.options()), record_);
 }
 
 torch::Tensor LoopLinear::operator()(const torch::Tensor& input) const {

@@ -11,55 +11,55 @@ namespace nmt {
 inline constexpr const char* kNoAttention = "none";
 
 struct EncoderOptions {
-  int64_t vocab_size = 0;         // source vocabulary size
-  int64_t embedding_size = 256;   // source embedding size E
-  int64_t hidden_size = 256;      // GRU size per direction; encoder states are 2 * hidden_size
-  int64_t num_layers = 1;         // stacked bidirectional layers
-  double dropout = 0.3;           // on embeddings and between layers
-  double word_dropout = 0.0;      // whole source positions dropped (training only)
+  int64_t vocab_size = 0;        // source vocabulary size
+  int64_t embedding_size = 256;  // source embedding size E
+  int64_t hidden_size = 256;     // GRU size per direction; encoder states are 2 * hidden_size
+  int64_t num_layers = 1;        // stacked bidirectional layers
+  double dropout = 0.3;          // on embeddings and between layers
+  double word_dropout = 0.0;     // whole source positions dropped (training only)
 };
 
 struct AttentionOptions {
   std::string scorer = "additive";  // a name of model/scorers/registry.h, or kNoAttention
-  int64_t query_size = 256;       // decoder hidden size
-  int64_t key_size = 512;         // encoder state size (2 * encoder hidden size)
-  int64_t attention_size = 256;   // hidden size of the additive scorer's MLP
-  double cosine_sharpness = 0.0;  // cosine: fixed sharpness if > 0, learned if 0
+  int64_t query_size = 256;         // decoder hidden size
+  int64_t key_size = 512;           // encoder state size (2 * encoder hidden size)
+  int64_t attention_size = 256;     // hidden size of the additive scorer's MLP
+  double cosine_sharpness = 0.0;    // cosine: fixed sharpness if > 0, learned if 0
 };
 
 struct DecoderOptions {
-  int64_t vocab_size = 0;         // target vocabulary size V
-  int64_t embedding_size = 256;   // target embedding size E
-  int64_t hidden_size = 256;      // GRU size H (also the attentional vector's size)
-  int64_t num_layers = 1;         // stacked GRU layers
-  double dropout = 0.3;           // on embeddings, between layers and on the attentional vector
-  double word_dropout = 0.0;      // whole target input positions dropped (training only)
-  bool tie_embeddings = false;    // share target embeddings with the output projection (E == H)
+  int64_t vocab_size = 0;        // target vocabulary size V
+  int64_t embedding_size = 256;  // target embedding size E
+  int64_t hidden_size = 256;     // GRU size H (also the attentional vector's size)
+  int64_t num_layers = 1;        // stacked GRU layers
+  double dropout = 0.3;          // on embeddings, between layers and on the attentional vector
+  double word_dropout = 0.0;     // whole target input positions dropped (training only)
+  bool tie_embeddings = false;   // share target embeddings with the output projection (E == H)
   AttentionOptions attention;
 };
 
 // Everything a Seq2Seq needs, as stored in the configuration and the checkpoint.
 struct ModelOptions {
-  int64_t embedding_size = 256;          // source and target embedding size
-  int64_t encoder_hidden_size = 256;     // per direction
+  int64_t embedding_size = 256;       // source and target embedding size
+  int64_t encoder_hidden_size = 256;  // per direction
   int64_t encoder_layers = 1;
   int64_t decoder_hidden_size = 256;
   int64_t decoder_layers = 1;
-  std::string attention = "additive";    // a scorer of model/scorers/registry.h, or kNoAttention
-  int64_t attention_size = 256;          // additive scorer only
-  double cosine_sharpness = 0.0;         // cosine scorer only: 0 = learned
+  std::string attention = "additive";  // a scorer of model/scorers/registry.h, or kNoAttention
+  int64_t attention_size = 256;        // additive scorer only
+  double cosine_sharpness = 0.0;       // cosine scorer only: 0 = learned
   double dropout = 0.3;
-  double word_dropout = 0.0;             // source and target input positions (model/word_dropout.h)
+  double word_dropout = 0.0;  // source and target input positions (model/word_dropout.h)
   bool tie_embeddings = false;
 
   EncoderOptions encoder(int64_t source_vocab_size) const {
     return {source_vocab_size, embedding_size, encoder_hidden_size, encoder_layers, dropout, word_dropout};
   }
   DecoderOptions decoder(int64_t target_vocab_size) const {
-    AttentionOptions attention_options{attention, decoder_hidden_size, 2 * encoder_hidden_size,
-                                       attention_size, cosine_sharpness};
-    return {target_vocab_size, embedding_size, decoder_hidden_size, decoder_layers, dropout, word_dropout,
-            tie_embeddings,    attention_options};
+    AttentionOptions attention_options{attention, decoder_hidden_size, 2 * encoder_hidden_size, attention_size,
+                                       cosine_sharpness};
+    return {target_vocab_size, embedding_size, decoder_hidden_size, decoder_layers,
+            dropout,           word_dropout,   tie_embeddings,      attention_options};
   }
 };
 

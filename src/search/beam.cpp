@@ -93,7 +93,8 @@ SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torc
     // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
     torch::Tensor top_beams = top_positions.div(per_row, "floor");
     torch::Tensor flat_rows = top_beams + torch::arange(active_count, int_options).unsqueeze(1) * beam;  // [A, 2K]
-    torch::Tensor top_tokens = row_tokens.view({-1}).index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
+    torch::Tensor top_tokens = row_tokens.view({-1})
+                                   .index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
                                    .view(top_positions.sizes());
     torch::Tensor top_ids = (top_beams * vocab + top_tokens).cpu();
     top_scores = top_scores.cpu();

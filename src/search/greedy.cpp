@@ -45,15 +45,17 @@ SearchResult greedy_search(Seq2Seq& model, const torch::Tensor& source, const to
   }
   SearchResult results(batch_size, std::vector<Hypothesis>(1));
   std::vector<std::vector<torch::Tensor>> attention_rows(batch_size);
-  torch::Tensor previous = torch::full({batch_size}, kBosId, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  torch::Tensor previous =
+      torch::full({batch_size}, kBosId, torch::TensorOptions().dtype(torch::kInt64).device(device));
 
   for (int64_t t = 0; !active.empty(); ++t) {
     StepOutput out = model->decoder->step(previous, state, encoded);
     torch::Tensor log_probs = next_token_log_probs(out.logits, options);  // [R, V]
-    auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);       // [R]
+    auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);        // [R]
     torch::Tensor tokens_cpu = best_tokens.cpu();
     torch::Tensor log_probs_cpu = best_log_probs.to(torch::kFloat64).cpu();
-    torch::Tensor weights_cpu = (options.return_attention && out.attention.defined()) ? out.attention.cpu() : torch::Tensor();
+    torch::Tensor weights_cpu =
+        (options.return_attention && out.attention.defined()) ? out.attention.cpu() : torch::Tensor();
     const auto* token_data = tokens_cpu.data_ptr<int64_t>();
     const auto* log_prob_data = log_probs_cpu.data_ptr<double>();
 

@@ -17,11 +17,11 @@
 namespace nmt {
 
 struct Hypothesis {
-  std::vector<int64_t> tokens;   // output ids without EOS
-  double log_probability = 0;    // sum of token log-probabilities (EOS included when produced)
-  double score = 0;              // log_probability / lp(length)
-  torch::Tensor attention;       // [steps, S_real] on the CPU, if requested: one row per output
-                                 // token (and the EOS step), one column per source token + EOS
+  std::vector<int64_t> tokens;  // output ids without EOS
+  double log_probability = 0;   // sum of token log-probabilities (EOS included when produced)
+  double score = 0;             // log_probability / lp(length)
+  torch::Tensor attention;      // [steps, S_real] on the CPU, if requested: one row per output
+                                // token (and the EOS step), one column per source token + EOS
 };
 
 // For each sentence of the batch, up to n_best hypotheses, best first.

@@ -18,8 +18,8 @@ constexpr size_t kMaxRowsForWorkers = 256;
 
 }  // namespace
 
-Translator::Translator(Seq2Seq model, Vocabulary source_vocabulary, Vocabulary target_vocabulary,
-                       SearchOptions search, BatchingOptions batching, torch::Device device)
+Translator::Translator(Seq2Seq model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
+                       BatchingOptions batching, torch::Device device)
     : model_(std::move(model)),
       source_vocabulary_(std::move(source_vocabulary)),
       target_vocabulary_(std::move(target_vocabulary)),
@@ -45,10 +45,13 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   // Longest first: similar lengths share a batch (little padding), and the slowest batch is known early.
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return sources[a].size() > sources[b].size(); });
-  const std::vector<std::vector<int64_t>> batches =
-      cut_batches(order, [&](int64_t index) { return PaddedLengths{sources[index].size(), 0}; },
-                  static_cast<size_t>(batching_.batch_size),
-                  batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
+  const std::vector<std::vector<int64_t>> batches = cut_batches(
+      order,
+      [&](int64_t index) {
+        return PaddedLengths{sources[index].size(), 0};
+      },
+      static_cast<size_t>(batching_.batch_size),
+      batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
 
   const bool was_training = model_->is_training();
   model_->eval();

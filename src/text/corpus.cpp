@@ -29,13 +29,12 @@ std::vector<std::string> read_lines(const std::string& path) {
   return read_lines(in, path);
 }
 
-ParallelText read_parallel(const std::string& source_path, const std::string& target_path,
-                           CorpusStats& stats) {
+ParallelText read_parallel(const std::string& source_path, const std::string& target_path, CorpusStats& stats) {
   std::vector<std::string> source = read_lines(source_path);
   std::vector<std::string> target = read_lines(target_path);
   if (source.size() != target.size()) {
-    throw std::runtime_error(source_path + " has " + std::to_string(source.size()) + " lines but " +
-                             target_path + " has " + std::to_string(target.size()) +
+    throw std::runtime_error(source_path + " has " + std::to_string(source.size()) + " lines but " + target_path +
+                             " has " + std::to_string(target.size()) +
                              "; a parallel corpus needs one sentence per line on both sides");
   }
   ParallelText text;
@@ -53,8 +52,7 @@ ParallelText read_parallel(const std::string& source_path, const std::string& ta
 }
 
 std::vector<Example> encode_parallel(const ParallelText& text, const Vocabulary& source_vocabulary,
-                                     const Vocabulary& target_vocabulary, int max_length,
-                                     CorpusStats& stats) {
+                                     const Vocabulary& target_vocabulary, int max_length, CorpusStats& stats) {
   std::vector<Example> examples;
   examples.reserve(text.source.size());
   for (size_t i = 0; i < text.source.size(); ++i) {

@@ -16,9 +16,9 @@ struct ParallelText {
 };
 
 struct CorpusStats {
-  int64_t lines = 0;          // pairs read
-  int64_t empty = 0;          // skipped: a side is empty
-  int64_t too_long = 0;       // skipped: a side is over the length limit
+  int64_t lines = 0;     // pairs read
+  int64_t empty = 0;     // skipped: a side is empty
+  int64_t too_long = 0;  // skipped: a side is over the length limit
   int64_t kept = 0;
 };
 
@@ -30,8 +30,7 @@ std::vector<std::string> read_lines(std::istream& in, const std::string& name);
 
 // Reads a parallel corpus; both files must have the same number of lines. Pairs with an empty
 // side are dropped and counted in `stats`.
-ParallelText read_parallel(const std::string& source_path, const std::string& target_path,
-                           CorpusStats& stats);
+ParallelText read_parallel(const std::string& source_path, const std::string& target_path, CorpusStats& stats);
 
 // One training pair as subword ids, without BOS/EOS.
 struct Example {
@@ -41,7 +40,6 @@ struct Example {
 
 // Encodes pairs; those with a side longer than `max_length` subwords are dropped and counted.
 std::vector<Example> encode_parallel(const ParallelText& text, const Vocabulary& source_vocabulary,
-                                     const Vocabulary& target_vocabulary, int max_length,
-                                     CorpusStats& stats);
+                                     const Vocabulary& target_vocabulary, int max_length, CorpusStats& stats);
 
 }  // namespace nmt

@@ -19,7 +19,8 @@ Vocabulary Vocabulary::from_serialized(const std::string& model_proto, const std
   }
   if (processor->pad_id() != kPadId || processor->unk_id() != kUnkId || processor->bos_id() != kBosId ||
       processor->eos_id() != kEosId) {
-    throw std::runtime_error(origin + ": sentencepiece model has other special ids than pad=0 unk=1 "
+    throw std::runtime_error(origin +
+                             ": sentencepiece model has other special ids than pad=0 unk=1 "
                              "bos=2 eos=3; train vocabularies with nmt train");
   }
   Vocabulary vocabulary;
@@ -50,8 +51,7 @@ namespace {
 
 class VectorSentenceIterator : public sentencepiece::SentenceIterator {
  public:
-  explicit VectorSentenceIterator(const std::vector<const std::vector<std::string>*>& sources)
-      : sources_(sources) {
+  explicit VectorSentenceIterator(const std::vector<const std::vector<std::string>*>& sources) : sources_(sources) {
     skip_exhausted();
   }
   bool done() const override { return source_ >= sources_.size(); }
@@ -82,8 +82,8 @@ std::string train_vocabulary(const std::vector<const std::vector<std::string>*>&
   args << "--model_type=" << to_string(options.type) << " --vocab_size=" << options.size
        << " --hard_vocab_limit=false"  // tiny corpora get a smaller vocabulary instead of an error
        << " --character_coverage=1.0"
-       << " --pad_id=" << kPadId << " --unk_id=" << kUnkId << " --bos_id=" << kBosId
-       << " --eos_id=" << kEosId << " --num_threads=" << options.threads
+       << " --pad_id=" << kPadId << " --unk_id=" << kUnkId << " --bos_id=" << kBosId << " --eos_id=" << kEosId
+       << " --num_threads=" << options.threads
        << " --input_sentence_size=2000000 --shuffle_input_sentence=true --minloglevel=2";
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
   VectorSentenceIterator iterator(sentences);

@@ -35,7 +35,7 @@ class Vocabulary {
 
 struct VocabularyTrainingOptions {
   VocabType type = VocabType::kUnigram;
-  int size = 8000;        // upper bound: sentencepiece shrinks it for tiny corpora
+  int size = 8000;  // upper bound: sentencepiece shrinks it for tiny corpora
   int seed = 1;
   int threads = 1;
 };

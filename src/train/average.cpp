@@ -110,9 +110,11 @@ void run_average(AverageJob job, std::ostream& out) {
   if (paths.empty()) {
     paths = step_checkpoints(job.model_dir);
     if (paths.empty()) {
-      throw std::runtime_error(job.model_dir + ": no step-*.ckpt checkpoints to average; train with keep-checkpoints = N");
+      throw std::runtime_error(job.model_dir +
+                               ": no step-*.ckpt checkpoints to average; train with keep-checkpoints = N");
     }
-    if (job.last > 0 && static_cast<size_t>(job.last) < paths.size()) paths.erase(paths.begin(), paths.end() - job.last);
+    if (job.last > 0 && static_cast<size_t>(job.last) < paths.size())
+      paths.erase(paths.begin(), paths.end() - job.last);
   }
   if (job.output.empty()) job.output = (fs::path(job.model_dir) / kAveragedCheckpoint).string();
   const std::string output_name = fs::path(job.output).filename().string();

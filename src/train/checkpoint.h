@@ -19,14 +19,14 @@ namespace nmt {
 
 // Where a run stands; stored in every checkpoint, so that --resume continues from it.
 struct TrainingProgress {
-  int64_t step = 0;                 // updates done
-  int64_t epoch = 0;                // current epoch (0-based)
-  int64_t batch_in_epoch = 0;       // batches of `epoch` already done
-  double best_score = 0;            // best validation value of best_metric so far
+  int64_t step = 0;            // updates done
+  int64_t epoch = 0;           // current epoch (0-based)
+  int64_t batch_in_epoch = 0;  // batches of `epoch` already done
+  double best_score = 0;       // best validation value of best_metric so far
   bool has_best = false;
   int64_t validations_without_improvement = 0;
-  int64_t plateau_count = 0;        // for the learning-rate schedule
-  double learning_rate = 0;         // current base learning rate (after decays)
+  int64_t plateau_count = 0;  // for the learning-rate schedule
+  double learning_rate = 0;   // current base learning rate (after decays)
 };
 
 struct TrainingCheckpoint {
@@ -35,8 +35,7 @@ struct TrainingCheckpoint {
   TrainingProgress progress;
 };
 
-void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint,
-                     torch::optim::Optimizer* optimizer);
+void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint, torch::optim::Optimizer* optimizer);
 
 // Loads a checkpoint with its training configuration and progress onto `device`.
 TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device);

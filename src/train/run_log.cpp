@@ -1,8 +1,8 @@
 #include "train/run_log.h"
 
-#include <nlohmann/json.hpp>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -16,8 +16,7 @@ namespace nmt {
 
 namespace fs = std::filesystem;
 
-RunLog::RunLog(const std::string& model_dir)
-    : metrics_path_((fs::path(model_dir) / "metrics.jsonl").string()) {
+RunLog::RunLog(const std::string& model_dir) : metrics_path_((fs::path(model_dir) / "metrics.jsonl").string()) {
   auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path(model_dir) / "train.log").string());
   logger_ = std::make_shared<spdlog::logger>("train", spdlog::sinks_init_list{console, file});

@@ -90,8 +90,8 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
     throw std::runtime_error("no training pairs within max-length " + std::to_string(config.max_length));
   }
   // Dev pairs are all kept (a cap far above max-length) so that dev BLEU covers the whole set.
-  setup.dev_examples = encode_parallel(setup.dev_text, source_vocabulary, target_vocabulary,
-                                       std::numeric_limits<int>::max(), dev_stats);
+  setup.dev_examples =
+      encode_parallel(setup.dev_text, source_vocabulary, target_vocabulary, std::numeric_limits<int>::max(), dev_stats);
   log.info("dev pairs: {} read, {} kept ({} empty skipped)", dev_stats.lines, dev_stats.kept, dev_stats.empty);
 
   int64_t parameter_count = 0;

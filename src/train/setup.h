@@ -37,7 +37,7 @@ struct TrainingSetup {
   std::unique_ptr<FusedAdam> optimizer;
   std::vector<Example> train_examples;  // within max-length
   ParallelText dev_text;
-  std::vector<Example> dev_examples;    // all of them
+  std::vector<Example> dev_examples;  // all of them
 };
 
 // `config` must be validated. With `resume`, the model, vocabularies, progress and optimizer state

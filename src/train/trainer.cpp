@@ -49,9 +49,9 @@ void prepare_model_dir(const TrainConfig& config, const TrainRunOptions& run) {
 
 // A validation's bookkeeping: best score, patience, learning-rate decay. Returns whether it improved.
 bool record_validation(TrainingProgress& progress, double value, Metric metric, const LearningRateSchedule& schedule) {
-  const bool improved = std::isfinite(value) &&
-                        (!progress.has_best ||
-                         (higher_is_better(metric) ? value > progress.best_score : value < progress.best_score));
+  const bool improved =
+      std::isfinite(value) &&
+      (!progress.has_best || (higher_is_better(metric) ? value > progress.best_score : value < progress.best_score));
   if (improved) {
     progress.best_score = value;
     progress.has_best = true;
@@ -118,7 +118,8 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   TrainSummary summary;
   model->train();
   run_log.start(config.log_every, progress.step, planned_steps);
-  for (; progress.epoch < config.max_epochs && summary.stop_reason.empty(); ++progress.epoch, progress.batch_in_epoch = 0) {
+  for (; progress.epoch < config.max_epochs && summary.stop_reason.empty();
+       ++progress.epoch, progress.batch_in_epoch = 0) {
     const auto batches = epoch_batches(progress.epoch);
     const auto batch_count = static_cast<int64_t>(batches.size());
     while (progress.batch_in_epoch < batch_count) {
@@ -138,7 +139,8 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
         const auto validation_start = std::chrono::steady_clock::now();
         const ValidationResult result = validator.run();
         const double old_rate = progress.learning_rate;
-        const bool improved = record_validation(progress, result.metric(config.best_metric), config.best_metric, schedule);
+        const bool improved =
+            record_validation(progress, result.metric(config.best_metric), config.best_metric, schedule);
         run_log.validation(progress, result, improved, old_rate,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - validation_start).count(),
                            elapsed());

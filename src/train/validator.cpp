@@ -22,16 +22,19 @@ SearchOptions greedy(int max_decode_ratio) {
 
 double ValidationResult::metric(Metric which) const {
   switch (which) {
-    case Metric::kBleu: return bleu;
-    case Metric::kLoss: return loss;
-    case Metric::kPerplexity: return perplexity;
+    case Metric::kBleu:
+      return bleu;
+    case Metric::kLoss:
+      return loss;
+    case Metric::kPerplexity:
+      return perplexity;
   }
   return bleu;
 }
 
 Validator::Validator(Seq2Seq model, const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary,
-                     ParallelText dev_text, std::vector<Example> dev_examples, int batch_tokens,
-                     int max_decode_ratio, torch::Device device)
+                     ParallelText dev_text, std::vector<Example> dev_examples, int batch_tokens, int max_decode_ratio,
+                     torch::Device device)
     : model_(model),
       dev_text_(std::move(dev_text)),
       dev_examples_(std::move(dev_examples)),

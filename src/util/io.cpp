@@ -41,13 +41,16 @@ void write_via_temporary(const std::string& path, const std::function<void(const
 }
 
 void write_file_atomic(const std::string& path, const std::string& content, Durability durability) {
-  write_via_temporary(path, [&](const std::string& temporary) {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path + ": cannot write (check the directory exists and is writable)");
-    out << content;
-    out.close();
-    if (out.fail()) throw std::runtime_error(path + ": write failed (disk full?)");
-  }, durability);
+  write_via_temporary(
+      path,
+      [&](const std::string& temporary) {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        if (!out) throw std::runtime_error(path + ": cannot write (check the directory exists and is writable)");
+        out << content;
+        out.close();
+        if (out.fail()) throw std::runtime_error(path + ": write failed (disk full?)");
+      },
+      durability);
 }
 
 std::string read_file(const std::string& path) {

@@ -14,8 +14,7 @@ namespace nmt {
 enum class Durability { kSync, kNoSync };
 
 // Writes `content` to `path` atomically (temporary file in the same directory, then rename).
-void write_file_atomic(const std::string& path, const std::string& content,
-                       Durability durability = Durability::kSync);
+void write_file_atomic(const std::string& path, const std::string& content, Durability durability = Durability::kSync);
 
 // Calls `write(temporary_path)` and renames the result to `path`; removes the temporary file if
 // `write` throws. For writers that need a path (LibTorch archives).

@@ -12,9 +12,9 @@ namespace {
 class AdditiveScorerImpl : public ScorerImpl {
  public:
   explicit AdditiveScorerImpl(const AttentionOptions& options)
-      : query_layer_(register_module("query_layer", torch::nn::Linear(torch::nn::LinearOptions(
-                                                        options.query_size, options.attention_size)
-                                                                            .bias(false)))),
+      : query_layer_(register_module(
+            "query_layer",
+            torch::nn::Linear(torch::nn::LinearOptions(options.query_size, options.attention_size).bias(false)))),
         key_layer_(register_module("key_layer", torch::nn::Linear(options.key_size, options.attention_size))),
         energy_layer_(register_module(
             "energy_layer", torch::nn::Linear(torch::nn::LinearOptions(options.attention_size, 1).bias(false)))) {}

@@ -10,9 +10,9 @@ namespace {
 class GeneralScorerImpl : public ScorerImpl {
  public:
   explicit GeneralScorerImpl(const AttentionOptions& options)
-      : key_layer_(register_module("key_layer", torch::nn::Linear(torch::nn::LinearOptions(options.key_size,
-                                                                                           options.query_size)
-                                                                      .bias(false)))) {}
+      : key_layer_(register_module(
+            "key_layer",
+            torch::nn::Linear(torch::nn::LinearOptions(options.key_size, options.query_size).bias(false)))) {}
 
   torch::Tensor project_keys(const torch::Tensor& states) override {
     return key_layer_(states);  // [B, S, Q]

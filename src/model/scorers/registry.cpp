@@ -11,8 +11,8 @@ ScorerEntry general_scorer_entry();
 ScorerEntry cosine_scorer_entry();
 
 const std::vector<ScorerEntry>& scorer_registry() {
-  static const std::vector<ScorerEntry> entries = {additive_scorer_entry(), dot_scorer_entry(),
-                                                   general_scorer_entry(), cosine_scorer_entry()};
+  static const std::vector<ScorerEntry> entries = {additive_scorer_entry(), dot_scorer_entry(), general_scorer_entry(),
+                                                   cosine_scorer_entry()};
   return entries;
 }
 

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Formats every C++ file of src/ and tests/ with the tree's .clang-format (Google style, 120
+# columns). `scripts/format.sh --check` changes nothing and fails on the first file out of style;
+# scripts/test.sh runs it that way.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+mapfile -t files < <(find src tests -name '*.cpp' -o -name '*.h' | sort)
+if [[ "${1:-}" == "--check" ]]; then
+  clang-format --dry-run --Werror "${files[@]}" ||
+    { echo "C++ files are out of style: run scripts/format.sh to format them" >&2; exit 1; }
+else
+  clang-format -i "${files[@]}"
+fi
