@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/enums.h"
+#include "text/vocabulary.h"
 #include "util/format.h"
 
 namespace nmt {

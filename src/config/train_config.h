@@ -10,6 +10,7 @@
 #include "config/enums.h"
 #include "config/model_fields.h"
 #include "model/options.h"
+#include "text/vocabulary.h"
 
 namespace CLI {
 class App;

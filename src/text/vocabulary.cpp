@@ -76,6 +76,13 @@ class VectorSentenceIterator : public sentencepiece::SentenceIterator {
 
 }  // namespace
 
+const EnumNames<VocabType>& vocab_type_names() {
+  static const EnumNames<VocabType> names = {{"unigram", VocabType::kUnigram}, {"bpe", VocabType::kBpe}};
+  return names;
+}
+
+std::string to_string(VocabType value) { return name_of(vocab_type_names(), value); }
+
 std::string train_vocabulary(const std::vector<const std::vector<std::string>*>& sentences,
                              const VocabularyTrainingOptions& options) {
   std::ostringstream args;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config/enums.h"
+#include "util/enum_names.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;
@@ -32,6 +32,12 @@ class Vocabulary {
   std::shared_ptr<const sentencepiece::SentencePieceProcessor> processor_;
   std::string serialized_;
 };
+
+// sentencepiece's model type.
+enum class VocabType { kUnigram, kBpe };
+
+const EnumNames<VocabType>& vocab_type_names();  // sentencepiece's names: unigram, bpe
+std::string to_string(VocabType value);
 
 struct VocabularyTrainingOptions {
   VocabType type = VocabType::kUnigram;

@@ -1,0 +1,82 @@
+// The source tree's shape: the folders of src/ include each other without a cycle, and main.cpp
+// only parses and dispatches (it includes no model, search, text or metric code).
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The folders of src/ that a file's `#include "folder/..."` lines name.
+std::set<std::string> included_folders(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string content = text.str();
+  static const std::regex include_line(R"(#include "([a-z_]+)/)");
+  std::set<std::string> folders;
+  for (auto match = std::sregex_iterator(content.begin(), content.end(), include_line); match != std::sregex_iterator();
+       ++match) {
+    folders.insert((*match)[1].str());
+  }
+  return folders;
+}
+
+// folder -> the other folders its files include ("." for the files directly in src/).
+std::map<std::string, std::set<std::string>> folder_graph() {
+  const fs::path source = nmt::testing::source_path("src");
+  std::map<std::string, std::set<std::string>> graph;
+  for (const auto& entry : fs::recursive_directory_iterator(source)) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path relative = fs::relative(entry.path(), source);
+    const std::string folder = relative.has_parent_path() ? relative.begin()->string() : ".";
+    for (const std::string& included : included_folders(entry.path())) {
+      if (included != folder) graph[folder].insert(included);
+    }
+  }
+  return graph;
+}
+
+}  // namespace
+
+TEST_CASE("the folders of src/ include each other without a cycle", "[layout]") {
+  const auto graph = folder_graph();
+  REQUIRE(graph.count("train") == 1);  // the walk found the tree
+  std::vector<std::string> path;
+  std::set<std::string> finished;
+  std::function<void(const std::string&)> visit = [&](const std::string& folder) {
+    for (const auto& on_path : path) {
+      if (on_path == folder) {
+        std::string cycle;
+        for (const auto& step : path) cycle += step + " -> ";
+        FAIL("include cycle between folders: " << cycle << folder);
+      }
+    }
+    if (finished.count(folder) != 0) return;
+    path.push_back(folder);
+    if (graph.count(folder) != 0) {
+      for (const auto& next : graph.at(folder)) visit(next);
+    }
+    path.pop_back();
+    finished.insert(folder);
+  };
+  for (const auto& [folder, unused] : graph) visit(folder);
+}
+
+TEST_CASE("main.cpp includes no model, search, text or metric code", "[layout]") {
+  const std::set<std::string> folders = included_folders(nmt::testing::source_path("src/main.cpp"));
+  for (const char* forbidden : {"model", "search", "text", "eval"}) {
+    INFO(forbidden);
+    CHECK(folders.count(forbidden) == 0);
+  }
+}
