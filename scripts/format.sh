@@ -6,6 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 mapfile -t files < <(find src tests -name '*.cpp' -o -name '*.h' | sort)
+command -v clang-format > /dev/null || { echo "format: clang-format is not installed (scripts/setup.sh installs it)" >&2; exit 1; }
 if [[ "${1:-}" == "--check" ]]; then
   clang-format --dry-run --Werror "${files[@]}" ||
     { echo "C++ files are out of style: run scripts/format.sh to format them" >&2; exit 1; }

@@ -4,7 +4,10 @@
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "config/train_config.h"
 #include "config/translate_options.h"
@@ -17,7 +20,7 @@
 using namespace nmt;
 
 int main(int argc, char** argv) {
-  CLI::App app{"nmt: attentional GRU neural machine translation (train, translate, evaluate)"};
+  CLI::App app{"nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, average)"};
   app.require_subcommand(1);
   app.set_config("--config", "", "TOML configuration file (a [train] section)");
   app.allow_config_extras(false);
@@ -34,6 +37,20 @@ int main(int argc, char** argv) {
   train_command->add_flag("--overwrite", train_run.overwrite, "start again even if --model-dir holds a run")
       ->excludes(resume_flag);
   train_command->add_flag("--dump-config", dump_config, "print the effective configuration and exit");
+
+  // prepare: the train command with --prepare-only (so that it reads the [train] section of a
+  // configuration file); listed here for the help text, and renamed before parsing below.
+  bool prepare_only = false;
+  train_command->add_flag("--prepare-only", prepare_only, "only prepare the corpus (nmt prepare)")->group("");
+  app.add_subcommand("prepare",
+                     "encode the training corpus once into corpus-dir (train.corpus and its vocabularies), "
+                     "for training runs to reuse; takes the options of train");
+  std::vector<std::string> arguments(argv + 1, argv + argc);
+  if (!arguments.empty() && arguments.front() == "prepare") {
+    arguments.front() = "train";
+    arguments.insert(arguments.begin() + 1, "--prepare-only");
+  }
+  std::reverse(arguments.begin(), arguments.end());  // CLI11 takes them last first
 
   // translate
   TranslateJob translate_job;
@@ -87,7 +104,7 @@ int main(int argc, char** argv) {
   average_command->add_option("--output", average_job.output, "where to write (default MODEL/averaged.ckpt)");
 
   try {
-    app.parse(argc, argv);
+    app.parse(arguments);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() != 0) {
       std::cerr << "nmt: " << error.what() << " (see nmt " << (train_command->parsed() ? "train " : "") << "--help)\n";
@@ -102,6 +119,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     kernels::kernel_level();  // an unknown NMT_KERNELS is an error before any work
+    if (train_command->parsed() && prepare_only) {
+      prepare(train_config);
+      return 0;
+    }
     if (train_command->parsed()) {
       train(train_config, train_run);
       return 0;

@@ -91,15 +91,15 @@ TEST_CASE("attention_json rounds to %.6g digits and writes null for non-finite w
 TEST_CASE("attention_json escapes every token so that the file parses back to the same tokens", "[attention-export]") {
   nmt::AttentionMatrix matrix;
   matrix.source_tokens = {"a\"b\\c", std::string("\n\t\x01\x1f", 4), std::string("a\0b", 3), "▁Hund → 🐕"};
-  matrix.target_tokens = {"a\x80z"};
+  matrix.target_tokens = {"a\x80z\xe2\x82"};
   matrix.weights = {{0.25f, 0.25f, 0.25f, 0.25f}};
   const std::string json = nmt::attention_json(matrix);
   const auto parsed = nlohmann::json::parse(json);
   for (std::size_t column = 0; column < matrix.source_tokens.size(); ++column) {
     CHECK(parsed["source_tokens"][column].get<std::string>() == matrix.source_tokens[column]);
   }
-  // A stray continuation byte is not UTF-8: it becomes U+FFFD instead of breaking the file.
-  CHECK(parsed["target_tokens"][0].get<std::string>() == "a\xEF\xBF\xBDz");
+  // Stray or truncated bytes are not UTF-8: each becomes U+FFFD instead of breaking the file.
+  CHECK(parsed["target_tokens"][0].get<std::string>() == "a\xEF\xBF\xBDz\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST_CASE("tokens with markup characters are escaped in SVG and JSON", "[attention-export]") {

@@ -33,6 +33,15 @@ TEST_CASE("UTF-8 validation", "[data]") {
   CHECK_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
   CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));      // UTF-16 surrogate
   CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  CHECK_FALSE(is_valid_utf8("\xc1\xbf"));          // C1 leads only overlongs
+  CHECK_FALSE(is_valid_utf8("\xf5\x80\x80\x80"));  // F5 and above lead nothing
+  // The edges of table 3-7 that are well-formed.
+  CHECK(is_valid_utf8("\xc2\x80"));
+  CHECK(is_valid_utf8("\xe0\xa0\x80"));
+  CHECK(is_valid_utf8("\xed\x9f\xbf"));
+  CHECK(is_valid_utf8("\xee\x80\x80"));
+  CHECK(is_valid_utf8("\xf0\x90\x80\x80"));
+  CHECK(is_valid_utf8("\xf4\x8f\xbf\xbf"));
 }
 
 TEST_CASE("UTF-8 decoding reads each code point once and replaces a malformed byte", "[data]") {
@@ -90,7 +99,8 @@ TEST_CASE("token-budget batches cover every example once, respect the budget and
     examples.push_back({std::vector<int64_t>(length, 5), std::vector<int64_t>(length + generator() % 4, 6)});
   }
   const int budget = 300;
-  auto batches = make_batches(examples, budget, true, 1);
+  const TokenCorpus corpus = corpus_in_memory(examples, 1);
+  auto batches = make_batches(corpus, all_pairs(corpus), budget, true, 1);
   std::multiset<int64_t> seen;
   size_t padded = 0, real = 0;
   for (const auto& batch : batches) {
@@ -111,8 +121,8 @@ TEST_CASE("token-budget batches cover every example once, respect the budget and
   CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == examples.size());
   // Length bucketing keeps padding small: random batching would waste about half.
   CHECK(static_cast<double>(real) / static_cast<double>(padded) > 0.8);
-  CHECK(make_batches(examples, budget, true, 1) == batches);
-  CHECK(make_batches(examples, budget, true, 2) != batches);
+  CHECK(make_batches(corpus, all_pairs(corpus), budget, true, 1) == batches);
+  CHECK(make_batches(corpus, all_pairs(corpus), budget, true, 2) != batches);
 }
 
 TEST_CASE("cut_batches keeps the order and cuts where the next item would pass the budget", "[data]") {
@@ -120,7 +130,7 @@ TEST_CASE("cut_batches keeps the order and cuts where the next item would pass t
   const std::vector<size_t> source = {9, 7, 4, 4, 3, 20};
   const auto lengths = [&](int64_t index) { return PaddedLengths{source[index], 0}; };
   const std::vector<int64_t> order = {5, 0, 1, 2, 3, 4};
-  // Tokens: 20 alone (over the budget, still a batch), then 9+9 = 18 <= 20, then 3 x 4 = 12 <= 12 ...
+  // Tokens: 20 alone (over the budget, still a batch), then 9+9 = 18 <= 20, then 3 x 4 = 12 <= 20 ...
   CHECK(cut_batches(order, lengths, 20, BatchCost::kPaddedTokens) ==
         std::vector<std::vector<int64_t>>{{5}, {0, 1}, {2, 3, 4}});
   CHECK(cut_batches(order, lengths, 12, BatchCost::kPaddedTokens) ==
@@ -135,7 +145,7 @@ TEST_CASE("cut_batches keeps the order and cuts where the next item would pass t
 
 TEST_CASE("collate pads, appends EOS to the source and shifts the target", "[data]") {
   std::vector<Example> examples = {{{7, 8, 9}, {10, 11}}, {{7}, {12, 13, 14}}};
-  Batch batch = collate(examples, {0, 1});
+  Batch batch = collate(corpus_in_memory(examples, 2), {0, 1});
   CHECK(torch::equal(batch.source, torch::tensor({7, 8, 9, 3, 7, 3, 0, 0}, torch::kInt64).view({2, 4})));
   CHECK(torch::equal(batch.source_lengths, torch::tensor({4, 2}, torch::kInt64)));
   CHECK(torch::equal(batch.target_input, torch::tensor({2, 10, 11, 0, 2, 12, 13, 14}, torch::kInt64).view({2, 4})));

@@ -73,7 +73,7 @@ TEST_CASE("the folders of src/ include each other without a cycle", "[layout]") 
   for (const auto& [folder, unused] : graph) visit(folder);
 }
 
-TEST_CASE("main.cpp includes no model, search, text or metric code", "[layout]") {
+TEST_CASE("main.cpp includes no model, search, text or metric header directly", "[layout]") {
   const std::set<std::string> folders = included_folders(nmt::testing::source_path("src/main.cpp"));
   for (const char* forbidden : {"model", "search", "text", "eval"}) {
     INFO(forbidden);

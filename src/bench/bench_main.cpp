@@ -118,10 +118,10 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   config.model_dir = scratch.string();
   TrainingSetup setup = set_up_training(config, /*resume=*/false, *spdlog::default_logger());
   fs::remove_all(scratch);
-  const std::vector<Example>& examples = setup.train_examples;
+  const TokenCorpus& corpus = setup.train_corpus;
   const torch::Device device = setup.device;
-  const auto batches =
-      make_batches(examples, config.batch_tokens, /*shuffle=*/true, static_cast<uint64_t>(config.seed));
+  const auto batches = make_batches(corpus, setup.train_pairs, config.batch_tokens, /*shuffle=*/true,
+                                    static_cast<uint64_t>(config.seed));
   if (static_cast<size_t>(warmup + steps) > batches.size()) {
     throw std::invalid_argument("--bench-steps + --bench-warmup exceed the " + std::to_string(batches.size()) +
                                 " batches of one epoch");
@@ -130,7 +130,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   FusedAdam& optimizer = *setup.optimizer;
   model->train();
   for (int i = 0; i < warmup; ++i) {
-    train_step(model, optimizer, collate(examples, batches[i]).to(device), config, i);
+    train_step(model, optimizer, collate(corpus, batches[i]).to(device), config, i);
   }
   int64_t target_tokens = 0, source_tokens = 0, sentences = 0, target_cells = 0;
   // With --profile, the timed steps also write a Chrome trace of every LibTorch operator.
@@ -138,7 +138,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   if (!profile.empty()) profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(profile);
   const auto start = Clock::now();
   for (int i = warmup; i < warmup + steps; ++i) {
-    Batch batch = collate(examples, batches[i]).to(device);
+    Batch batch = collate(corpus, batches[i]).to(device);
     train_step(model, optimizer, batch, config, i);
     target_tokens += batch.target_tokens;
     source_tokens += batch.source_lengths.sum().item<int64_t>();

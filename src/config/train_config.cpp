@@ -15,11 +15,13 @@ namespace {
 template <typename Visitor, typename Config>
 void visit_fields(Visitor& visit, Config& config) {
   constexpr OnResume fixed = OnResume::kFixed;
-  visit("train-source", config.train_source, "training corpus, source side", fixed);
-  visit("train-target", config.train_target, "training corpus, target side", fixed);
+  visit("train-source", config.train_source, "training corpus, source side (comma-separated files or globs)", fixed);
+  visit("train-target", config.train_target, "training corpus, target side (as many files, in the same order)", fixed);
   visit("dev-source", config.dev_source, "development set, source side");
   visit("dev-target", config.dev_target, "development set, target side");
   visit("model-dir", config.model_dir, "directory for vocabularies, checkpoints and logs");
+  visit("corpus-dir", config.corpus_dir,
+        "directory of the prepared training corpus and its vocabularies (nmt prepare; empty: model-dir)");
 
   visit("vocab-type", config.vocab_type, "sentencepiece model type", fixed);
   visit("vocab-size", config.vocab_size, "sentencepiece vocabulary size (upper bound)", fixed);

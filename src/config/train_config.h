@@ -20,11 +20,12 @@ namespace nmt {
 
 struct TrainConfig {
   // Data
-  std::string train_source;  // training corpus, source side (one sentence per line)
-  std::string train_target;  // training corpus, target side
+  std::string train_source;  // training corpus, source side (one sentence per line); files or globs, comma-separated
+  std::string train_target;  // training corpus, target side, the same number of files in the same order
   std::string dev_source;    // development set, source side
   std::string dev_target;    // development set, target side
   std::string model_dir;     // where vocabularies, checkpoints and logs go
+  std::string corpus_dir;    // the prepared corpus (train.corpus) and its vocabularies; empty: model_dir
 
   // Vocabulary (sentencepiece, trained by `nmt train` on the training corpus)
   VocabType vocab_type = VocabType::kUnigram;

@@ -187,14 +187,22 @@ void check_shape(const AttentionMatrix& matrix) {
 
 std::string attention_json(const AttentionMatrix& matrix) {
   check_shape(matrix);
-  // nlohmann-json does the escaping (invalid UTF-8 becomes U+FFFD) and the
-  // numbers (non-finite ones become null); the layout, one weight row per
-  // line, is ours.
-  const auto dump = [](const nlohmann::json& value) {
-    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // nlohmann-json does the escaping and the numbers (non-finite ones become
+  // null); the layout, one weight row per line, is ours.
+  const auto dump = [](const nlohmann::json& value) { return value.dump(); };
+  // Each byte that is not valid UTF-8 becomes U+FFFD first, as in the SVG's
+  // labels, so the file always parses.
+  const auto tokens = [](const std::vector<std::string>& texts) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const std::string& text : texts) {
+      std::string valid;
+      for (std::size_t position = 0; position < text.size();) append_utf8(valid, next_code_point(text, position));
+      list.push_back(valid);
+    }
+    return list;
   };
-  std::string output = "{\"source_tokens\": " + dump(matrix.source_tokens) + ",\n";
-  output += " \"target_tokens\": " + dump(matrix.target_tokens) + ",\n";
+  std::string output = "{\"source_tokens\": " + dump(tokens(matrix.source_tokens)) + ",\n";
+  output += " \"target_tokens\": " + dump(tokens(matrix.target_tokens)) + ",\n";
   output += " \"weights\": [";
   for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
     nlohmann::json weights = nlohmann::json::array();

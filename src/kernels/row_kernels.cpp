@@ -3,6 +3,7 @@
 #include "kernels/row_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #if NMT_AVX2_KERNELS
@@ -55,12 +56,6 @@ void softmax_rows(float* z, int64_t rows, int64_t cols, float* log_sum_exp, floa
   for (int64_t row = 0; row < rows; ++row) softmax_row(z + row * cols, cols, log_sum_exp + row, row_sum + row);
 }
 
-void prefix_softmax(float* z, int64_t length, int64_t cols) {
-  float log_sum_exp = 0, row_sum = 0;
-  softmax_row(z, length, &log_sum_exp, &row_sum);
-  std::fill(z + length, z + cols, 0.0f);
-}
-
 void smoothed_gradient_rows(float* p, int64_t rows, int64_t cols, const int64_t* targets, float epsilon, float scale) {
   const Floats scale_lanes = splat(scale);
   const Floats uniform = splat(epsilon / static_cast<float>(cols));
@@ -85,12 +80,25 @@ void add_column_sums(const float* x, int64_t rows, int64_t cols, float* sums) {
 #else  // not x86-64: avx2_kernels_available() says no, and these are never called
 
 void softmax_rows(float*, int64_t, int64_t, float*, float*) { throw std::logic_error("softmax_rows: not built"); }
-void prefix_softmax(float*, int64_t, int64_t) { throw std::logic_error("prefix_softmax: not built"); }
 void smoothed_gradient_rows(float*, int64_t, int64_t, const int64_t*, float, float) {
   throw std::logic_error("smoothed_gradient_rows: not built");
 }
 void add_column_sums(const float*, int64_t, int64_t, float*) { throw std::logic_error("add_column_sums: not built"); }
 
 #endif  // NMT_AVX2_KERNELS
+
+// Plain scalar code with the C library's expf: the attention rows are short, and this is the
+// exact arithmetic the fused decoder has always trained with.
+void prefix_softmax(float* z, int64_t length, int64_t cols) {
+  float max = -INFINITY;
+  for (int64_t s = 0; s < length; ++s) max = z[s] > max ? z[s] : max;
+  float sum = 0;
+  for (int64_t s = 0; s < length; ++s) {
+    z[s] = std::exp(z[s] - max);
+    sum += z[s];
+  }
+  for (int64_t s = 0; s < length; ++s) z[s] /= sum;
+  std::fill(z + length, z + cols, 0.0f);
+}
 
 }  // namespace nmt::kernels

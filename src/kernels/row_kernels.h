@@ -23,8 +23,9 @@ namespace nmt::kernels {
 void softmax_rows(float* z, int64_t rows, int64_t cols, float* log_sum_exp, float* row_sum);
 
 // Attention's masked softmax over one row z [cols] whose first `length` entries are real and the
-// rest padding (a source mask from make_source_mask is such a prefix): the same softmax over
-// z[0, length), in place, and exactly 0 at the padded entries. length >= 1.
+// rest padding (a source mask from make_source_mask is such a prefix): the softmax over
+// z[0, length), in place, and exactly 0 at the padded entries. length >= 1. The one masked softmax
+// of the fused decoder; attention.cpp holds its LibTorch reference.
 void prefix_softmax(float* z, int64_t length, int64_t cols);
 
 // The gradient of the label-smoothed cross-entropy with respect to the logits, in place over

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,10 @@ constexpr int64_t kColumnMultiple = kernels::kPanelWidth;  // LoopWeight's colum
 int64_t real_positions(const bool* mask, int64_t positions) {
   int64_t length = 0;
   while (length < positions && mask[length]) ++length;
+  for (int64_t s = length; s < positions; ++s) {
+    if (mask[s]) throw std::logic_error("fused decoder loop: a source mask row is not a prefix (make_source_mask)");
+  }
+  if (length == 0) throw std::logic_error("fused decoder loop: a source mask row has no real position");
   return length;
 }
 

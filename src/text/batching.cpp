@@ -44,50 +44,52 @@ namespace {
 
 // Training batches: `order` cut within the token budget, each batch's examples in order of
 // decreasing target length.
-void cut_training_batches(const std::vector<Example>& examples, const std::vector<int64_t>& order, int batch_tokens,
+void cut_training_batches(const TokenCorpus& corpus, const std::vector<int64_t>& order, int batch_tokens,
                           std::vector<std::vector<int64_t>>& batches) {
   const auto lengths = [&](int64_t index) {
-    return PaddedLengths{examples[index].source.size() + 1, examples[index].target.size() + 1};
+    return PaddedLengths{static_cast<size_t>(corpus.source_length(index)) + 1,
+                         static_cast<size_t>(corpus.target_length(index)) + 1};
   };
   for (auto& batch : cut_batches(order, lengths, static_cast<size_t>(batch_tokens), BatchCost::kPaddedTokens)) {
     std::stable_sort(batch.begin(), batch.end(),
-                     [&](int64_t a, int64_t b) { return examples[a].target.size() > examples[b].target.size(); });
+                     [&](int64_t a, int64_t b) { return corpus.target_length(a) > corpus.target_length(b); });
     batches.push_back(std::move(batch));
   }
 }
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens, bool shuffle,
-                                               uint64_t seed) {
-  std::vector<int64_t> order(examples.size());
-  std::iota(order.begin(), order.end(), 0);
+std::vector<std::vector<int64_t>> make_batches(const TokenCorpus& corpus, const std::vector<int64_t>& pairs,
+                                               int batch_tokens, bool shuffle, uint64_t seed) {
+  std::vector<int64_t> order = pairs;
   auto by_length = [&](int64_t a, int64_t b) {
-    const auto& x = examples[a];
-    const auto& y = examples[b];
-    if (x.source.size() != y.source.size()) return x.source.size() < y.source.size();
-    if (x.target.size() != y.target.size()) return x.target.size() < y.target.size();
+    const int64_t source_a = corpus.source_length(a), source_b = corpus.source_length(b);
+    if (source_a != source_b) return source_a < source_b;
+    const int64_t target_a = corpus.target_length(a), target_b = corpus.target_length(b);
+    if (target_a != target_b) return target_a < target_b;
     return a < b;
   };
   std::vector<std::vector<int64_t>> batches;
   if (!shuffle) {
     std::sort(order.begin(), order.end(), by_length);
-    cut_training_batches(examples, order, batch_tokens, batches);
+    cut_training_batches(corpus, order, batch_tokens, batches);
     return batches;
   }
   std::mt19937_64 generator(seed);
   std::shuffle(order.begin(), order.end(), generator);
   // Window of roughly 100 batches: enough to sort lengths together, small enough to stay random.
   size_t total_tokens = 0;
-  for (const auto& example : examples) total_tokens += example.source.size() + example.target.size() + 2;
-  const size_t mean_tokens = std::max<size_t>(1, total_tokens / std::max<size_t>(1, examples.size()));
+  for (const int64_t pair : pairs) {
+    total_tokens += static_cast<size_t>(corpus.source_length(pair) + corpus.target_length(pair) + 2);
+  }
+  const size_t mean_tokens = std::max<size_t>(1, total_tokens / std::max<size_t>(1, pairs.size()));
   const size_t window = std::max<size_t>(1, 100 * static_cast<size_t>(batch_tokens) / mean_tokens);
   for (size_t begin = 0; begin < order.size(); begin += window) {
     const size_t end = std::min(order.size(), begin + window);
     std::vector<int64_t> chunk(order.begin() + static_cast<std::ptrdiff_t>(begin),
                                order.begin() + static_cast<std::ptrdiff_t>(end));
     std::sort(chunk.begin(), chunk.end(), by_length);
-    cut_training_batches(examples, chunk, batch_tokens, batches);
+    cut_training_batches(corpus, chunk, batch_tokens, batches);
   }
   std::shuffle(batches.begin(), batches.end(), generator);
   return batches;
@@ -109,18 +111,18 @@ std::pair<torch::Tensor, torch::Tensor> pad_sequences(const std::vector<const st
   return {padded, lengths};
 }
 
-Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& indices) {
+Batch collate(const TokenCorpus& corpus, const std::vector<int64_t>& indices) {
   std::vector<std::vector<int64_t>> sources, inputs, outputs;
   for (int64_t index : indices) {
-    const Example& example = examples[index];
     // The source ends with EOS: the encoder sees where the sentence ends, and attention always
     // has a real position to attend to.
-    std::vector<int64_t> source(example.source.begin(), example.source.end());
+    std::vector<int64_t> source = corpus.source(index);
     source.push_back(kEosId);
     sources.push_back(std::move(source));
+    const std::vector<int64_t> target = corpus.target(index);
     std::vector<int64_t> input{kBosId};
-    input.insert(input.end(), example.target.begin(), example.target.end());
-    std::vector<int64_t> output(example.target.begin(), example.target.end());
+    input.insert(input.end(), target.begin(), target.end());
+    std::vector<int64_t> output(target.begin(), target.end());
     output.push_back(kEosId);
     inputs.push_back(std::move(input));
     outputs.push_back(std::move(output));

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "text/corpus.h"
+#include "text/token_corpus.h"
 
 namespace nmt {
 
@@ -41,16 +41,18 @@ std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
                                               const std::function<PaddedLengths(int64_t)>& lengths, size_t budget,
                                               BatchCost cost);
 
-// Groups example indices into batches whose padded size, B * (S + T + 1), stays within
+// Groups pair indices into batches whose padded size, B * ((S + 1) + (T + 1)), stays within
 // `batch_tokens`. With `shuffle`, examples are shuffled, sorted by length within windows of
 // about 100 batches (so padding stays small), and the batches shuffled; all seeded by `seed`.
 // Without it, batches follow sorted length (for validation). Within a batch, examples are in
 // order of decreasing target length, so that the rows still going at any target position come
 // first (the fused training decoder then skips the rest, decoder_fused.h).
-std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples, int batch_tokens, bool shuffle,
-                                               uint64_t seed);
+// `pairs` are the indices in `corpus` to batch (those within the length limit).
+std::vector<std::vector<int64_t>> make_batches(const TokenCorpus& corpus, const std::vector<int64_t>& pairs,
+                                               int batch_tokens, bool shuffle, uint64_t seed);
 
-Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& indices);
+// The pairs `indices` of `corpus` as one padded batch.
+Batch collate(const TokenCorpus& corpus, const std::vector<int64_t>& indices);
 
 // Pads id sequences into [B, max length] with kPadId; returns the tensor and the lengths [B].
 std::pair<torch::Tensor, torch::Tensor> pad_sequences(const std::vector<const std::vector<int64_t>*>& sequences);

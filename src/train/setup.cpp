@@ -3,9 +3,13 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <optional>
+#include <random>
 
 #include "kernels/dispatch.h"
 #include "text/batching.h"
@@ -17,14 +21,85 @@ namespace nmt {
 
 namespace fs = std::filesystem;
 
-Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, spdlog::logger& log) {
+namespace {
+
+std::string vocabulary_settings(const TrainConfig& config) {
+  return to_string(config.vocab_type) + " vocabulary of up to " + std::to_string(config.vocab_size) + " pieces, " +
+         (config.joint_vocab ? "joint" : "source and target") + ", seed " + std::to_string(config.seed);
+}
+
+CorpusRecipe training_recipe(const TrainConfig& config) {
+  return {expand_file_list(config.train_source, "train-source"), expand_file_list(config.train_target, "train-target"),
+          vocabulary_settings(config)};
+}
+
+std::string corpus_dir(const TrainConfig& config) {
+  return config.corpus_dir.empty() ? config.model_dir : config.corpus_dir;
+}
+
+// The vocabularies in `directory` for `config`'s settings, or nothing when a file is missing.
+std::optional<Vocabularies> read_vocabularies(const TrainConfig& config, const fs::path& directory) {
+  const auto read = [](const fs::path& path) -> std::optional<Vocabulary> {
+    if (!fs::exists(path)) return std::nullopt;
+    return Vocabulary::from_serialized(read_file(path.string()), path.string());
+  };
+  Vocabularies vocabularies;
+  if (config.joint_vocab) {
+    auto joint = read(directory / "vocab.joint.model");
+    if (!joint) return std::nullopt;
+    vocabularies.source = *joint;
+    vocabularies.target = *joint;
+  } else {
+    auto source = read(directory / "vocab.source.model"), target = read(directory / "vocab.target.model");
+    if (!source || !target) return std::nullopt;
+    vocabularies.source = *source;
+    vocabularies.target = *target;
+  }
+  return vocabularies;
+}
+
+void write_vocabularies(const TrainConfig& config, const Vocabularies& vocabularies, const fs::path& directory) {
+  if (config.joint_vocab) {
+    write_file_atomic((directory / "vocab.joint.model").string(), vocabularies.source.serialized());
+  } else {
+    write_file_atomic((directory / "vocab.source.model").string(), vocabularies.source.serialized());
+    write_file_atomic((directory / "vocab.target.model").string(), vocabularies.target.serialized());
+  }
+}
+
+// At most `limit` pairs of the recipe, for training the vocabularies: all of them, in order, when
+// there are no more; otherwise a uniform sample (reservoir sampling, seeded).
+ParallelText vocabulary_sample(const CorpusRecipe& recipe, int64_t limit, int seed) {
+  ParallelText sample;
+  CorpusStats stats;
+  std::mt19937_64 generator(static_cast<uint64_t>(seed));
+  int64_t seen = 0;
+  for_each_pair(recipe, stats, [&](std::string& source, std::string& target) {
+    ++seen;
+    if (static_cast<int64_t>(sample.source.size()) < limit) {
+      sample.source.push_back(std::move(source));
+      sample.target.push_back(std::move(target));
+      return;
+    }
+    const auto slot = static_cast<int64_t>(generator() % static_cast<uint64_t>(seen));
+    if (slot < limit) {
+      sample.source[static_cast<size_t>(slot)] = std::move(source);
+      sample.target[static_cast<size_t>(slot)] = std::move(target);
+    }
+  });
+  return sample;
+}
+
+}  // namespace
+
+Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, const std::string& directory,
+                                spdlog::logger& log) {
   VocabularyTrainingOptions options{config.vocab_type, config.vocab_size, config.seed, std::max(1, config.threads)};
-  const fs::path dir(config.model_dir);
+  const fs::path dir(directory);
   Vocabularies vocabularies;
   if (config.joint_vocab) {
     log.info("training a joint {} vocabulary of up to {} pieces", to_string(config.vocab_type), config.vocab_size);
     const std::string proto = train_vocabulary({&text.source, &text.target}, options);
-    write_file_atomic((dir / "vocab.joint.model").string(), proto);
     vocabularies.source = Vocabulary::from_serialized(proto, (dir / "vocab.joint.model").string());
     vocabularies.target = vocabularies.source;
   } else {
@@ -32,13 +107,60 @@ Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& t
              config.vocab_size);
     const std::string source_proto = train_vocabulary({&text.source}, options);
     const std::string target_proto = train_vocabulary({&text.target}, options);
-    write_file_atomic((dir / "vocab.source.model").string(), source_proto);
-    write_file_atomic((dir / "vocab.target.model").string(), target_proto);
     vocabularies.source = Vocabulary::from_serialized(source_proto, (dir / "vocab.source.model").string());
     vocabularies.target = Vocabulary::from_serialized(target_proto, (dir / "vocab.target.model").string());
   }
+  write_vocabularies(config, vocabularies, dir);
   log.info("vocabulary sizes: source {}, target {}", vocabularies.source.size(), vocabularies.target.size());
   return vocabularies;
+}
+
+std::string prepared_corpus_path(const TrainConfig& config) {
+  return (fs::path(corpus_dir(config)) / "train.corpus").string();
+}
+
+PreparedCorpus open_training_corpus(const TrainConfig& config, const Vocabularies& vocabularies, spdlog::logger& log) {
+  const CorpusRecipe recipe = training_recipe(config);
+  const std::string path = prepared_corpus_path(config);
+  if (const std::string why = why_stale(path, recipe, vocabularies.source, vocabularies.target); !why.empty()) {
+    const int threads = torch::get_num_threads();
+    log.info("preparing {} ({}): encoding {} file pair(s) on {} threads", path, why, recipe.source_files.size(),
+             threads);
+    const auto start = std::chrono::steady_clock::now();
+    fs::create_directories(corpus_dir(config));
+    prepare_corpus(path, recipe, vocabularies.source, vocabularies.target, threads);
+    log.info("prepared {} in {:.1f} s ({:.1f} MB)", path,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+             static_cast<double>(fs::file_size(path)) / 1e6);
+  }
+  return map_prepared_corpus(path);
+}
+
+TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& log) {
+  const CorpusRecipe recipe = training_recipe(config);
+  const fs::path directory(corpus_dir(config));
+  fs::create_directories(directory);
+  TrainingData data;
+  std::optional<Vocabularies> reused;
+  if (prepared_vocabulary_settings(prepared_corpus_path(config)) == recipe.vocabulary_settings) {
+    reused = read_vocabularies(config, directory);
+    if (reused && !why_stale(prepared_corpus_path(config), recipe, reused->source, reused->target).empty()) {
+      reused.reset();
+    }
+  }
+  if (reused) {
+    log.info("using the vocabularies and the prepared corpus in {} ({})", directory.string(),
+             recipe.vocabulary_settings);
+    data.vocabularies = *reused;
+  } else {
+    const ParallelText sample = vocabulary_sample(recipe, kVocabularySamplePairs, config.seed);
+    if (sample.source.empty()) {
+      throw std::runtime_error(config.train_source + ": no training pairs left after skipping empty lines");
+    }
+    data.vocabularies = build_vocabularies(config, sample, directory.string(), log);
+  }
+  data.prepared = open_training_corpus(config, data.vocabularies, log);
+  return data;
 }
 
 TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::logger& log) {
@@ -50,27 +172,35 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   log.info("LibTorch {} threads, device {}, CPU kernels {}", torch::get_num_threads(), config.device,
            kernels::to_string(kernels::kernel_level()));
 
-  // Data: checked before any time is spent on vocabularies or models.
-  CorpusStats train_stats, dev_stats;
-  ParallelText train_text = read_parallel(config.train_source, config.train_target, train_stats);
-  setup.dev_text = read_parallel(config.dev_source, config.dev_target, dev_stats);
-  if (train_text.source.empty()) {
-    throw std::runtime_error(config.train_source + ": no training pairs left after skipping empty lines");
+  // The files first, then the dev set (it is small): a mistake is found before any time is spent.
+  for (const auto& files : {expand_file_list(config.train_source, "train-source"),
+                            expand_file_list(config.train_target, "train-target")}) {
+    for (const std::string& file : files) {
+      if (!std::ifstream(file)) throw std::runtime_error(file + ": cannot open file (check the path)");
+    }
   }
+  CorpusStats dev_stats;
+  setup.dev_text = read_parallel(config.dev_source, config.dev_target, dev_stats);
   if (setup.dev_text.source.empty()) throw std::runtime_error(config.dev_source + ": the development set is empty");
 
   TrainingCheckpoint& state = setup.state;
   const std::string last_path = (fs::path(config.model_dir) / kLastCheckpoint).string();
+  PreparedCorpus prepared;
   if (resume) {
     state = load_training_checkpoint(last_path, setup.device);
     check_resumable(config, state.config, last_path);
     log.info("resuming from {} at step {} (epoch {}, batch {})", last_path, state.progress.step,
              state.progress.epoch + 1, state.progress.batch_in_epoch);
+    prepared = open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary}, log);
   } else {
-    Vocabularies vocabularies = build_vocabularies(config, train_text, log);
-    state.model.source_vocabulary = vocabularies.source;
-    state.model.target_vocabulary = vocabularies.target;
-    state.model.network = Seq2Seq(config.model, vocabularies.source.size(), vocabularies.target.size());
+    TrainingData data = prepare_training_data(config, log);
+    if (fs::path(corpus_dir(config)) != fs::path(config.model_dir)) {
+      write_vocabularies(config, data.vocabularies, config.model_dir);  // the model directory is complete
+    }
+    prepared = std::move(data.prepared);
+    state.model.source_vocabulary = data.vocabularies.source;
+    state.model.target_vocabulary = data.vocabularies.target;
+    state.model.network = Seq2Seq(config.model, data.vocabularies.source.size(), data.vocabularies.target.size());
     state.model.network->to(setup.device);
     state.progress.learning_rate = config.learning_rate;
   }
@@ -80,18 +210,20 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   setup.optimizer = std::make_unique<FusedAdam>(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
   if (resume) restore_optimizer(last_path, *setup.optimizer, setup.device);
 
-  const Vocabulary& source_vocabulary = state.model.source_vocabulary;
-  const Vocabulary& target_vocabulary = state.model.target_vocabulary;
-  setup.train_examples =
-      encode_parallel(train_text, source_vocabulary, target_vocabulary, config.max_length, train_stats);
+  setup.train_corpus = prepared.corpus;
+  setup.train_pairs = setup.train_corpus.within_length(config.max_length);
+  const auto kept = static_cast<int64_t>(setup.train_pairs.size());
   log.info("training pairs: {} read, {} kept, {} skipped as empty, {} skipped as longer than {} subwords",
-           train_stats.lines, train_stats.kept, train_stats.empty, train_stats.too_long, config.max_length);
-  if (setup.train_examples.empty()) {
+           prepared.lines, kept, prepared.empty, setup.train_corpus.size() - kept, config.max_length);
+  if (setup.train_pairs.empty()) {
     throw std::runtime_error("no training pairs within max-length " + std::to_string(config.max_length));
   }
   // Dev pairs are all kept (a cap far above max-length) so that dev BLEU covers the whole set.
-  setup.dev_examples =
+  const Vocabulary& source_vocabulary = state.model.source_vocabulary;
+  const Vocabulary& target_vocabulary = state.model.target_vocabulary;
+  const std::vector<Example> dev_examples =
       encode_parallel(setup.dev_text, source_vocabulary, target_vocabulary, std::numeric_limits<int>::max(), dev_stats);
+  setup.dev_corpus = corpus_in_memory(dev_examples, 4);
   log.info("dev pairs: {} read, {} kept ({} empty skipped)", dev_stats.lines, dev_stats.kept, dev_stats.empty);
 
   int64_t parameter_count = 0;

@@ -10,6 +10,8 @@
 
 #include "config/train_config.h"
 #include "text/corpus.h"
+#include "text/prepared_corpus.h"
+#include "text/token_corpus.h"
 #include "text/vocabulary.h"
 #include "train/checkpoint.h"
 #include "train/fused_adam.h"
@@ -27,17 +29,37 @@ struct Vocabularies {
   Vocabulary target;  // the same as `source` with joint-vocab
 };
 
-// Trains the sentencepiece vocabularies of `config` on `text` and writes them into
-// config.model_dir (vocab.joint.model, or vocab.source.model and vocab.target.model).
-Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, spdlog::logger& log);
+// Trains the sentencepiece vocabularies of `config` on `text` and writes them into `directory`
+// (vocab.joint.model, or vocab.source.model and vocab.target.model).
+Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, const std::string& directory,
+                                spdlog::logger& log);
+
+// Where the prepared training corpus of `config` lives: corpus-dir (or model-dir)/train.corpus.
+std::string prepared_corpus_path(const TrainConfig& config);
+
+// The training data of a new run, made or reused in corpus-dir: the vocabularies (reused when the
+// prepared corpus there was made from the same text with the same vocabulary settings, else
+// trained on a sample of at most kVocabularySamplePairs pairs) and the prepared corpus. `nmt
+// prepare` is this alone.
+struct TrainingData {
+  Vocabularies vocabularies;
+  PreparedCorpus prepared;
+};
+constexpr int64_t kVocabularySamplePairs = 1000000;
+TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& log);
+
+// The prepared corpus of `config` for these vocabularies: mapped when corpus-dir holds a current
+// one, else prepared there first (a log line says why).
+PreparedCorpus open_training_corpus(const TrainConfig& config, const Vocabularies& vocabularies, spdlog::logger& log);
 
 struct TrainingSetup {
   torch::Device device = torch::kCPU;
   TrainingCheckpoint state;  // the configuration, the model and where the run stands
   std::unique_ptr<FusedAdam> optimizer;
-  std::vector<Example> train_examples;  // within max-length
+  TokenCorpus train_corpus;          // mapped from the prepared corpus
+  std::vector<int64_t> train_pairs;  // its pairs within max-length
   ParallelText dev_text;
-  std::vector<Example> dev_examples;  // all of them
+  TokenCorpus dev_corpus;  // in memory, all of it used
 };
 
 // `config` must be validated. With `resume`, the model, vocabularies, progress and optimizer state

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -17,6 +18,7 @@
 #include "train/validator.h"
 #include "util/format.h"
 #include "util/io.h"
+#include "util/runtime.h"
 
 namespace nmt {
 
@@ -79,6 +81,18 @@ void save_checkpoints(const TrainingCheckpoint& state, FusedAdam& optimizer, boo
 
 }  // namespace
 
+void prepare(const TrainConfig& config) {
+  validate(config);
+  set_threads(config.threads);
+  auto log = spdlog::stderr_color_mt("prepare");
+  log->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
+  const TrainingData data = prepare_training_data(config, *log);
+  const TokenCorpus& corpus = data.prepared.corpus;
+  log->info("{}: {} pairs read, {} encoded ({} skipped as empty), {} within max-length {}",
+            prepared_corpus_path(config), data.prepared.lines, corpus.size(), data.prepared.empty,
+            corpus.within_length(config.max_length).size(), config.max_length);
+}
+
 TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   validate(config);
   prepare_model_dir(config, run);
@@ -100,18 +114,18 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   TrainingProgress& progress = state.progress;
   Seq2Seq& model = state.model.network;
   Validator validator(model, state.model.source_vocabulary, state.model.target_vocabulary, setup.dev_text,
-                      setup.dev_examples, config.batch_tokens, config.dev_max_decode_ratio, setup.device);
+                      setup.dev_corpus, config.batch_tokens, config.dev_max_decode_ratio, setup.device);
   const LearningRateSchedule schedule(
       {config.warmup_steps, config.lr_decay_factor, config.lr_patience, config.min_learning_rate});
   const StopRules stop_rules(config);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const auto epoch_batches = [&](int64_t epoch) {
-    return make_batches(setup.train_examples, config.batch_tokens, /*shuffle=*/true,
+    return make_batches(setup.train_corpus, setup.train_pairs, config.batch_tokens, /*shuffle=*/true,
                         static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(epoch));
   };
-  const auto batches_per_epoch =
-      static_cast<int64_t>(make_batches(setup.train_examples, config.batch_tokens, true, config.seed).size());
+  const auto batches_per_epoch = static_cast<int64_t>(
+      make_batches(setup.train_corpus, setup.train_pairs, config.batch_tokens, true, config.seed).size());
   const int64_t planned_steps = stop_rules.planned_steps(batches_per_epoch);
   log.info("{} batches per epoch; at most {} steps", batches_per_epoch, planned_steps);
 
@@ -128,7 +142,7 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
       for (auto& group : setup.optimizer->param_groups()) {
         static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
       }
-      Batch batch = collate(setup.train_examples, batches[progress.batch_in_epoch]).to(setup.device);
+      Batch batch = collate(setup.train_corpus, batches[progress.batch_in_epoch]).to(setup.device);
       const double loss_sum = train_step(model, *setup.optimizer, batch, config, progress.step);
       ++progress.step, ++progress.batch_in_epoch;
       run_log.update(progress, loss_sum, batch.target_tokens, learning_rate, elapsed());

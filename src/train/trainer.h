@@ -26,4 +26,8 @@ struct TrainSummary {
 // best.ckpt, last.ckpt, train.log, metrics.jsonl.
 TrainSummary train(const TrainConfig& config, const TrainRunOptions& run);
 
+// `nmt prepare`: the vocabularies and the prepared training corpus of `config` in its corpus-dir
+// (or model-dir), for training runs to reuse (setup.h, prepare_training_data). Logs to stderr.
+void prepare(const TrainConfig& config);
+
 }  // namespace nmt

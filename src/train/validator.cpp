@@ -33,12 +33,12 @@ double ValidationResult::metric(Metric which) const {
 }
 
 Validator::Validator(Seq2Seq model, const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary,
-                     ParallelText dev_text, std::vector<Example> dev_examples, int batch_tokens, int max_decode_ratio,
+                     ParallelText dev_text, TokenCorpus dev_corpus, int batch_tokens, int max_decode_ratio,
                      torch::Device device)
     : model_(model),
       dev_text_(std::move(dev_text)),
-      dev_examples_(std::move(dev_examples)),
-      dev_batches_(make_batches(dev_examples_, batch_tokens, /*shuffle=*/false, 0)),
+      dev_corpus_(std::move(dev_corpus)),
+      dev_batches_(make_batches(dev_corpus_, all_pairs(dev_corpus_), batch_tokens, /*shuffle=*/false, 0)),
       translator_(model, source_vocabulary, target_vocabulary, greedy(max_decode_ratio), {64, false}, device),
       device_(device) {}
 
@@ -50,7 +50,7 @@ ValidationResult Validator::run() {
     double loss_sum = 0;
     int64_t tokens = 0;
     for (const auto& indices : dev_batches_) {
-      Batch batch = collate(dev_examples_, indices).to(device_);
+      Batch batch = collate(dev_corpus_, indices).to(device_);
       DecoderOutput out = model_(batch.source, batch.source_lengths, batch.target_input);
       const SequenceLoss loss = sequence_loss(*model_->decoder, out, batch.target_output, /*epsilon=*/0.0);
       loss_sum += loss.sum.item<double>();

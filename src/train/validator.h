@@ -10,6 +10,7 @@
 #include "model/seq2seq.h"
 #include "search/translator.h"
 #include "text/corpus.h"
+#include "text/token_corpus.h"
 
 namespace nmt {
 
@@ -23,9 +24,9 @@ struct ValidationResult {
 
 class Validator {
  public:
-  // dev_examples: the encoded dev pairs (all kept); dev_text: the same pairs as text.
+  // dev_corpus: the encoded dev pairs (all of them are used); dev_text: the same pairs as text.
   Validator(Seq2Seq model, const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary,
-            ParallelText dev_text, std::vector<Example> dev_examples, int batch_tokens, int max_decode_ratio,
+            ParallelText dev_text, TokenCorpus dev_corpus, int batch_tokens, int max_decode_ratio,
             torch::Device device);
 
   // Runs the model in evaluation mode, then puts it back in training mode.
@@ -34,7 +35,7 @@ class Validator {
  private:
   Seq2Seq model_;
   ParallelText dev_text_;
-  std::vector<Example> dev_examples_;
+  TokenCorpus dev_corpus_;
   std::vector<std::vector<int64_t>> dev_batches_;
   Translator translator_;
   torch::Device device_;

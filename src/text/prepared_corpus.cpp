@@ -1,0 +1,375 @@
+#include "text/prepared_corpus.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "text/utf8.h"
+#include "util/io.h"
+#include "util/runtime.h"
+
+namespace nmt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kStartMark[] = "NMTCORP1";
+constexpr char kEndMark[] = "NMTCEND1";
+constexpr size_t kMarkSize = 8;
+constexpr size_t kTailSize = 16 + kMarkSize;  // JSON offset and length, end mark
+
+// A read-only mapping of a whole file, unmapped when the last corpus using it goes.
+class Mapping {
+ public:
+  explicit Mapping(const std::string& path) {
+    const int descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (descriptor < 0) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
+    struct stat status {};
+    if (::fstat(descriptor, &status) != 0) {
+      ::close(descriptor);
+      throw std::runtime_error(path + ": cannot read its size");
+    }
+    size_ = static_cast<size_t>(status.st_size);
+    if (size_ > 0) {
+      void* address = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, descriptor, 0);
+      if (address == MAP_FAILED) {
+        ::close(descriptor);
+        throw std::runtime_error(path + ": cannot map (" + std::strerror(errno) + ")");
+      }
+      data_ = static_cast<const unsigned char*>(address);
+    }
+    ::close(descriptor);
+  }
+  ~Mapping() {
+    if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+uint64_t read_u64(const unsigned char* at) {
+  uint64_t value = 0;
+  std::memcpy(&value, at, 8);
+  return value;
+}
+
+void append_u64(std::string& out, uint64_t value) { out.append(reinterpret_cast<const char*>(&value), 8); }
+
+nlohmann::json file_record(const std::string& path) {
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  if (error) throw std::runtime_error(path + ": cannot open file (check the path)");
+  const auto modified = fs::last_write_time(path, error);
+  if (error) throw std::runtime_error(path + ": cannot read its modification time");
+  return {{"path", fs::absolute(path).lexically_normal().string()},
+          {"size", size},
+          {"modified_ns", modified.time_since_epoch().count()}};
+}
+
+nlohmann::json files_record(const std::vector<std::string>& paths) {
+  nlohmann::json records = nlohmann::json::array();
+  for (const auto& path : paths) records.push_back(file_record(path));
+  return records;
+}
+
+// The header of a whole file, or a reason why the file is not one.
+struct Header {
+  nlohmann::json json;
+  std::string problem;  // "" when json is the header
+};
+
+Header read_header(const Mapping& mapping) {
+  const unsigned char* data = mapping.data();
+  const size_t size = mapping.size();
+  if (size < 16 + kTailSize || std::memcmp(data, kStartMark, kMarkSize) != 0) return {{}, "not a prepared corpus"};
+  if (read_u64(data + kMarkSize) != kPreparedCorpusVersion) {
+    return {{},
+            "prepared by format version " + std::to_string(read_u64(data + kMarkSize)) + ", this is version " +
+                std::to_string(kPreparedCorpusVersion)};
+  }
+  if (std::memcmp(data + size - kMarkSize, kEndMark, kMarkSize) != 0) return {{}, "truncated (no end mark)"};
+  const uint64_t json_offset = read_u64(data + size - kTailSize);
+  const uint64_t json_size = read_u64(data + size - kTailSize + 8);
+  if (json_offset < 16 || json_offset > size - kTailSize || json_size != size - kTailSize - json_offset) {
+    return {{}, "damaged (header position)"};
+  }
+  Header header;
+  header.json = nlohmann::json::parse(data + json_offset, data + json_offset + json_size, nullptr, false);
+  if (header.json.is_discarded() || !header.json.is_object()) return {{}, "damaged (header)"};
+  return header;
+}
+
+// Encodes pairs [begin, end) of `texts` into `out` on `threads` threads.
+void encode_chunk(const std::vector<std::pair<std::string, std::string>>& texts, const Vocabulary& source_vocabulary,
+                  const Vocabulary& target_vocabulary, int threads, std::vector<Example>& out) {
+  out.assign(texts.size(), Example{});
+  const size_t tasks = std::max<size_t>(1, static_cast<size_t>(threads) * 4);
+  const size_t per_task = (texts.size() + tasks - 1) / tasks;
+  run_in_parallel(static_cast<size_t>(threads), tasks, [&](size_t task) {
+    const size_t begin = std::min(texts.size(), task * per_task), end = std::min(texts.size(), begin + per_task);
+    for (size_t i = begin; i < end; ++i) {
+      out[i].source = source_vocabulary.encode(texts[i].first);
+      out[i].target = target_vocabulary.encode(texts[i].second);
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<std::string> expand_file_list(const std::string& value, const std::string& key) {
+  std::vector<std::string> files;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t comma = std::min(value.find(',', start), value.size());
+    const std::string item = value.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) continue;
+    if (item.find_first_of("*?[") == std::string::npos) {
+      files.push_back(item);
+      continue;
+    }
+    glob_t matches{};
+    const int result = ::glob(item.c_str(), 0, nullptr, &matches);
+    std::vector<std::string> found(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
+    ::globfree(&matches);
+    if (result != 0 || found.empty()) {
+      throw std::invalid_argument(key + ": '" + item + "' matches no file (check the pattern)");
+    }
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  if (files.empty()) throw std::invalid_argument(key + ": no file given");
+  return files;
+}
+
+void for_each_pair(const CorpusRecipe& recipe, CorpusStats& stats,
+                   const std::function<void(std::string&, std::string&)>& take) {
+  if (recipe.source_files.size() != recipe.target_files.size()) {
+    throw std::invalid_argument("train-source lists " + std::to_string(recipe.source_files.size()) +
+                                " files but train-target " + std::to_string(recipe.target_files.size()) +
+                                "; list the same number, pairs matched by position");
+  }
+  for (size_t file = 0; file < recipe.source_files.size(); ++file) {
+    const std::string& source_path = recipe.source_files[file];
+    const std::string& target_path = recipe.target_files[file];
+    std::ifstream source_in(source_path, std::ios::binary), target_in(target_path, std::ios::binary);
+    if (!source_in) throw std::runtime_error(source_path + ": cannot open file (check the path)");
+    if (!target_in) throw std::runtime_error(target_path + ": cannot open file (check the path)");
+    std::string source, target;
+    int64_t line = 0;
+    const auto next = [&line](std::istream& in, std::string& text, const std::string& path) {
+      if (!std::getline(in, text)) {
+        if (in.bad()) throw std::runtime_error(path + ": read error");
+        return false;
+      }
+      if (!text.empty() && text.back() == '\r') text.pop_back();
+      if (!is_valid_utf8(text)) {
+        throw std::runtime_error(path + ":" + std::to_string(line + 1) +
+                                 ": invalid UTF-8; convert the file to UTF-8 (e.g. with iconv)");
+      }
+      return true;
+    };
+    while (true) {
+      const bool has_source = next(source_in, source, source_path);
+      const bool has_target = next(target_in, target, target_path);
+      if (has_source != has_target) {
+        // Count the rest of the longer file, for a message with both line counts.
+        std::istream& longer = has_source ? source_in : target_in;
+        int64_t rest = 1;
+        for (std::string skipped; std::getline(longer, skipped);) ++rest;
+        const int64_t source_lines = has_source ? line + rest : line;
+        const int64_t target_lines = has_target ? line + rest : line;
+        throw std::runtime_error(source_path + " has " + std::to_string(source_lines) + " lines but " + target_path +
+                                 " has " + std::to_string(target_lines) +
+                                 "; a parallel corpus needs one sentence per line on both sides");
+      }
+      if (!has_source) break;
+      ++line;
+      ++stats.lines;
+      if (source.find_first_not_of(" \t") == std::string::npos ||
+          target.find_first_not_of(" \t") == std::string::npos) {
+        ++stats.empty;
+        continue;
+      }
+      take(source, target);
+    }
+  }
+}
+
+uint64_t vocabulary_checksum(const Vocabulary& vocabulary) {
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a, 64 bits
+  for (const char byte : vocabulary.serialized()) {
+    hash ^= static_cast<unsigned char>(byte);
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
+                    const Vocabulary& target_vocabulary, int threads) {
+  const int token_width = token_width_for(std::max(source_vocabulary.size(), target_vocabulary.size()));
+  const nlohmann::json source_files = files_record(recipe.source_files);
+  const nlohmann::json target_files = files_record(recipe.target_files);
+  write_via_temporary(path, [&](const std::string& temporary) {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(path + ": cannot write (check the directory exists and is writable)");
+    uint64_t position = 0;
+    const auto write = [&](const std::string& bytes) {
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (!out) throw std::runtime_error(path + ": write failed (disk full?)");
+      position += bytes.size();
+    };
+    std::string start(kStartMark, kMarkSize);
+    append_u64(start, kPreparedCorpusVersion);
+    write(start);
+
+    std::string table;  // offset and size of each shard
+    uint64_t shards = 0, pairs = 0;
+    std::vector<Example> pending;  // encoded pairs not yet in a shard
+    const auto emit = [&](size_t count) {
+      const std::vector<Example> shard_pairs(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(count));
+      pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(count));
+      const std::string shard = make_shard(shard_pairs, token_width);
+      append_u64(table, position);
+      append_u64(table, shard.size());
+      write(shard);
+      ++shards;
+      pairs += count;
+    };
+    CorpusStats stats;
+    std::vector<std::pair<std::string, std::string>> chunk;
+    std::vector<Example> encoded;
+    const auto encode_and_emit = [&] {
+      encode_chunk(chunk, source_vocabulary, target_vocabulary, threads, encoded);
+      chunk.clear();
+      for (Example& pair : encoded) {
+        if (pair.source.empty() || pair.target.empty()) {
+          ++stats.empty;
+        } else {
+          pending.push_back(std::move(pair));
+        }
+      }
+      while (static_cast<int64_t>(pending.size()) >= kShardPairs) emit(static_cast<size_t>(kShardPairs));
+    };
+    for_each_pair(recipe, stats, [&](std::string& source, std::string& target) {
+      chunk.emplace_back(std::move(source), std::move(target));
+      if (static_cast<int64_t>(chunk.size()) == kShardPairs) encode_and_emit();
+    });
+    encode_and_emit();
+    if (!pending.empty()) emit(pending.size());
+
+    const uint64_t table_offset = position;
+    write(table);
+    const nlohmann::json header = {{"token_width", token_width},
+                                   {"shards", shards},
+                                   {"shard_table", table_offset},
+                                   {"pairs", pairs},
+                                   {"lines", stats.lines},
+                                   {"empty", stats.empty},
+                                   {"source_vocabulary", vocabulary_checksum(source_vocabulary)},
+                                   {"target_vocabulary", vocabulary_checksum(target_vocabulary)},
+                                   {"vocabulary_settings", recipe.vocabulary_settings},
+                                   {"source_files", source_files},
+                                   {"target_files", target_files}};
+    const std::string json = header.dump();
+    const uint64_t json_offset = position;
+    write(json);
+    std::string tail;
+    append_u64(tail, json_offset);
+    append_u64(tail, json.size());
+    tail.append(kEndMark, kMarkSize);
+    write(tail);
+    out.close();
+    if (out.fail()) throw std::runtime_error(path + ": write failed (disk full?)");
+  });
+}
+
+std::string why_stale(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
+                      const Vocabulary& target_vocabulary) {
+  if (!fs::exists(path)) return "not prepared yet";
+  std::unique_ptr<Mapping> mapping;
+  try {
+    mapping = std::make_unique<Mapping>(path);
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  const Header header = read_header(*mapping);
+  if (!header.problem.empty()) return header.problem;
+  try {
+    if (header.json.at("source_files") != files_record(recipe.source_files) ||
+        header.json.at("target_files") != files_record(recipe.target_files)) {
+      return "the training text changed (another file list, size or modification time)";
+    }
+    if (header.json.at("source_vocabulary").get<uint64_t>() != vocabulary_checksum(source_vocabulary) ||
+        header.json.at("target_vocabulary").get<uint64_t>() != vocabulary_checksum(target_vocabulary)) {
+      return "the vocabulary changed";
+    }
+  } catch (const nlohmann::json::exception&) {
+    return "damaged (header fields)";
+  }
+  return "";
+}
+
+std::string prepared_vocabulary_settings(const std::string& path) {
+  if (!fs::exists(path)) return "";
+  try {
+    const Mapping mapping(path);
+    const Header header = read_header(mapping);
+    return header.problem.empty() ? header.json.value("vocabulary_settings", "") : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+PreparedCorpus map_prepared_corpus(const std::string& path) {
+  auto mapping = std::make_shared<Mapping>(path);
+  const Header header = read_header(*mapping);
+  if (!header.problem.empty()) throw std::runtime_error(path + ": " + header.problem);
+  PreparedCorpus prepared;
+  const auto damaged = [&path](const std::string& what) {
+    return std::runtime_error(path + ": damaged (" + what + "); delete it to have it prepared again");
+  };
+  try {
+    const auto shards = header.json.at("shards").get<uint64_t>();
+    const auto table = header.json.at("shard_table").get<uint64_t>();
+    const int token_width = header.json.at("token_width").get<int>();
+    const size_t size = mapping->size();
+    if (token_width != 1 && token_width != 2 && token_width != 4) throw damaged("token width");
+    if (table > size || shards > (size - table) / 16) throw damaged("shard table");
+    std::vector<std::pair<const unsigned char*, size_t>> views;
+    for (uint64_t shard = 0; shard < shards; ++shard) {
+      const uint64_t offset = read_u64(mapping->data() + table + 16 * shard);
+      const uint64_t bytes = read_u64(mapping->data() + table + 16 * shard + 8);
+      if (offset % 8 != 0 || offset > table || bytes > table - offset) throw damaged("shard position");
+      views.emplace_back(mapping->data() + offset, bytes);
+    }
+    prepared.lines = header.json.at("lines").get<int64_t>();
+    prepared.empty = header.json.at("empty").get<int64_t>();
+    prepared.corpus = TokenCorpus(views, token_width, mapping, path);
+    if (static_cast<uint64_t>(prepared.corpus.size()) != header.json.at("pairs").get<uint64_t>()) {
+      throw damaged("pair count");
+    }
+  } catch (const nlohmann::json::exception& error) {
+    throw damaged(std::string("header: ") + error.what());
+  }
+  return prepared;
+}
+
+}  // namespace nmt

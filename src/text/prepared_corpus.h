@@ -1,0 +1,73 @@
+// A training corpus encoded once, on all cores, into a file of shards (token_corpus.h) that
+// training and --resume memory-map instead of reading and encoding the text again.
+//
+// File layout (little-endian): "NMTCORP1" and a uint64 format version; the shards, each at an
+// 8-byte boundary; the shard table (uint64 offset and size per shard); the header as JSON (token
+// width, pair and line counts, the vocabularies' checksums and settings, and the path, size and
+// modification time of every text file it was made from); the JSON's offset and length (uint64
+// each); and the end mark "NMTCEND1". The file is written under a temporary name and renamed, so
+// it is either whole or absent; a truncated, stale or foreign file is detected and prepared again,
+// never read as garbage.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "text/corpus.h"
+#include "text/token_corpus.h"
+#include "text/vocabulary.h"
+
+namespace nmt {
+
+constexpr uint64_t kPreparedCorpusVersion = 1;
+
+// What a prepared corpus is made from: the text files (pairs matched by position) and the
+// vocabularies, plus a text describing the vocabulary settings (for `nmt prepare` and a new run to
+// agree on whether the vocabularies next to the file can be reused).
+struct CorpusRecipe {
+  std::vector<std::string> source_files;
+  std::vector<std::string> target_files;
+  std::string vocabulary_settings;
+};
+
+// `train-source` / `train-target` values: comma-separated paths, each possibly a glob pattern
+// (expanded and sorted). Throws std::invalid_argument naming `key` when a pattern matches nothing.
+std::vector<std::string> expand_file_list(const std::string& value, const std::string& key);
+
+// Streams the pairs of the recipe's files, checking each file pair's line counts and UTF-8 (the
+// errors of read_parallel, with file and line) and skipping pairs with a blank side (counted in
+// stats.lines and stats.empty). Calls `take(source, target)` for every other pair, in order.
+void for_each_pair(const CorpusRecipe& recipe, CorpusStats& stats,
+                   const std::function<void(std::string&, std::string&)>& take);
+
+// Encodes the recipe's pairs into `path` on `threads` threads, streaming: about kShardPairs pairs
+// of text in memory at a time. Pairs that encode to nothing on a side are skipped as empty; pairs
+// over any length limit are kept (training filters them by length when it opens the file).
+void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
+                    const Vocabulary& target_vocabulary, int threads);
+
+// A mapped prepared corpus and the counts of its making.
+struct PreparedCorpus {
+  TokenCorpus corpus;
+  int64_t lines = 0;  // pairs read from the text
+  int64_t empty = 0;  // skipped as empty
+};
+
+// Why `path` cannot serve for this recipe and these vocabularies ("" when it can): absent,
+// truncated, another format version, a text file changed, or another vocabulary.
+std::string why_stale(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
+                      const Vocabulary& target_vocabulary);
+
+// Maps a prepared corpus (which why_stale accepted). Throws std::runtime_error naming the file
+// when it cannot be read.
+PreparedCorpus map_prepared_corpus(const std::string& path);
+
+// The vocabulary settings a prepared corpus records ("" when the file is absent or unreadable).
+std::string prepared_vocabulary_settings(const std::string& path);
+
+// A vocabulary's checksum (FNV-1a of its serialized model), as recorded in the header.
+uint64_t vocabulary_checksum(const Vocabulary& vocabulary);
+
+}  // namespace nmt

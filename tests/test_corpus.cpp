@@ -1,0 +1,174 @@
+// The prepared corpus (text/prepared_corpus.h) and the shards it maps (text/token_corpus.h).
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "helpers.h"
+#include "text/batching.h"
+#include "text/corpus.h"
+#include "text/prepared_corpus.h"
+#include "text/token_corpus.h"
+#include "text/vocabulary.h"
+#include "util/io.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("nmt_corpus_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The first `lines` lines of the toy corpus, with a blank pair and an over-long pair added.
+CorpusRecipe toy_recipe(const fs::path& dir, size_t lines) {
+  const auto source = read_lines(source_path("data/toy/train.src"));
+  const auto target = read_lines(source_path("data/toy/train.tgt"));
+  std::string source_text, target_text;
+  for (size_t i = 0; i < lines; ++i) source_text += source[i] + "\n", target_text += target[i] + "\n";
+  source_text += "  \nword\n";
+  target_text += "something\n" + std::string(4000, 'x') + "\n";
+  write_file_atomic((dir / "train.src").string(), source_text);
+  write_file_atomic((dir / "train.tgt").string(), target_text);
+  return {{(dir / "train.src").string()}, {(dir / "train.tgt").string()}, "toy settings"};
+}
+
+Vocabulary toy_vocabulary(const CorpusRecipe& recipe) {
+  ParallelText text;
+  CorpusStats stats;
+  for_each_pair(recipe, stats, [&](std::string& source, std::string& target) {
+    text.source.push_back(source);
+    text.target.push_back(target);
+  });
+  return Vocabulary::from_serialized(train_vocabulary({&text.source, &text.target}, {VocabType::kUnigram, 150, 1, 1}),
+                                     "toy");
+}
+
+}  // namespace
+
+TEST_CASE("a prepared corpus holds exactly the in-memory encoding of its text", "[corpus]") {
+  const fs::path dir = scratch("round_trip");
+  const CorpusRecipe recipe = toy_recipe(dir, 700);
+  const Vocabulary vocabulary = toy_vocabulary(recipe);
+  const std::string path = (dir / "train.corpus").string();
+  prepare_corpus(path, recipe, vocabulary, vocabulary, 2);
+  CHECK(why_stale(path, recipe, vocabulary, vocabulary).empty());
+  const PreparedCorpus prepared = map_prepared_corpus(path);
+
+  CorpusStats stats;
+  const ParallelText text = read_parallel(recipe.source_files[0], recipe.target_files[0], stats);
+  const std::vector<Example> expected =
+      encode_parallel(text, vocabulary, vocabulary, std::numeric_limits<int>::max(), stats);
+  REQUIRE(prepared.corpus.size() == static_cast<int64_t>(expected.size()));
+  CHECK(prepared.lines == 702);
+  CHECK(prepared.empty == 1);
+  CHECK(prepared.corpus.token_width() == 1);  // 150 pieces fit a byte
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("pair " << i);
+    REQUIRE(prepared.corpus.source(static_cast<int64_t>(i)) == expected[i].source);
+    REQUIRE(prepared.corpus.target(static_cast<int64_t>(i)) == expected[i].target);
+  }
+  // The over-long pair (the last) is in the file and left out by the length filter.
+  size_t longest = 0;
+  for (size_t i = 0; i + 1 < expected.size(); ++i) {
+    longest = std::max({longest, expected[i].source.size(), expected[i].target.size()});
+  }
+  REQUIRE(expected.back().target.size() > longest);
+  CHECK(prepared.corpus.within_length(static_cast<int64_t>(longest)).size() == expected.size() - 1);
+}
+
+TEST_CASE("the same seed gives the same batches from the prepared file as from text, each kept pair once", "[corpus]") {
+  const fs::path dir = scratch("batches");
+  const CorpusRecipe recipe = toy_recipe(dir, 3000);
+  const Vocabulary vocabulary = toy_vocabulary(recipe);
+  const std::string path = (dir / "train.corpus").string();
+  prepare_corpus(path, recipe, vocabulary, vocabulary, 2);
+  const TokenCorpus mapped = map_prepared_corpus(path).corpus;
+
+  CorpusStats stats;
+  const ParallelText text = read_parallel(recipe.source_files[0], recipe.target_files[0], stats);
+  const TokenCorpus in_memory =
+      corpus_in_memory(encode_parallel(text, vocabulary, vocabulary, std::numeric_limits<int>::max(), stats), 4);
+
+  const std::vector<int64_t> kept = mapped.within_length(60);
+  CHECK(kept == in_memory.within_length(60));
+  const auto batches = make_batches(mapped, kept, 500, /*shuffle=*/true, 17);
+  CHECK(batches == make_batches(in_memory, kept, 500, /*shuffle=*/true, 17));
+  std::multiset<int64_t> seen;
+  for (const auto& batch : batches) seen.insert(batch.begin(), batch.end());
+  CHECK(seen == std::multiset<int64_t>(kept.begin(), kept.end()));
+}
+
+TEST_CASE("a stale, truncated or foreign prepared file is noticed, and preparing again repairs it", "[corpus]") {
+  const fs::path dir = scratch("stale");
+  const CorpusRecipe recipe = toy_recipe(dir, 200);
+  const Vocabulary vocabulary = toy_vocabulary(recipe);
+  const std::string path = (dir / "train.corpus").string();
+  CHECK(why_stale(path, recipe, vocabulary, vocabulary) == "not prepared yet");
+  prepare_corpus(path, recipe, vocabulary, vocabulary, 1);
+  REQUIRE(why_stale(path, recipe, vocabulary, vocabulary).empty());
+
+  SECTION("the text changed") {
+    std::ofstream(recipe.target_files[0], std::ios::app) << "one more\n";
+    std::ofstream(recipe.source_files[0], std::ios::app) << "line\n";
+    CHECK_THAT(why_stale(path, recipe, vocabulary, vocabulary), Catch::Contains("text changed"));
+  }
+  SECTION("another vocabulary") {
+    const std::vector<std::string> sentences = read_lines(recipe.source_files[0]);
+    const Vocabulary other =
+        Vocabulary::from_serialized(train_vocabulary({&sentences}, {VocabType::kBpe, 120, 1, 1}), "other");
+    CHECK_THAT(why_stale(path, recipe, other, other), Catch::Contains("vocabulary changed"));
+  }
+  SECTION("truncated") {
+    fs::resize_file(path, fs::file_size(path) - 5);
+    CHECK_THAT(why_stale(path, recipe, vocabulary, vocabulary), Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(map_prepared_corpus(path), Catch::Contains(path));
+  }
+  SECTION("not a prepared corpus") {
+    write_file_atomic(path, "just some text that is long enough to have a head and a tail\n");
+    CHECK_THAT(why_stale(path, recipe, vocabulary, vocabulary), Catch::Contains("not a prepared corpus"));
+  }
+  SECTION("a damaged shard is refused, never read out of bounds") {
+    std::string bytes = read_file(path);
+    bytes[16 + 8 + 4 * 3] = '\xff';  // the fourth source offset of the first shard
+    bytes[16 + 8 + 4 * 3 + 3] = '\x7f';
+    write_file_atomic(path, bytes);
+    CHECK_THROWS_WITH(map_prepared_corpus(path), Catch::Contains("damaged"));
+  }
+  prepare_corpus(path, recipe, vocabulary, vocabulary, 1);
+  CHECK(why_stale(path, recipe, vocabulary, vocabulary).empty());
+}
+
+TEST_CASE("several training files and globs are read in order, and their errors name the files", "[corpus]") {
+  const fs::path dir = scratch("files");
+  write_file_atomic((dir / "a.src").string(), "a1\na2\n");
+  write_file_atomic((dir / "a.tgt").string(), "A1\nA2\n");
+  write_file_atomic((dir / "b.src").string(), "b1\n");
+  write_file_atomic((dir / "b.tgt").string(), "B1\n");
+  const auto sources = expand_file_list((dir / "*.src").string(), "train-source");
+  CHECK(sources == std::vector<std::string>{(dir / "a.src").string(), (dir / "b.src").string()});
+  CHECK(expand_file_list((dir / "b.src").string() + "," + (dir / "a.src").string(), "train-source").size() == 2);
+  CHECK_THROWS_WITH(expand_file_list((dir / "*.xyz").string(), "train-source"), Catch::Contains("train-source"));
+
+  CorpusRecipe recipe{sources, expand_file_list((dir / "*.tgt").string(), "train-target"), ""};
+  std::vector<std::string> seen;
+  CorpusStats stats;
+  for_each_pair(recipe, stats, [&](std::string& source, std::string& target) { seen.push_back(source + target); });
+  CHECK(seen == std::vector<std::string>{"a1A1", "a2A2", "b1B1"});
+
+  write_file_atomic((dir / "b.tgt").string(), "B1\nB2\nB3\n");
+  CHECK_THROWS_WITH(for_each_pair(recipe, stats, [](std::string&, std::string&) {}),
+                    Catch::Contains("b.src has 1 lines") && Catch::Contains("b.tgt has 3"));
+  write_file_atomic((dir / "b.tgt").string(), "B1\n\xff\n");
+  write_file_atomic((dir / "b.src").string(), "b1\nb2\n");
+  CHECK_THROWS_WITH(for_each_pair(recipe, stats, [](std::string&, std::string&) {}),
+                    Catch::Contains("b.tgt:2") && Catch::Contains("UTF-8"));
+  recipe.target_files.pop_back();
+  CHECK_THROWS_WITH(for_each_pair(recipe, stats, [](std::string&, std::string&) {}), Catch::Contains("train-target 1"));
+}
