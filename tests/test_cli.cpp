@@ -246,3 +246,31 @@ TEST_CASE("cli: an unknown NMT_KERNELS value is a one-line error naming it", "[c
   CHECK(result.status != 0);
   CHECK_THAT(result.output, Catch::Contains("NMT_KERNELS=fast") && Catch::Contains("off|avx2|avx512"));
 }
+
+TEST_CASE("cli: nmt prepare once, then training and --resume map the prepared corpus without encoding it again",
+          "[cli]") {
+  const fs::path corpus_dir = work_directory() / "prepared";
+  const std::string model_dir = (work_directory() / "from_prepared").string();
+  const std::string shared = " --corpus-dir " + corpus_dir.string();
+  CommandResult prepared = run_nmt("prepare " + tiny_train_arguments(model_dir).substr(6) + shared);
+  REQUIRE(prepared.status == 0);
+  CHECK_THAT(prepared.output, Catch::Contains("preparing") && Catch::Contains("pairs read"));
+  CHECK(fs::exists(corpus_dir / "train.corpus"));
+  CHECK(fs::exists(corpus_dir / "vocab.joint.model"));
+  CHECK_FALSE(fs::exists(fs::path(model_dir) / "last.ckpt"));  // prepare trains nothing
+
+  CommandResult trained = run_nmt(tiny_train_arguments(model_dir) + shared);
+  REQUIRE(trained.status == 0);
+  CHECK_THAT(trained.output, Catch::Contains("using the vocabularies and the prepared corpus"));
+  CHECK_THAT(trained.output, !Catch::Contains("preparing") && !Catch::Contains("training a joint"));
+  CHECK(fs::exists(fs::path(model_dir) / "vocab.joint.model"));  // the model directory is complete
+
+  CommandResult resumed = run_nmt(tiny_train_arguments(model_dir, 4) + shared + " --resume");
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.output, !Catch::Contains("preparing"));
+
+  // Another vocabulary setting makes a new vocabulary and a new prepared corpus, saying why.
+  CommandResult other = run_nmt(tiny_train_arguments(model_dir) + shared + " --vocab-size 150 --overwrite");
+  REQUIRE(other.status == 0);
+  CHECK_THAT(other.output, Catch::Contains("training a joint") && Catch::Contains("the vocabulary changed"));
+}

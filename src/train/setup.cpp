@@ -173,8 +173,8 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
            kernels::to_string(kernels::kernel_level()));
 
   // The files first, then the dev set (it is small): a mistake is found before any time is spent.
-  for (const auto& files : {expand_file_list(config.train_source, "train-source"),
-                            expand_file_list(config.train_target, "train-target")}) {
+  for (const auto& files :
+       {expand_file_list(config.train_source, "train-source"), expand_file_list(config.train_target, "train-target")}) {
     for (const std::string& file : files) {
       if (!std::ifstream(file)) throw std::runtime_error(file + ": cannot open file (check the path)");
     }

@@ -124,17 +124,18 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
     return make_batches(setup.train_corpus, setup.train_pairs, config.batch_tokens, /*shuffle=*/true,
                         static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(epoch));
   };
-  const auto batches_per_epoch = static_cast<int64_t>(
-      make_batches(setup.train_corpus, setup.train_pairs, config.batch_tokens, true, config.seed).size());
+  // The batch plan of the epoch the run starts in; its size stands for every epoch's in the plan.
+  std::vector<std::vector<int64_t>> batches = epoch_batches(progress.epoch);
+  const auto batches_per_epoch = static_cast<int64_t>(batches.size());
   const int64_t planned_steps = stop_rules.planned_steps(batches_per_epoch);
   log.info("{} batches per epoch; at most {} steps", batches_per_epoch, planned_steps);
 
   TrainSummary summary;
   model->train();
   run_log.start(config.log_every, progress.step, planned_steps);
-  for (; progress.epoch < config.max_epochs && summary.stop_reason.empty();
+  for (int64_t first_epoch = progress.epoch; progress.epoch < config.max_epochs && summary.stop_reason.empty();
        ++progress.epoch, progress.batch_in_epoch = 0) {
-    const auto batches = epoch_batches(progress.epoch);
+    if (progress.epoch != first_epoch) batches = epoch_batches(progress.epoch);
     const auto batch_count = static_cast<int64_t>(batches.size());
     while (progress.batch_in_epoch < batch_count) {
       if (summary.stop_reason = stop_rules.before_update(progress.step); !summary.stop_reason.empty()) break;
