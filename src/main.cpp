@@ -46,9 +46,13 @@ int main(int argc, char** argv) {
                      "encode the training corpus once into corpus-dir (train.corpus and its vocabularies), "
                      "for training runs to reuse; takes the options of train");
   std::vector<std::string> arguments(argv + 1, argv + argc);
-  if (!arguments.empty() && arguments.front() == "prepare") {
-    arguments.front() = "train";
-    arguments.insert(arguments.begin() + 1, "--prepare-only");
+  size_t command = 0;  // the subcommand's position: after the top-level --config FILE, if any
+  while (command < arguments.size() && arguments[command].rfind("--config", 0) == 0) {
+    command += arguments[command] == "--config" ? 2 : 1;
+  }
+  if (command < arguments.size() && arguments[command] == "prepare") {
+    arguments[command] = "train";
+    arguments.insert(arguments.begin() + static_cast<std::ptrdiff_t>(command) + 1, "--prepare-only");
   }
   std::reverse(arguments.begin(), arguments.end());  // CLI11 takes them last first
 

@@ -258,6 +258,10 @@ TEST_CASE("cli: nmt prepare once, then training and --resume map the prepared co
   CHECK(fs::exists(corpus_dir / "train.corpus"));
   CHECK(fs::exists(corpus_dir / "vocab.joint.model"));
   CHECK_FALSE(fs::exists(fs::path(model_dir) / "last.ckpt"));  // prepare trains nothing
+  // The configuration file's [train] section applies to prepare, with --config before or after it.
+  const std::string config = write_config("prepare.toml", "vocab-size = 123\n");
+  CHECK_THAT(run_nmt("--config " + config + " prepare --dump-config").output, Catch::Contains("vocab-size = 123"));
+  CHECK_THAT(run_nmt("prepare --config " + config + " --dump-config").output, Catch::Contains("vocab-size = 123"));
 
   CommandResult trained = run_nmt(tiny_train_arguments(model_dir) + shared);
   REQUIRE(trained.status == 0);
