@@ -15,7 +15,7 @@ spm_dir="$root/third_party/sentencepiece"
 spm_prefix="$spm_dir/install"
 
 packages=(g++ cmake make libtorch-dev libopenblas0-openmp libcli11-dev libspdlog-dev catch2
-          libprotobuf-dev protobuf-compiler libtcmalloc-minimal4 nlohmann-json3-dev clang-format)
+          libprotobuf-dev protobuf-compiler libtcmalloc-minimal4 nlohmann-json3-dev clang-format time)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -20,7 +20,7 @@
 using namespace nmt;
 
 int main(int argc, char** argv) {
-  CLI::App app{"nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, average)"};
+  CLI::App app{"nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, average)", "nmt"};
   app.require_subcommand(1);
   app.set_config("--config", "", "TOML configuration file (a [train] section)");
   app.allow_config_extras(false);
@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
                      "for training runs to reuse; takes the options of train");
   std::vector<std::string> arguments(argv + 1, argv + argc);
   size_t command = 0;  // the subcommand's position: after the top-level --config FILE, if any
-  while (command < arguments.size() && arguments[command].rfind("--config", 0) == 0) {
+  while (command < arguments.size() &&
+         (arguments[command] == "--config" || arguments[command].rfind("--config=", 0) == 0)) {
     command += arguments[command] == "--config" ? 2 : 1;
   }
   if (command < arguments.size() && arguments[command] == "prepare") {
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
     }
     kernels::kernel_level();  // an unknown NMT_KERNELS is an error before any work
     if (train_command->parsed() && prepare_only) {
+      if (train_run.resume || train_run.overwrite) {
+        throw std::invalid_argument("prepare takes no --resume or --overwrite (it never touches a training run)");
+      }
       prepare(train_config);
       return 0;
     }

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
-#include <thread>
 
 #include "helpers.h"
 #include "text/batching.h"
@@ -58,8 +58,11 @@ TEST_CASE("a prepared corpus holds exactly the in-memory encoding of its text", 
   const Vocabulary vocabulary = toy_vocabulary(recipe);
   const std::string path = (dir / "train.corpus").string();
   prepare_corpus(path, recipe, vocabulary, vocabulary, 2);
-  CHECK(why_stale(path, recipe, vocabulary, vocabulary).empty());
-  const PreparedCorpus prepared = map_prepared_corpus(path);
+  std::string why;
+  const std::optional<PreparedCorpus> opened = open_prepared_corpus(path, recipe, vocabulary, vocabulary, why);
+  REQUIRE(opened);
+  const PreparedCorpus& prepared = *opened;
+  CHECK(prepared.vocabulary_settings == "toy settings");
 
   CorpusStats stats;
   const ParallelText text = read_parallel(recipe.source_files[0], recipe.target_files[0], stats);
@@ -89,7 +92,8 @@ TEST_CASE("the same seed gives the same batches from the prepared file as from t
   const Vocabulary vocabulary = toy_vocabulary(recipe);
   const std::string path = (dir / "train.corpus").string();
   prepare_corpus(path, recipe, vocabulary, vocabulary, 2);
-  const TokenCorpus mapped = map_prepared_corpus(path).corpus;
+  std::string why;
+  const TokenCorpus mapped = open_prepared_corpus(path, recipe, vocabulary, vocabulary, why).value().corpus;
 
   CorpusStats stats;
   const ParallelText text = read_parallel(recipe.source_files[0], recipe.target_files[0], stats);
@@ -128,7 +132,6 @@ TEST_CASE("a stale, truncated or foreign prepared file is noticed, and preparing
   SECTION("truncated") {
     fs::resize_file(path, fs::file_size(path) - 5);
     CHECK_THAT(why_stale(path, recipe, vocabulary, vocabulary), Catch::Contains("truncated"));
-    CHECK_THROWS_WITH(map_prepared_corpus(path), Catch::Contains(path));
   }
   SECTION("not a prepared corpus") {
     write_file_atomic(path, "just some text that is long enough to have a head and a tail\n");
@@ -139,7 +142,7 @@ TEST_CASE("a stale, truncated or foreign prepared file is noticed, and preparing
     bytes[16 + 8 + 4 * 3] = '\xff';  // the fourth source offset of the first shard
     bytes[16 + 8 + 4 * 3 + 3] = '\x7f';
     write_file_atomic(path, bytes);
-    CHECK_THROWS_WITH(map_prepared_corpus(path), Catch::Contains("damaged"));
+    CHECK_THAT(why_stale(path, recipe, vocabulary, vocabulary), Catch::Contains("shard 0 is damaged"));
   }
   prepare_corpus(path, recipe, vocabulary, vocabulary, 1);
   CHECK(why_stale(path, recipe, vocabulary, vocabulary).empty());
@@ -171,4 +174,26 @@ TEST_CASE("several training files and globs are read in order, and their errors 
                     Catch::Contains("b.tgt:2") && Catch::Contains("UTF-8"));
   recipe.target_files.pop_back();
   CHECK_THROWS_WITH(for_each_pair(recipe, stats, [](std::string&, std::string&) {}), Catch::Contains("train-target 1"));
+}
+
+TEST_CASE("a corpus of several shards reads every pair back, across shard boundaries", "[corpus]") {
+  std::vector<Example> pairs;
+  for (int64_t i = 0; i < kShardPairs + 1000; ++i) {
+    pairs.push_back({std::vector<int64_t>(1 + i % 7, 300 + i % 50), std::vector<int64_t>(1 + i % 5, 7)});
+  }
+  pairs[5].source = {65535};  // the largest id two bytes hold
+  const TokenCorpus corpus = corpus_in_memory(pairs, 2);
+  REQUIRE(corpus.size() == static_cast<int64_t>(pairs.size()));
+  for (const int64_t i : {int64_t{0}, int64_t{5}, kShardPairs - 1, kShardPairs, kShardPairs + 999}) {
+    INFO("pair " << i);
+    CHECK(corpus.source(i) == pairs[static_cast<size_t>(i)].source);
+    CHECK(corpus.target(i) == pairs[static_cast<size_t>(i)].target);
+    CHECK(corpus.source_length(i) == static_cast<int64_t>(pairs[static_cast<size_t>(i)].source.size()));
+  }
+  CHECK(corpus.within_length(4).size() ==
+        static_cast<size_t>(std::count_if(pairs.begin(), pairs.end(), [](const Example& pair) {
+          return pair.source.size() <= 4 && pair.target.size() <= 4;
+        })));
+  pairs[6].source = {65536};
+  CHECK_THROWS(corpus_in_memory(pairs, 2));  // an id the width cannot hold is refused, not cut
 }

@@ -16,6 +16,7 @@ scratch="${NMT_BENCH_DIR:-/tmp/nmt_corpus_bench}"
 threads="${NMT_BENCH_THREADS:-0}"
 nmt="build/nmt"
 [ -x "$nmt" ] || { echo "bench: $nmt not found; run scripts/build.sh first" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "bench: /usr/bin/time not found (Debian package time)" >&2; exit 1; }
 [ -s data/multi30k/train.de ] || { echo "bench: data/multi30k not found; run scripts/get_multi30k.sh" >&2; exit 1; }
 mkdir -p "$scratch"
 # A 20-pair dev set keeps the one validation at the end of each short run negligible.
@@ -29,7 +30,8 @@ make_corpus() {  # $1 pairs -> $scratch/N.de, N.en
     if [ ! -s "$scratch/$pairs.$side" ]; then
       awk -v pairs="$pairs" -v lines="$lines" '{ text[NR] = $0 }
         END { for (i = 0; i < pairs; i++) print text[i % lines + 1] }' "data/multi30k/train.$side" \
-        > "$scratch/$pairs.$side"
+        > "$scratch/$pairs.$side.tmp"
+      mv "$scratch/$pairs.$side.tmp" "$scratch/$pairs.$side"  # whole or absent
     fi
   done
 }
@@ -59,9 +61,10 @@ echo "| --- | --- | --- | --- | --- | --- | --- |"
 for pairs in $sizes; do
   make_corpus "$pairs"
   dir="$scratch/model-$pairs"
+  rm -rf "$dir"  # prepare from scratch: vocabulary and encoding
   # shellcheck disable=SC2046
   read -r prepare_seconds _ <<< "$(measure "$nmt" prepare $(train_arguments "$pairs" "$dir" | sed 's/--overwrite//'))"
-  size=$(du -m "$dir/train.corpus" | cut -f1)
+  size=$( (du -m "$dir/train.corpus" 2> /dev/null || echo "-") | cut -f1)
   # One update (then the 20-pair validation and a checkpoint): an upper bound of the time to the first.
   # shellcheck disable=SC2046
   read -r first_seconds _ <<< "$(measure "$nmt" train $(train_arguments "$pairs" "$dir") --max-steps 1)"
@@ -71,6 +74,7 @@ for pairs in $sizes; do
   echo "| $pairs | prepared corpus | $prepare_seconds | $size MB | $first_seconds | $peak | $(speed "$dir/train.log") |"
   if [ -n "${NMT_BASELINE_BINARY:-}" ]; then
     base_dir="$scratch/base-$pairs"
+    rm -rf "$base_dir"
     # shellcheck disable=SC2046
     read -r first_seconds _ <<< "$(measure "$NMT_BASELINE_BINARY" train \
       $(train_arguments "$pairs" "$base_dir" "$scratch/baseline.toml") --max-steps 1)"

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "text/utf8.h"
@@ -301,55 +302,36 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
   });
 }
 
-std::string why_stale(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
-                      const Vocabulary& target_vocabulary) {
-  if (!fs::exists(path)) return "not prepared yet";
-  std::unique_ptr<Mapping> mapping;
-  try {
-    mapping = std::make_unique<Mapping>(path);
-  } catch (const std::exception& error) {
-    return error.what();
+std::optional<PreparedCorpus> open_prepared_corpus(const std::string& path, const CorpusRecipe& recipe,
+                                                   const Vocabulary& source_vocabulary,
+                                                   const Vocabulary& target_vocabulary, std::string& why) {
+  if (!fs::exists(path)) {
+    why = "not prepared yet";
+    return std::nullopt;
   }
-  const Header header = read_header(*mapping);
-  if (!header.problem.empty()) return header.problem;
   try {
-    if (header.json.at("source_files") != files_record(recipe.source_files) ||
-        header.json.at("target_files") != files_record(recipe.target_files)) {
-      return "the training text changed (another file list, size or modification time)";
+    // One mapping, checked and then used: another run replacing the file in between cannot mix.
+    auto mapping = std::make_shared<Mapping>(path);
+    const Header header = read_header(*mapping);
+    if (!header.problem.empty()) {
+      why = header.problem;
+      return std::nullopt;
     }
-    if (header.json.at("source_vocabulary").get<uint64_t>() != vocabulary_checksum(source_vocabulary) ||
-        header.json.at("target_vocabulary").get<uint64_t>() != vocabulary_checksum(target_vocabulary)) {
-      return "the vocabulary changed";
+    const nlohmann::json& json = header.json;
+    if (json.at("source_files") != files_record(recipe.source_files) ||
+        json.at("target_files") != files_record(recipe.target_files)) {
+      why = "the training text changed (another file list, size or modification time)";
+      return std::nullopt;
     }
-  } catch (const nlohmann::json::exception&) {
-    return "damaged (header fields)";
-  }
-  return "";
-}
-
-std::string prepared_vocabulary_settings(const std::string& path) {
-  if (!fs::exists(path)) return "";
-  try {
-    const Mapping mapping(path);
-    const Header header = read_header(mapping);
-    return header.problem.empty() ? header.json.value("vocabulary_settings", "") : "";
-  } catch (const std::exception&) {
-    return "";
-  }
-}
-
-PreparedCorpus map_prepared_corpus(const std::string& path) {
-  auto mapping = std::make_shared<Mapping>(path);
-  const Header header = read_header(*mapping);
-  if (!header.problem.empty()) throw std::runtime_error(path + ": " + header.problem);
-  PreparedCorpus prepared;
-  const auto damaged = [&path](const std::string& what) {
-    return std::runtime_error(path + ": damaged (" + what + "); delete it to have it prepared again");
-  };
-  try {
-    const auto shards = header.json.at("shards").get<uint64_t>();
-    const auto table = header.json.at("shard_table").get<uint64_t>();
-    const int token_width = header.json.at("token_width").get<int>();
+    if (json.at("source_vocabulary").get<uint64_t>() != vocabulary_checksum(source_vocabulary) ||
+        json.at("target_vocabulary").get<uint64_t>() != vocabulary_checksum(target_vocabulary)) {
+      why = "the vocabulary changed";
+      return std::nullopt;
+    }
+    const auto damaged = [](const std::string& what) { return std::runtime_error("damaged (" + what + ")"); };
+    const auto shards = json.at("shards").get<uint64_t>();
+    const auto table = json.at("shard_table").get<uint64_t>();
+    const int token_width = json.at("token_width").get<int>();
     const size_t size = mapping->size();
     if (token_width != 1 && token_width != 2 && token_width != 4) throw damaged("token width");
     if (table > size || shards > (size - table) / 16) throw damaged("shard table");
@@ -360,16 +342,25 @@ PreparedCorpus map_prepared_corpus(const std::string& path) {
       if (offset % 8 != 0 || offset > table || bytes > table - offset) throw damaged("shard position");
       views.emplace_back(mapping->data() + offset, bytes);
     }
-    prepared.lines = header.json.at("lines").get<int64_t>();
-    prepared.empty = header.json.at("empty").get<int64_t>();
-    prepared.corpus = TokenCorpus(views, token_width, mapping, path);
-    if (static_cast<uint64_t>(prepared.corpus.size()) != header.json.at("pairs").get<uint64_t>()) {
-      throw damaged("pair count");
-    }
+    PreparedCorpus prepared;
+    prepared.lines = json.at("lines").get<int64_t>();
+    prepared.empty = json.at("empty").get<int64_t>();
+    prepared.vocabulary_settings = json.at("vocabulary_settings").get<std::string>();
+    prepared.corpus = TokenCorpus(views, token_width, mapping, "prepared corpus");
+    if (static_cast<uint64_t>(prepared.corpus.size()) != json.at("pairs").get<uint64_t>()) throw damaged("pair count");
+    return prepared;
   } catch (const nlohmann::json::exception& error) {
-    throw damaged(std::string("header: ") + error.what());
+    why = std::string("damaged (header: ") + error.what() + ")";
+  } catch (const std::runtime_error& error) {
+    why = error.what();
   }
-  return prepared;
+  return std::nullopt;
+}
+
+std::string why_stale(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
+                      const Vocabulary& target_vocabulary) {
+  std::string why;
+  return open_prepared_corpus(path, recipe, source_vocabulary, target_vocabulary, why) ? "" : why;
 }
 
 }  // namespace nmt

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ constexpr uint64_t kPreparedCorpusVersion = 1;
 
 // What a prepared corpus is made from: the text files (pairs matched by position) and the
 // vocabularies, plus a text describing the vocabulary settings (for `nmt prepare` and a new run to
-// agree on whether the vocabularies next to the file can be reused).
+// agree on whether the vocabularies next to the file can be reused: "" when the vocabularies come
+// from elsewhere, such as a checkpoint, and so were not trained on this text with these settings).
 struct CorpusRecipe {
   std::vector<std::string> source_files;
   std::vector<std::string> target_files;
@@ -51,21 +53,22 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
 // A mapped prepared corpus and the counts of its making.
 struct PreparedCorpus {
   TokenCorpus corpus;
-  int64_t lines = 0;  // pairs read from the text
-  int64_t empty = 0;  // skipped as empty
+  int64_t lines = 0;                // pairs read from the text
+  int64_t empty = 0;                // skipped as empty
+  std::string vocabulary_settings;  // as the recipe gave them ("" for a checkpoint's vocabulary)
 };
 
-// Why `path` cannot serve for this recipe and these vocabularies ("" when it can): absent,
-// truncated, another format version, a text file changed, or another vocabulary.
+// Maps `path` when it was prepared from this recipe's text files (as they are now) with these
+// vocabularies, and is whole: marks, header, shard table and every shard's offsets check out.
+// Otherwise returns nothing and sets `why`: not prepared yet, truncated, another format version,
+// the text changed, the vocabulary changed, or damaged.
+std::optional<PreparedCorpus> open_prepared_corpus(const std::string& path, const CorpusRecipe& recipe,
+                                                   const Vocabulary& source_vocabulary,
+                                                   const Vocabulary& target_vocabulary, std::string& why);
+
+// open_prepared_corpus's `why`, or "" when the file serves.
 std::string why_stale(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
                       const Vocabulary& target_vocabulary);
-
-// Maps a prepared corpus (which why_stale accepted). Throws std::runtime_error naming the file
-// when it cannot be read.
-PreparedCorpus map_prepared_corpus(const std::string& path);
-
-// The vocabulary settings a prepared corpus records ("" when the file is absent or unreadable).
-std::string prepared_vocabulary_settings(const std::string& path);
 
 // A vocabulary's checksum (FNV-1a of its serialized model), as recorded in the header.
 uint64_t vocabulary_checksum(const Vocabulary& vocabulary);

@@ -28,6 +28,10 @@ ShardLayout layout(uint64_t pairs, uint64_t source_ids, uint64_t target_ids, int
 }
 
 void write_id(unsigned char* out, int64_t id, int token_width) {
+  if (id < 0 || (token_width < 4 && id >= (int64_t{1} << (8 * token_width))) || id > UINT32_MAX) {
+    throw std::logic_error("token id " + std::to_string(id) + " does not fit " + std::to_string(token_width) +
+                           " byte(s)");
+  }
   const auto value = static_cast<uint32_t>(id);
   std::memcpy(out, &value, static_cast<size_t>(token_width));  // little-endian: the low bytes
 }
@@ -71,8 +75,7 @@ TokenCorpus::TokenCorpus(const std::vector<std::pair<const unsigned char*, size_
                          std::shared_ptr<const void> storage, const std::string& origin)
     : token_width_(token_width), storage_(std::move(storage)) {
   const auto damaged = [&](size_t index, const std::string& what) {
-    return std::runtime_error(origin + ": shard " + std::to_string(index) + " is damaged (" + what +
-                              "); delete the file to have it prepared again");
+    return std::runtime_error(origin + ": shard " + std::to_string(index) + " is damaged (" + what + ")");
   };
   for (size_t index = 0; index < shards.size(); ++index) {
     const auto [data, size] = shards[index];

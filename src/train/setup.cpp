@@ -41,7 +41,11 @@ std::string corpus_dir(const TrainConfig& config) {
 std::optional<Vocabularies> read_vocabularies(const TrainConfig& config, const fs::path& directory) {
   const auto read = [](const fs::path& path) -> std::optional<Vocabulary> {
     if (!fs::exists(path)) return std::nullopt;
-    return Vocabulary::from_serialized(read_file(path.string()), path.string());
+    try {
+      return Vocabulary::from_serialized(read_file(path.string()), path.string());
+    } catch (const std::runtime_error&) {
+      return std::nullopt;  // not a vocabulary: trained anew
+    }
   };
   Vocabularies vocabularies;
   if (config.joint_vocab) {
@@ -119,47 +123,52 @@ std::string prepared_corpus_path(const TrainConfig& config) {
   return (fs::path(corpus_dir(config)) / "train.corpus").string();
 }
 
-PreparedCorpus open_training_corpus(const TrainConfig& config, const Vocabularies& vocabularies, spdlog::logger& log) {
-  const CorpusRecipe recipe = training_recipe(config);
+PreparedCorpus open_training_corpus(const TrainConfig& config, const Vocabularies& vocabularies,
+                                    bool trained_on_this_text, spdlog::logger& log) {
+  CorpusRecipe recipe = training_recipe(config);
+  if (!trained_on_this_text) recipe.vocabulary_settings.clear();  // never reused by a new run
   const std::string path = prepared_corpus_path(config);
-  if (const std::string why = why_stale(path, recipe, vocabularies.source, vocabularies.target); !why.empty()) {
-    const int threads = torch::get_num_threads();
-    log.info("preparing {} ({}): encoding {} file pair(s) on {} threads", path, why, recipe.source_files.size(),
-             threads);
-    const auto start = std::chrono::steady_clock::now();
-    fs::create_directories(corpus_dir(config));
-    prepare_corpus(path, recipe, vocabularies.source, vocabularies.target, threads);
-    log.info("prepared {} in {:.1f} s ({:.1f} MB)", path,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-             static_cast<double>(fs::file_size(path)) / 1e6);
+  std::string why;
+  if (auto prepared = open_prepared_corpus(path, recipe, vocabularies.source, vocabularies.target, why)) {
+    return std::move(*prepared);
   }
-  return map_prepared_corpus(path);
+  const int threads = torch::get_num_threads();
+  log.info("preparing {} ({}): encoding {} file pair(s) on {} threads", path, why, recipe.source_files.size(), threads);
+  const auto start = std::chrono::steady_clock::now();
+  fs::create_directories(corpus_dir(config));
+  prepare_corpus(path, recipe, vocabularies.source, vocabularies.target, threads);
+  log.info("prepared {} in {:.1f} s ({:.1f} MB)", path,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+           static_cast<double>(fs::file_size(path)) / 1e6);
+  if (auto prepared = open_prepared_corpus(path, recipe, vocabularies.source, vocabularies.target, why)) {
+    return std::move(*prepared);
+  }
+  throw std::runtime_error(path + ": just prepared, yet " + why + " (was it changed meanwhile?)");
 }
 
 TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& log) {
   const CorpusRecipe recipe = training_recipe(config);
   const fs::path directory(corpus_dir(config));
   fs::create_directories(directory);
+  // Reused when the prepared corpus there was made from this text with vocabularies trained on it
+  // with these settings.
+  if (const std::optional<Vocabularies> vocabularies = read_vocabularies(config, directory)) {
+    std::string why;
+    std::optional<PreparedCorpus> prepared =
+        open_prepared_corpus(prepared_corpus_path(config), recipe, vocabularies->source, vocabularies->target, why);
+    if (prepared && prepared->vocabulary_settings == recipe.vocabulary_settings) {
+      log.info("using the vocabularies and the prepared corpus in {} ({})", directory.string(),
+               recipe.vocabulary_settings);
+      return {*vocabularies, std::move(*prepared)};
+    }
+  }
+  const ParallelText sample = vocabulary_sample(recipe, kVocabularySamplePairs, config.seed);
+  if (sample.source.empty()) {
+    throw std::runtime_error(config.train_source + ": no training pairs left after skipping empty lines");
+  }
   TrainingData data;
-  std::optional<Vocabularies> reused;
-  if (prepared_vocabulary_settings(prepared_corpus_path(config)) == recipe.vocabulary_settings) {
-    reused = read_vocabularies(config, directory);
-    if (reused && !why_stale(prepared_corpus_path(config), recipe, reused->source, reused->target).empty()) {
-      reused.reset();
-    }
-  }
-  if (reused) {
-    log.info("using the vocabularies and the prepared corpus in {} ({})", directory.string(),
-             recipe.vocabulary_settings);
-    data.vocabularies = *reused;
-  } else {
-    const ParallelText sample = vocabulary_sample(recipe, kVocabularySamplePairs, config.seed);
-    if (sample.source.empty()) {
-      throw std::runtime_error(config.train_source + ": no training pairs left after skipping empty lines");
-    }
-    data.vocabularies = build_vocabularies(config, sample, directory.string(), log);
-  }
-  data.prepared = open_training_corpus(config, data.vocabularies, log);
+  data.vocabularies = build_vocabularies(config, sample, directory.string(), log);
+  data.prepared = open_training_corpus(config, data.vocabularies, /*trained_on_this_text=*/true, log);
   return data;
 }
 
@@ -191,7 +200,8 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
     check_resumable(config, state.config, last_path);
     log.info("resuming from {} at step {} (epoch {}, batch {})", last_path, state.progress.step,
              state.progress.epoch + 1, state.progress.batch_in_epoch);
-    prepared = open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary}, log);
+    prepared = open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary},
+                                    /*trained_on_this_text=*/false, log);
   } else {
     TrainingData data = prepare_training_data(config, log);
     if (fs::path(corpus_dir(config)) != fs::path(config.model_dir)) {

@@ -48,9 +48,12 @@ struct TrainingData {
 constexpr int64_t kVocabularySamplePairs = 1000000;
 TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& log);
 
-// The prepared corpus of `config` for these vocabularies: mapped when corpus-dir holds a current
-// one, else prepared there first (a log line says why).
-PreparedCorpus open_training_corpus(const TrainConfig& config, const Vocabularies& vocabularies, spdlog::logger& log);
+// The prepared corpus of `config` for these vocabularies: mapped when corpus-dir holds a current,
+// whole one, else prepared there first (a log line says why). `trained_on_this_text`: the
+// vocabularies were trained on this text with config's settings (a new run's, not a checkpoint's),
+// so that later new runs may reuse them.
+PreparedCorpus open_training_corpus(const TrainConfig& config, const Vocabularies& vocabularies,
+                                    bool trained_on_this_text, spdlog::logger& log);
 
 struct TrainingSetup {
   torch::Device device = torch::kCPU;
