@@ -1,6 +1,7 @@
 // Everything before the first update, shared by `nmt train` (trainer.h) and the benchmark
-// (nmt_bench train): threads, seed and device; the corpora read and encoded; the vocabularies
-// trained (or taken from last.ckpt on --resume); the model built (or loaded) and its optimizer.
+// (nmt_bench train): threads, seed and device; the vocabularies trained (or reused from corpus-dir,
+// or taken from last.ckpt on --resume); the training corpus prepared once and mapped
+// (text/prepared_corpus.h) and the dev set encoded; the model built (or loaded) and its optimizer.
 #pragma once
 
 #include <torch/types.h>

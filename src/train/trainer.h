@@ -23,7 +23,8 @@ struct TrainSummary {
 };
 
 // Trains per `config` (validated here). Writes into config.model_dir: vocabularies, config.toml,
-// best.ckpt, last.ckpt, train.log, metrics.jsonl.
+// best.ckpt, last.ckpt, train.log, metrics.jsonl; and into corpus-dir (by default model_dir) the
+// prepared corpus train.corpus and its vocabularies.
 TrainSummary train(const TrainConfig& config, const TrainRunOptions& run);
 
 // `nmt prepare`: the vocabularies and the prepared training corpus of `config` in its corpus-dir
