@@ -1,5 +1,6 @@
 // nmt: the command line. Parses options into the library's structs, calls train / translate /
 // evaluate / average, and turns exceptions into one-line errors and a non-zero exit status.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
@@ -20,6 +21,9 @@
 using namespace nmt;
 
 int main(int argc, char** argv) {
+  // Diagnostics go to standard error, always: standard output carries translations and scores.
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   CLI::App app{"nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, average)", "nmt"};
   app.require_subcommand(1);
   app.set_config("--config", "", "TOML configuration file (a [train] section)");

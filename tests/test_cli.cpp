@@ -278,3 +278,47 @@ TEST_CASE("cli: nmt prepare once, then training and --resume map the prepared co
   REQUIRE(other.status == 0);
   CHECK_THAT(other.output, Catch::Contains("training a joint") && Catch::Contains("the vocabulary changed"));
 }
+
+TEST_CASE("cli: thread counts are checked the same way by every command", "[cli]") {
+  for (const char* threads : {"-1", "10000", "500"}) {
+    INFO(threads);
+    CommandResult translate = run_nmt("translate --model /nonexistent --threads " + std::string(threads));
+    CHECK(translate.status != 0);
+    CHECK_THAT(translate.output, Catch::Contains("threads: " + std::string(threads) + " is out of range"));
+    CommandResult train =
+        run_nmt(tiny_train_arguments((work_directory() / "threads").string()) + " --threads " + threads);
+    CHECK(train.status != 0);
+    CHECK_THAT(train.output, Catch::Contains("threads: " + std::string(threads) + " is out of range"));
+  }
+}
+
+TEST_CASE("cli: errors go to standard error, never into the translation on standard output", "[cli]") {
+  const std::string command =
+      "NMT_KERNELS=bogus " + std::string(NMT_BINARY) + " translate --model /nonexistent 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string standard_output;
+  std::array<char, 256> buffer{};
+  size_t count;
+  while ((count = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) standard_output.append(buffer.data(), count);
+  CHECK(::pclose(pipe) != 0);
+  CHECK(standard_output.empty());
+}
+
+TEST_CASE("cli: translate never replaces its input, average never replaces a run's other files", "[cli]") {
+  const std::string input = (work_directory() / "same.txt").string();
+  write_file_atomic(input, "keep me\n");
+  CommandResult same = run_nmt("translate --model /nonexistent --input " + input + " --output " + input);
+  CHECK(same.status != 0);
+  CHECK_THAT(same.output, Catch::Contains("is the input file"));
+  CHECK(read_file(input) == "keep me\n");
+
+  const fs::path run = work_directory() / "average_guard";
+  fs::create_directories(run);
+  write_file_atomic((run / "config.toml").string(), "[train]\n");
+  CommandResult average =
+      run_nmt("average --model " + run.string() + " --checkpoints a.ckpt --output " + (run / "config.toml").string());
+  CHECK(average.status != 0);
+  CHECK_THAT(average.output, Catch::Contains("not a checkpoint"));
+  CHECK(read_file((run / "config.toml").string()) == "[train]\n");
+}

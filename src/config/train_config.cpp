@@ -7,6 +7,7 @@
 
 #include "config/fields.h"
 #include "config/model_fields.h"
+#include "util/runtime.h"
 
 namespace nmt {
 namespace {
@@ -114,7 +115,7 @@ void validate(const TrainConfig& config) {
   require(config.early_stopping_patience >= 0, "early-stopping-patience", "must be >= 0 (0 = off)");
   require(config.keep_checkpoints >= 0, "keep-checkpoints", "must be >= 0 (0 = none)");
   require(config.dev_max_decode_ratio >= 1, "dev-max-decode-ratio", "must be at least 1");
-  require(config.threads >= 0, "threads", "must be >= 0 (0 = number of cores)");
+  check_threads(config.threads);
   require(config.device == "cpu" || config.device == "cuda", "device",
           "'" + config.device + "' is not one of cpu|cuda");
 }

@@ -98,6 +98,16 @@ void translate_files(TranslateJob job, std::ostream& out) {
     }
   }
   if (job.output != "-") require_parent_directory(job.output, "--output");
+  // A translation never replaces the text it is made from.
+  for (const std::string& input : job.inputs) {
+    const std::string destination =
+        !job.output_dir.empty() ? (fs::path(job.output_dir) / (output_stem(input) + ".hyp")).string() : job.output;
+    std::error_code error;
+    if (input != "-" && destination != "-" && fs::equivalent(input, destination, error)) {
+      throw std::invalid_argument("--output " + destination + " is the input file " + input +
+                                  "; its translation would replace it: choose another output");
+    }
+  }
   options.search.return_attention = !outputs.attention_dir.empty() || outputs.alignment;
   TranslationModel model = load(options);
   if (options.search.return_attention && model.options.attention == kNoAttention) {

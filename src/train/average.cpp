@@ -122,6 +122,10 @@ void run_average(AverageJob job, std::ostream& out) {
     throw std::invalid_argument("--output " + job.output +
                                 ": the trainer's own checkpoint names are reserved; choose another name");
   }
+  if (fs::exists(job.output) && fs::path(job.output).extension() != ".ckpt") {
+    throw std::invalid_argument("--output " + job.output +
+                                " exists and is not a checkpoint (.ckpt); it is never replaced: choose another name");
+  }
   require_parent_directory(job.output, "--output");
   const TrainingCheckpoint averaged = average_checkpoints(paths, torch::kCPU);
   save_checkpoint(job.output, averaged, nullptr);

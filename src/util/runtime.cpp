@@ -15,9 +15,17 @@
 
 namespace nmt {
 
+void check_threads(int threads) {
+  if (threads < 0 || threads > kMaxThreads) {
+    throw std::invalid_argument("threads: " + std::to_string(threads) + " is out of range; give 1 to " +
+                                std::to_string(kMaxThreads) + ", or 0 for the number of cores");
+  }
+}
+
 void set_threads(int threads) {
-  const int count = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  torch::set_num_threads(count);
+  check_threads(threads);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads > 0 ? threads : std::min(cores, kMaxThreads));
 }
 
 void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size_t)>& task) {

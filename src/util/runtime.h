@@ -8,7 +8,15 @@
 
 namespace nmt {
 
-// Sets LibTorch's intra-op threads; 0 means the number of cores.
+// The most threads any command runs: sentencepiece's trainer takes no more, and past the cores
+// more threads only wait on each other.
+constexpr int kMaxThreads = 128;
+
+// Throws std::invalid_argument naming the threads option unless 0 <= threads <= kMaxThreads.
+void check_threads(int threads);
+
+// Sets LibTorch's intra-op threads after check_threads; 0 means the number of cores (at most
+// kMaxThreads).
 void set_threads(int threads);
 
 // Runs task(0) ... task(tasks - 1) on `workers` threads (the calling one included), each taking
