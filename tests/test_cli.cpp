@@ -322,3 +322,27 @@ TEST_CASE("cli: translate never replaces its input, average never replaces a run
   CHECK_THAT(average.output, Catch::Contains("not a checkpoint"));
   CHECK(read_file((run / "config.toml").string()) == "[train]\n");
 }
+
+TEST_CASE("cli: non-finite numbers are refused for every numeric option", "[cli]") {
+  for (const std::string option : {"--learning-rate", "--dropout", "--max-minutes"}) {
+    for (const char* value : {"nan", "inf", "-inf"}) {
+      INFO(option << "=" << value);
+      CommandResult train = run_nmt("train " + option + "=" + value + " --dump-config");
+      CHECK(train.status != 0);
+      CHECK_THAT(train.output, Catch::Contains(option) && Catch::Contains("finite"));
+    }
+  }
+  CommandResult translate = run_nmt("translate --model /nonexistent --length-penalty nan");
+  CHECK(translate.status != 0);
+  CHECK_THAT(translate.output, Catch::Contains("--length-penalty") && Catch::Contains("finite"));
+}
+
+TEST_CASE("cli: an empty reference line is named by file and line", "[cli]") {
+  const std::string hypothesis = (work_directory() / "empty_ref.hyp").string();
+  const std::string reference = (work_directory() / "empty_ref.ref").string();
+  write_file_atomic(hypothesis, "a b\nc d\n");
+  write_file_atomic(reference, "a b\n\n");
+  CommandResult result = run_nmt("evaluate --hyp " + hypothesis + " --ref " + reference);
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains(reference + ":2") && Catch::Contains("empty"));
+}

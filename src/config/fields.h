@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -78,6 +80,17 @@ struct OptionAdder {
              help + " (" + allowed_values(names) + ")")
           ->check(CLI::IsMember(allowed))
           ->default_str(to_string(field))
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    } else if constexpr (std::is_floating_point_v<Plain>) {
+      app.add_option("--" + key, field, help)
+          ->check(CLI::Validator(
+              [](std::string& text) {
+                char* end = nullptr;
+                const double value = std::strtod(text.c_str(), &end);
+                return std::isfinite(value) ? std::string() : "must be a finite number, not " + text;
+              },
+              "FINITE"))
+          ->capture_default_str()
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     } else {
       app.add_option("--" + key, field, help)

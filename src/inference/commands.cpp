@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -158,6 +159,16 @@ void evaluate_files(EvaluateJob job, std::ostream& out) {
   }
   for (size_t i = 0; i < references.size(); ++i) {
     require_same_line_count(hypothesis_name, hypotheses.size(), job.reference_files[i], references[i].size());
+  }
+  // sacreBLEU drops empty references; a line left with none cannot be scored.
+  for (size_t line = 0; line < hypotheses.size(); ++line) {
+    if (std::all_of(references.begin(), references.end(),
+                    [line](const auto& stream) { return stream[line].empty(); })) {
+      std::string files;
+      for (const auto& file : job.reference_files) files += (files.empty() ? "" : ", ") + file;
+      throw std::invalid_argument(files + ":" + std::to_string(line + 1) +
+                                  ": the reference line is empty; every line needs a reference to be scored");
+    }
   }
   const eval::BleuScore bleu = eval::corpus_bleu(hypotheses, references, job.bleu);
   const eval::ChrfScore chrf = eval::corpus_chrf(hypotheses, references);
