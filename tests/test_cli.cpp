@@ -346,3 +346,35 @@ TEST_CASE("cli: an empty reference line is named by file and line", "[cli]") {
   CHECK(result.status != 0);
   CHECK_THAT(result.output, Catch::Contains(reference + ":2") && Catch::Contains("empty"));
 }
+
+TEST_CASE("cli: one run per model directory, and a new run never replaces files it did not write", "[cli]") {
+  const fs::path dir = work_directory() / "guarded";
+  fs::remove_all(dir);  // each section starts from an empty directory
+  fs::create_directories(dir);
+  SECTION("a folder with its own config.toml is refused, and the file kept") {
+    write_file_atomic((dir / "config.toml").string(), "mine\n");
+    CommandResult result = run_nmt(tiny_train_arguments(dir.string()));
+    CHECK(result.status != 0);
+    CHECK_THAT(result.output, Catch::Contains("already holds config.toml") && Catch::Contains("--overwrite"));
+    CHECK(read_file((dir / "config.toml").string()) == "mine\n");
+  }
+  SECTION("a best.ckpt without last.ckpt is a run too") {
+    write_file_atomic((dir / "best.ckpt").string(), "weights\n");
+    CHECK_THAT(run_nmt(tiny_train_arguments(dir.string())).output, Catch::Contains("already holds best.ckpt"));
+    CHECK(fs::exists(dir / "best.ckpt"));
+  }
+  SECTION("--overwrite with a mistyped corpus path removes nothing") {
+    write_file_atomic((dir / "best.ckpt").string(), "weights\n");
+    CommandResult result = run_nmt(tiny_train_arguments(dir.string()) + " --train-source /nope/train.src --overwrite");
+    CHECK(result.status != 0);
+    CHECK_THAT(result.output, Catch::Contains("/nope/train.src"));
+    CHECK(fs::exists(dir / "best.ckpt"));
+  }
+  SECTION("a directory locked by another process is refused, naming it") {
+    const DirectoryLock lock(dir.string());  // this test process holds it
+    CommandResult result = run_nmt(tiny_train_arguments(dir.string()) + " --overwrite");
+    CHECK(result.status != 0);
+    CHECK_THAT(result.output, Catch::Contains("in use by another nmt process") &&
+                                  Catch::Contains("pid " + std::to_string(::getpid())));
+  }
+}

@@ -172,6 +172,16 @@ TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& lo
   return data;
 }
 
+void check_training_files(const TrainConfig& config) {
+  std::vector<std::string> files = expand_file_list(config.train_source, "train-source");
+  for (const std::string& file : expand_file_list(config.train_target, "train-target")) files.push_back(file);
+  files.push_back(config.dev_source);
+  files.push_back(config.dev_target);
+  for (const std::string& file : files) {
+    if (!std::ifstream(file)) throw std::runtime_error(file + ": cannot open file (check the path)");
+  }
+}
+
 TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::logger& log) {
   set_threads(config.threads);
   set_seed(config.seed);
@@ -182,12 +192,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
            kernels::to_string(kernels::kernel_level()));
 
   // The files first, then the dev set (it is small): a mistake is found before any time is spent.
-  for (const auto& files :
-       {expand_file_list(config.train_source, "train-source"), expand_file_list(config.train_target, "train-target")}) {
-    for (const std::string& file : files) {
-      if (!std::ifstream(file)) throw std::runtime_error(file + ": cannot open file (check the path)");
-    }
-  }
+  check_training_files(config);
   CorpusStats dev_stats;
   setup.dev_text = read_parallel(config.dev_source, config.dev_target, dev_stats);
   if (setup.dev_text.source.empty()) throw std::runtime_error(config.dev_source + ": the development set is empty");

@@ -66,6 +66,9 @@ struct TrainingSetup {
   TokenCorpus dev_corpus;  // in memory, all of it used
 };
 
+// Throws std::runtime_error naming the first training or dev file that cannot be opened.
+void check_training_files(const TrainConfig& config);
+
 // `config` must be validated. With `resume`, the model, vocabularies, progress and optimizer state
 // come from model_dir/last.ckpt (whose fixed keys `config` must keep); otherwise the vocabularies
 // are trained into model_dir and the model is new.

@@ -31,16 +31,23 @@ namespace {
 void prepare_model_dir(const TrainConfig& config, const TrainRunOptions& run) {
   const fs::path dir(config.model_dir);
   const bool has_run = fs::exists(dir / kLastCheckpoint);
-  if (has_run && !run.resume && !run.overwrite) {
-    throw std::invalid_argument("model-dir " + config.model_dir +
-                                " already holds a training run (last.ckpt): pass --resume to continue it, "
-                                "--overwrite to start again, or choose another --model-dir");
+  if (!run.resume && !run.overwrite) {
+    // Any file a run writes (a run killed early may have best.ckpt but no last.ckpt; a user's folder
+    // may have its own config.toml) is replaced only on request.
+    std::vector<std::string> names = {kLastCheckpoint, kBestCheckpoint, "config.toml", "train.log", "metrics.jsonl"};
+    for (const std::string& step : step_checkpoints(config.model_dir)) names.push_back(fs::path(step).filename());
+    for (const std::string& name : names) {
+      if (fs::exists(dir / name)) {
+        throw std::invalid_argument("model-dir " + config.model_dir + " already holds " + name +
+                                    ": pass --resume to continue its run, --overwrite to start again, or choose "
+                                    "another --model-dir");
+      }
+    }
   }
   if (run.resume && !has_run) {
     throw std::invalid_argument("--resume: " + (dir / kLastCheckpoint).string() +
                                 " does not exist; train without --resume first");
   }
-  fs::create_directories(dir);
   if (!run.resume) {
     for (const char* name : {"train.log", "metrics.jsonl", kBestCheckpoint, kLastCheckpoint, kAveragedCheckpoint}) {
       fs::remove(dir / name);
@@ -95,6 +102,9 @@ void prepare(const TrainConfig& config) {
 
 TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   validate(config);
+  check_training_files(config);  // before anything in model-dir is removed
+  fs::create_directories(config.model_dir);
+  const DirectoryLock lock(config.model_dir);  // one run per model directory
   prepare_model_dir(config, run);
   RunLog run_log(config.model_dir);
   spdlog::logger& log = run_log.logger();

@@ -1,8 +1,12 @@
 #include "util/io.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -68,6 +72,32 @@ void require_parent_directory(const std::string& path, const std::string& option
   if (!parent.empty() && !std::filesystem::is_directory(parent)) {
     throw std::invalid_argument(option + " " + path + ": directory " + parent.string() + " does not exist");
   }
+}
+
+DirectoryLock::DirectoryLock(const std::string& directory) {
+  const std::string path = (std::filesystem::path(directory) / ".lock").string();
+  descriptor_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (descriptor_ < 0) throw std::runtime_error(path + ": cannot create the lock file (" + std::strerror(errno) + ")");
+  if (::flock(descriptor_, LOCK_EX | LOCK_NB) != 0) {
+    char owner[32] = {0};
+    const ssize_t bytes = ::pread(descriptor_, owner, sizeof(owner) - 1, 0);
+    ::close(descriptor_);
+    descriptor_ = -1;
+    std::string pid(owner, static_cast<size_t>(std::max<ssize_t>(bytes, 0)));
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    throw std::runtime_error(directory + " is in use by another nmt process" +
+                             (pid.empty() ? "" : " (pid " + pid + ")") +
+                             "; wait for it to finish or choose another directory");
+  }
+  // The pid is only for a second process's message: the lock holds without it.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  const bool written = ::ftruncate(descriptor_, 0) == 0 &&
+                       ::pwrite(descriptor_, pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size());
+  static_cast<void>(written);
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (descriptor_ >= 0) ::close(descriptor_);  // releases the flock
 }
 
 }  // namespace nmt

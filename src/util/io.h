@@ -28,4 +28,18 @@ bool file_exists(const std::string& path);
 // exist; checked before any long work, so that a typo does not cost a whole run.
 void require_parent_directory(const std::string& path, const std::string& option);
 
+// An exclusive lock on `directory` (an flock on directory/.lock, which holds the owner's pid), held
+// until destruction or the process's end, however it ends. Throws std::runtime_error naming the
+// directory and the process that holds it.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& directory);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int descriptor_ = -1;
+};
+
 }  // namespace nmt
