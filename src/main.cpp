@@ -37,15 +37,20 @@ int main(int argc, char** argv) {
   train_command->fallthrough();
   add_train_options(*train_command, train_config);
   CLI::Option* resume_flag =
-      train_command->add_flag("--resume", train_run.resume, "continue the run in --model-dir from last.ckpt");
+      train_command->add_flag("--resume", train_run.resume, "continue the run in --model-dir from last.ckpt")
+          ->configurable(false);  // what to do with a run: the command line's choice, never a shared file's
   train_command->add_flag("--overwrite", train_run.overwrite, "start again even if --model-dir holds a run")
-      ->excludes(resume_flag);
-  train_command->add_flag("--dump-config", dump_config, "print the effective configuration and exit");
+      ->excludes(resume_flag)
+      ->configurable(false);
+  train_command->add_flag("--dump-config", dump_config, "print the effective configuration and exit")
+      ->configurable(false);
 
   // prepare: the train command with --prepare-only (so that it reads the [train] section of a
   // configuration file); listed here for the help text, and renamed before parsing below.
   bool prepare_only = false;
-  train_command->add_flag("--prepare-only", prepare_only, "only prepare the corpus (nmt prepare)")->group("");
+  train_command->add_flag("--prepare-only", prepare_only, "only prepare the corpus (nmt prepare)")
+      ->group("")
+      ->configurable(false);
   app.add_subcommand("prepare",
                      "encode the training corpus once into corpus-dir (train.corpus and its vocabularies), "
                      "for training runs to reuse; takes the options of train");
@@ -54,6 +59,17 @@ int main(int argc, char** argv) {
   while (command < arguments.size() &&
          (arguments[command] == "--config" || arguments[command].rfind("--config=", 0) == 0)) {
     command += arguments[command] == "--config" ? 2 : 1;
+  }
+  for (size_t i = 0; i < arguments.size(); ++i) {  // what CLI11's reader lets pass: duplicates, open quotes
+    const bool separate = arguments[i] == "--config" && i + 1 < arguments.size();
+    if (separate || arguments[i].rfind("--config=", 0) == 0) {
+      try {
+        check_config_file(separate ? arguments[i + 1] : arguments[i].substr(9));
+      } catch (const std::exception& error) {
+        std::cerr << "nmt: " << error.what() << "\n";
+        return 2;
+      }
+    }
   }
   if (command < arguments.size() && arguments[command] == "prepare") {
     arguments[command] = "train";

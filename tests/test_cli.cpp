@@ -378,3 +378,22 @@ TEST_CASE("cli: one run per model directory, and a new run never replaces files 
                                   Catch::Contains("pid " + std::to_string(::getpid())));
   }
 }
+
+TEST_CASE("cli: a config file with a key twice, an open quote or a run-destroying flag is refused", "[cli]") {
+  const std::string twice = write_config("twice.toml", "dropout = 0.1\nvocab-size = 100\ndropout = 0.2\n");
+  CommandResult result = run_nmt("train --config " + twice + " --dump-config");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains(twice + ":4") && Catch::Contains("dropout is given twice"));
+
+  const std::string open_quote = write_config("open_quote.toml", "model-dir = \"models/x\n");
+  result = run_nmt("train --config " + open_quote + " --dump-config");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains(open_quote + ":2") && Catch::Contains("closing"));
+
+  for (const char* flag : {"overwrite", "resume"}) {
+    const std::string shared = write_config(std::string(flag) + ".toml", std::string(flag) + " = true\n");
+    result = run_nmt("train --config " + shared + " --dump-config");
+    CHECK(result.status != 0);
+    CHECK_THAT(result.output, Catch::Contains(flag));
+  }
+}

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <fstream>
+#include <map>
 #include <stdexcept>
 
 #include "config/fields.h"
@@ -131,6 +133,38 @@ void check_resumable(const TrainConfig& requested, const TrainConfig& stored, co
       throw std::invalid_argument(wanted[i].first + ": is " + wanted[i].second + " but " + checkpoint +
                                   " was trained with " + had[i].second +
                                   "; resume with the same value or start a new model-dir");
+    }
+  }
+}
+
+void check_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::map<std::string, int> seen;  // "section.key" -> line
+  std::string section, line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    if (line[start] == '[') {
+      section =
+          line.substr(start, line.find(']') == std::string::npos ? std::string::npos : line.find(']') - start + 1);
+      continue;
+    }
+    const size_t equals = line.find('=');
+    if (equals == std::string::npos) continue;
+    std::string key = line.substr(start, equals - start);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string where = path + ":" + std::to_string(number) + ": ";
+    if (const auto [earlier, inserted] = seen.emplace(section + key, number); !inserted) {
+      throw std::invalid_argument(where + key + " is given twice (also on line " + std::to_string(earlier->second) +
+                                  "); keep one");
+    }
+    const size_t value = line.find_first_not_of(" \t", equals + 1);
+    if (value != std::string::npos && (line[value] == '"' || line[value] == '\'')) {
+      const size_t close = line.find(line[value], value + 1);
+      if (close == std::string::npos) {
+        throw std::invalid_argument(where + key + ": the quoted value has no closing " + std::string(1, line[value]));
+      }
     }
   }
 }

@@ -83,4 +83,9 @@ void validate(const TrainConfig& config);
 // configuration of `checkpoint`) although a resumed run must keep it (OnResume::kFixed).
 void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint);
 
+// Checks what the TOML reader lets pass in a configuration file: a key given twice in one section,
+// a quoted value without its closing quote. Throws std::invalid_argument naming file:line and the
+// key. A missing file is left to the reader's own error.
+void check_config_file(const std::string& path);
+
 }  // namespace nmt
