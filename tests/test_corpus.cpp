@@ -42,7 +42,7 @@ CorpusRecipe toy_recipe(const fs::path& dir, size_t lines) {
 Vocabulary toy_vocabulary(const CorpusRecipe& recipe) {
   ParallelText text;
   CorpusStats stats;
-  for_each_pair(recipe, stats, [&](std::string& source, std::string& target) {
+  for_each_pair(recipe.source_files, recipe.target_files, stats, [&](std::string& source, std::string& target) {
     text.source.push_back(source);
     text.target.push_back(target);
   });
@@ -104,6 +104,16 @@ TEST_CASE("the same seed gives the same batches from the prepared file as from t
   CHECK(kept == in_memory.within_length(60));
   const auto batches = make_batches(mapped, kept, 500, /*shuffle=*/true, 17);
   CHECK(batches == make_batches(in_memory, kept, 500, /*shuffle=*/true, 17));
+  // The same batches as from a corpus of the kept pairs alone (what training read before the
+  // prepared corpus), once its indices are mapped back through `kept`.
+  std::vector<Example> kept_examples;
+  for (const int64_t pair : kept) kept_examples.push_back({mapped.source(pair), mapped.target(pair)});
+  const TokenCorpus kept_only = corpus_in_memory(kept_examples, 4);
+  auto alone = make_batches(kept_only, all_pairs(kept_only), 500, /*shuffle=*/true, 17);
+  for (auto& batch : alone) {
+    for (int64_t& index : batch) index = kept[static_cast<size_t>(index)];
+  }
+  CHECK(alone == batches);
   std::multiset<int64_t> seen;
   for (const auto& batch : batches) seen.insert(batch.begin(), batch.end());
   CHECK(seen == std::multiset<int64_t>(kept.begin(), kept.end()));
@@ -162,18 +172,20 @@ TEST_CASE("several training files and globs are read in order, and their errors 
   CorpusRecipe recipe{sources, expand_file_list((dir / "*.tgt").string(), "train-target"), ""};
   std::vector<std::string> seen;
   CorpusStats stats;
-  for_each_pair(recipe, stats, [&](std::string& source, std::string& target) { seen.push_back(source + target); });
+  for_each_pair(recipe.source_files, recipe.target_files, stats,
+                [&](std::string& source, std::string& target) { seen.push_back(source + target); });
   CHECK(seen == std::vector<std::string>{"a1A1", "a2A2", "b1B1"});
 
   write_file_atomic((dir / "b.tgt").string(), "B1\nB2\nB3\n");
-  CHECK_THROWS_WITH(for_each_pair(recipe, stats, [](std::string&, std::string&) {}),
+  CHECK_THROWS_WITH(for_each_pair(recipe.source_files, recipe.target_files, stats, [](std::string&, std::string&) {}),
                     Catch::Contains("b.src has 1 lines") && Catch::Contains("b.tgt has 3"));
   write_file_atomic((dir / "b.tgt").string(), "B1\n\xff\n");
   write_file_atomic((dir / "b.src").string(), "b1\nb2\n");
-  CHECK_THROWS_WITH(for_each_pair(recipe, stats, [](std::string&, std::string&) {}),
+  CHECK_THROWS_WITH(for_each_pair(recipe.source_files, recipe.target_files, stats, [](std::string&, std::string&) {}),
                     Catch::Contains("b.tgt:2") && Catch::Contains("UTF-8"));
   recipe.target_files.pop_back();
-  CHECK_THROWS_WITH(for_each_pair(recipe, stats, [](std::string&, std::string&) {}), Catch::Contains("train-target 1"));
+  CHECK_THROWS_WITH(for_each_pair(recipe.source_files, recipe.target_files, stats, [](std::string&, std::string&) {}),
+                    Catch::Contains("train-target 1"));
 }
 
 TEST_CASE("a corpus of several shards reads every pair back, across shard boundaries", "[corpus]") {

@@ -29,25 +29,66 @@ std::vector<std::string> read_lines(const std::string& path) {
   return read_lines(in, path);
 }
 
-ParallelText read_parallel(const std::string& source_path, const std::string& target_path, CorpusStats& stats) {
-  std::vector<std::string> source = read_lines(source_path);
-  std::vector<std::string> target = read_lines(target_path);
-  if (source.size() != target.size()) {
-    throw std::runtime_error(source_path + " has " + std::to_string(source.size()) + " lines but " + target_path +
-                             " has " + std::to_string(target.size()) +
-                             "; a parallel corpus needs one sentence per line on both sides");
+void for_each_pair(const std::vector<std::string>& source_files, const std::vector<std::string>& target_files,
+                   CorpusStats& stats, const std::function<void(std::string&, std::string&)>& take) {
+  if (source_files.size() != target_files.size()) {
+    throw std::invalid_argument("train-source lists " + std::to_string(source_files.size()) +
+                                " files but train-target " + std::to_string(target_files.size()) +
+                                "; list the same number, pairs matched by position");
   }
-  ParallelText text;
-  stats.lines += static_cast<int64_t>(source.size());
-  for (size_t i = 0; i < source.size(); ++i) {
-    if (source[i].find_first_not_of(" \t") == std::string::npos ||
-        target[i].find_first_not_of(" \t") == std::string::npos) {
-      ++stats.empty;
-      continue;
+  for (size_t file = 0; file < source_files.size(); ++file) {
+    const std::string& source_path = source_files[file];
+    const std::string& target_path = target_files[file];
+    std::ifstream source_in(source_path, std::ios::binary), target_in(target_path, std::ios::binary);
+    if (!source_in) throw std::runtime_error(source_path + ": cannot open file (check the path)");
+    if (!target_in) throw std::runtime_error(target_path + ": cannot open file (check the path)");
+    std::string source, target;
+    int64_t line = 0;
+    const auto next = [&line](std::istream& in, std::string& text, const std::string& path) {
+      if (!std::getline(in, text)) {
+        if (in.bad()) throw std::runtime_error(path + ": read error");
+        return false;
+      }
+      if (!text.empty() && text.back() == '\r') text.pop_back();
+      if (!is_valid_utf8(text)) {
+        throw std::runtime_error(path + ":" + std::to_string(line + 1) +
+                                 ": invalid UTF-8; convert the file to UTF-8 (e.g. with iconv)");
+      }
+      return true;
+    };
+    while (true) {
+      const bool has_source = next(source_in, source, source_path);
+      const bool has_target = next(target_in, target, target_path);
+      if (has_source != has_target) {
+        // Count the rest of the longer file, for a message with both line counts.
+        std::istream& longer = has_source ? source_in : target_in;
+        int64_t rest = 1;
+        for (std::string skipped; std::getline(longer, skipped);) ++rest;
+        const int64_t source_lines = has_source ? line + rest : line;
+        const int64_t target_lines = has_target ? line + rest : line;
+        throw std::runtime_error(source_path + " has " + std::to_string(source_lines) + " lines but " + target_path +
+                                 " has " + std::to_string(target_lines) +
+                                 "; a parallel corpus needs one sentence per line on both sides");
+      }
+      if (!has_source) break;
+      ++line;
+      ++stats.lines;
+      if (source.find_first_not_of(" \t") == std::string::npos ||
+          target.find_first_not_of(" \t") == std::string::npos) {
+        ++stats.empty;
+        continue;
+      }
+      take(source, target);
     }
-    text.source.push_back(std::move(source[i]));
-    text.target.push_back(std::move(target[i]));
   }
+}
+
+ParallelText read_parallel(const std::string& source_path, const std::string& target_path, CorpusStats& stats) {
+  ParallelText text;
+  for_each_pair({source_path}, {target_path}, stats, [&text](std::string& source, std::string& target) {
+    text.source.push_back(std::move(source));
+    text.target.push_back(std::move(target));
+  });
   return text;
 }
 

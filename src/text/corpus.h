@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <string>
 #include <vector>
@@ -28,8 +29,14 @@ std::vector<std::string> read_lines(const std::string& path);
 // The same for an open stream (standard input); `name` stands for it in errors.
 std::vector<std::string> read_lines(std::istream& in, const std::string& name);
 
-// Reads a parallel corpus; both files must have the same number of lines. Pairs with an empty
-// side are dropped and counted in `stats`.
+// Streams the pairs of parallel files (source_files[i] with target_files[i], in order), checking
+// each file pair's line counts and UTF-8 (errors name the file and line) and skipping pairs with a
+// blank side (counted in stats.lines and stats.empty). Calls `take(source, target)` for every other
+// pair; it may move from them.
+void for_each_pair(const std::vector<std::string>& source_files, const std::vector<std::string>& target_files,
+                   CorpusStats& stats, const std::function<void(std::string&, std::string&)>& take);
+
+// Reads a parallel corpus into memory (for_each_pair over one file pair).
 ParallelText read_parallel(const std::string& source_path, const std::string& target_path, CorpusStats& stats);
 
 // One training pair as subword ids, without BOS/EOS.

@@ -10,12 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 
-#include "text/utf8.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -160,60 +160,6 @@ std::vector<std::string> expand_file_list(const std::string& value, const std::s
   return files;
 }
 
-void for_each_pair(const CorpusRecipe& recipe, CorpusStats& stats,
-                   const std::function<void(std::string&, std::string&)>& take) {
-  if (recipe.source_files.size() != recipe.target_files.size()) {
-    throw std::invalid_argument("train-source lists " + std::to_string(recipe.source_files.size()) +
-                                " files but train-target " + std::to_string(recipe.target_files.size()) +
-                                "; list the same number, pairs matched by position");
-  }
-  for (size_t file = 0; file < recipe.source_files.size(); ++file) {
-    const std::string& source_path = recipe.source_files[file];
-    const std::string& target_path = recipe.target_files[file];
-    std::ifstream source_in(source_path, std::ios::binary), target_in(target_path, std::ios::binary);
-    if (!source_in) throw std::runtime_error(source_path + ": cannot open file (check the path)");
-    if (!target_in) throw std::runtime_error(target_path + ": cannot open file (check the path)");
-    std::string source, target;
-    int64_t line = 0;
-    const auto next = [&line](std::istream& in, std::string& text, const std::string& path) {
-      if (!std::getline(in, text)) {
-        if (in.bad()) throw std::runtime_error(path + ": read error");
-        return false;
-      }
-      if (!text.empty() && text.back() == '\r') text.pop_back();
-      if (!is_valid_utf8(text)) {
-        throw std::runtime_error(path + ":" + std::to_string(line + 1) +
-                                 ": invalid UTF-8; convert the file to UTF-8 (e.g. with iconv)");
-      }
-      return true;
-    };
-    while (true) {
-      const bool has_source = next(source_in, source, source_path);
-      const bool has_target = next(target_in, target, target_path);
-      if (has_source != has_target) {
-        // Count the rest of the longer file, for a message with both line counts.
-        std::istream& longer = has_source ? source_in : target_in;
-        int64_t rest = 1;
-        for (std::string skipped; std::getline(longer, skipped);) ++rest;
-        const int64_t source_lines = has_source ? line + rest : line;
-        const int64_t target_lines = has_target ? line + rest : line;
-        throw std::runtime_error(source_path + " has " + std::to_string(source_lines) + " lines but " + target_path +
-                                 " has " + std::to_string(target_lines) +
-                                 "; a parallel corpus needs one sentence per line on both sides");
-      }
-      if (!has_source) break;
-      ++line;
-      ++stats.lines;
-      if (source.find_first_not_of(" \t") == std::string::npos ||
-          target.find_first_not_of(" \t") == std::string::npos) {
-        ++stats.empty;
-        continue;
-      }
-      take(source, target);
-    }
-  }
-}
-
 uint64_t vocabulary_checksum(const Vocabulary& vocabulary) {
   uint64_t hash = 1469598103934665603ULL;  // FNV-1a, 64 bits
   for (const char byte : vocabulary.serialized()) {
@@ -245,7 +191,9 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
     uint64_t shards = 0, pairs = 0;
     std::vector<Example> pending;  // encoded pairs not yet in a shard
     const auto emit = [&](size_t count) {
-      const std::vector<Example> shard_pairs(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(count));
+      const std::vector<Example> shard_pairs(
+          std::make_move_iterator(pending.begin()),
+          std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(count)));
       pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(count));
       const std::string shard = make_shard(shard_pairs, token_width);
       append_u64(table, position);
@@ -269,7 +217,7 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
       }
       while (static_cast<int64_t>(pending.size()) >= kShardPairs) emit(static_cast<size_t>(kShardPairs));
     };
-    for_each_pair(recipe, stats, [&](std::string& source, std::string& target) {
+    for_each_pair(recipe.source_files, recipe.target_files, stats, [&](std::string& source, std::string& target) {
       chunk.emplace_back(std::move(source), std::move(target));
       if (static_cast<int64_t>(chunk.size()) == kShardPairs) encode_and_emit();
     });

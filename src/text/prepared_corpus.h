@@ -38,12 +38,6 @@ struct CorpusRecipe {
 // (expanded and sorted). Throws std::invalid_argument naming `key` when a pattern matches nothing.
 std::vector<std::string> expand_file_list(const std::string& value, const std::string& key);
 
-// Streams the pairs of the recipe's files, checking each file pair's line counts and UTF-8 (the
-// errors of read_parallel, with file and line) and skipping pairs with a blank side (counted in
-// stats.lines and stats.empty). Calls `take(source, target)` for every other pair, in order.
-void for_each_pair(const CorpusRecipe& recipe, CorpusStats& stats,
-                   const std::function<void(std::string&, std::string&)>& take);
-
 // Encodes the recipe's pairs into `path` on `threads` threads, streaming: about kShardPairs pairs
 // of text in memory at a time. Pairs that encode to nothing on a side are skipped as empty; pairs
 // over any length limit are kept (training filters them by length when it opens the file).

@@ -78,7 +78,7 @@ ParallelText vocabulary_sample(const CorpusRecipe& recipe, int64_t limit, int se
   CorpusStats stats;
   std::mt19937_64 generator(static_cast<uint64_t>(seed));
   int64_t seen = 0;
-  for_each_pair(recipe, stats, [&](std::string& source, std::string& target) {
+  for_each_pair(recipe.source_files, recipe.target_files, stats, [&](std::string& source, std::string& target) {
     ++seen;
     if (static_cast<int64_t>(sample.source.size()) < limit) {
       sample.source.push_back(std::move(source));
