@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 using namespace nmt;
 
 int main(int argc, char** argv) {
+  guard_standard_streams();
   // Diagnostics go to standard error, always: standard output carries translations and scores.
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
@@ -139,26 +142,25 @@ int main(int argc, char** argv) {
   }
 
   try {
+    kernels::kernel_level();  // an unknown NMT_KERNELS is an error before any work
     if (train_command->parsed() && dump_config) {
       std::cout << to_toml(train_config);
-      return 0;
-    }
-    kernels::kernel_level();  // an unknown NMT_KERNELS is an error before any work
-    if (train_command->parsed() && prepare_only) {
+    } else if (train_command->parsed() && prepare_only) {
       if (train_run.resume || train_run.overwrite) {
         throw std::invalid_argument("prepare takes no --resume or --overwrite (it never touches a training run)");
       }
       prepare(train_config);
-      return 0;
-    }
-    if (train_command->parsed()) {
+    } else if (train_command->parsed()) {
       train(train_config, train_run);
-      return 0;
+    } else {
+      if (const std::string warning = slow_blas_warning(); !warning.empty()) spdlog::warn("{}", warning);
+      if (translate_command->parsed()) translate_files(translate_job, std::cout);
+      if (evaluate_command->parsed()) evaluate_files(evaluate_job, std::cout);
+      if (average_command->parsed()) run_average(average_job, std::cout);
     }
-    if (const std::string warning = slow_blas_warning(); !warning.empty()) spdlog::warn("{}", warning);
-    if (translate_command->parsed()) translate_files(translate_job, std::cout);
-    if (evaluate_command->parsed()) evaluate_files(evaluate_job, std::cout);
-    if (average_command->parsed()) run_average(average_job, std::cout);
+    if (!(std::cout << std::flush)) {  // a closed or full standard output: the exit status says so
+      throw std::runtime_error(std::string("standard output: write failed (") + std::strerror(errno) + ")");
+    }
   } catch (const c10::Error& error) {  // LibTorch errors carry a backtrace: keep the first line
     const std::string message = error.what_without_backtrace();
     spdlog::error("{}", message.substr(0, message.find('\n')));

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli_helpers.h"
 #include "helpers.h"
 #include "text/corpus.h"
 #include "util/io.h"
@@ -15,57 +16,6 @@
 using namespace nmt;
 using namespace nmt::testing;
 namespace fs = std::filesystem;
-
-namespace {
-
-struct CommandResult {
-  int status = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// `environment`: "NAME=value ..." for this command only.
-CommandResult run_nmt(const std::string& arguments, const std::string& environment = "") {
-  const std::string command =
-      environment + (environment.empty() ? "" : " ") + std::string(NMT_BINARY) + " " + arguments + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  CommandResult result;
-  std::array<char, 4096> buffer{};
-  size_t count;
-  while ((count = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), count);
-  const int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-fs::path work_directory() {
-  static const fs::path dir = [] {
-    fs::path path = fs::temp_directory_path() / ("nmt_cli_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-    return path;
-  }();
-  return dir;
-}
-
-std::string write_config(const std::string& name, const std::string& body) {
-  const std::string path = (work_directory() / name).string();
-  write_file_atomic(path, "[train]\n" + body);
-  return path;
-}
-
-const std::string kToy = source_path("data/toy");
-
-std::string tiny_train_arguments(const std::string& model_dir, int steps = 3, int validate_every = 3) {
-  return "train --train-source " + kToy + "/train.src --train-target " + kToy + "/train.tgt --dev-source " + kToy +
-         "/dev.src --dev-target " + kToy + "/dev.tgt --model-dir " + model_dir +
-         " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16 --attention-size 8"
-         " --max-steps " +
-         std::to_string(steps) + " --validate-every " + std::to_string(validate_every) +
-         " --batch-tokens 400 --threads 1";
-}
-
-}  // namespace
 
 TEST_CASE("cli: a misspelt config key is an error naming the key", "[cli]") {
   const std::string config = write_config("typo.toml", "hiden-size = 12\n");

@@ -454,6 +454,29 @@ TEST_CASE("training is reproducible for a seed", "[training]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("with dropout, a run stopped and resumed ends with the weights of an uninterrupted one", "[training]") {
+  const fs::path dir = fresh_directory("resume_dropout");
+  TrainConfig config = tiny_config(dir);
+  config.model.dropout = 0.3;
+  config.model.word_dropout = 0.1;
+  config.max_steps = 8;
+  config.model_dir = (dir / "whole").string();
+  train(config, {});
+  TrainingCheckpoint whole = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  config.model_dir = (dir / "stopped").string();
+  config.max_steps = 4;  // a validation and checkpoint at step 4, then the stop
+  train(config, {});
+  config.max_steps = 8;
+  train(config, {/*resume=*/true, false});
+  TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  CHECK(resumed.progress.step == 8);
+  CHECK(resumed.progress.best_score == whole.progress.best_score);
+  auto pa = whole.model.network->parameters(), pb = resumed.model.network->parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a truncated checkpoint gives an error naming the file", "[training]") {
   const fs::path dir = fresh_directory("truncated");
   TrainConfig config = tiny_config(dir);

@@ -130,7 +130,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   FusedAdam& optimizer = *setup.optimizer;
   model->train();
   for (int i = 0; i < warmup; ++i) {
-    train_step(model, optimizer, collate(corpus, batches[i]).to(device), config, i);
+    train_step(model, optimizer, collate(corpus, batches[i]).to(device), config);
   }
   int64_t target_tokens = 0, source_tokens = 0, sentences = 0, target_cells = 0;
   // With --profile, the timed steps also write a Chrome trace of every LibTorch operator.
@@ -139,7 +139,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   const auto start = Clock::now();
   for (int i = warmup; i < warmup + steps; ++i) {
     Batch batch = collate(corpus, batches[i]).to(device);
-    train_step(model, optimizer, batch, config, i);
+    train_step(model, optimizer, batch, config);
     target_tokens += batch.target_tokens;
     source_tokens += batch.source_lengths.sum().item<int64_t>();
     sentences += batch.source.size(0);

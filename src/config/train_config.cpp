@@ -44,6 +44,8 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("lr-patience", config.lr_patience, "validations without improvement before a decay");
   visit("min-learning-rate", config.min_learning_rate, "the learning rate never decays below this");
   visit("clip-norm", config.clip_norm, "gradient-norm clipping threshold (0 = off)");
+  visit("max-skipped-steps", config.max_skipped_steps,
+        "stop the run after this many updates in a row skipped for a non-finite or diverged loss or gradient");
   visit("label-smoothing", config.label_smoothing, "label smoothing of the cross-entropy");
   visit("teacher-forcing", config.teacher_forcing,
         "probability of feeding the reference (not the predicted) previous token");
@@ -54,6 +56,8 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("early-stopping-patience", config.early_stopping_patience,
         "stop after this many validations without improvement (0 = off)");
   visit("dev-max-decode-ratio", config.dev_max_decode_ratio, "dev decoding stops at ratio * source length + 10 tokens");
+  visit("dev-max-length", config.dev_max_length,
+        "a dev line longer than this many subwords is an error (validation memory grows with the longest line)");
   visit("keep-checkpoints", config.keep_checkpoints,
         "keep the weights of the last N validations as step-NNNNNNNN.ckpt, for nmt average (0 = none)");
 
@@ -97,7 +101,8 @@ void validate(const TrainConfig& config) {
   require(!config.dev_source.empty(), "dev-source", unset);
   require(!config.dev_target.empty(), "dev-target", unset);
   require(!config.model_dir.empty(), "model-dir", unset);
-  require(config.vocab_size >= 8, "vocab-size", "must be at least 8");
+  require(config.vocab_size >= 8 && config.vocab_size <= kMaxVocabularySize, "vocab-size",
+          "must be in 8.." + std::to_string(kMaxVocabularySize));
   require(config.max_length >= 1, "max-length", "must be at least 1");
   validate(config.model);
   require(config.batch_tokens >= 2, "batch-tokens", "must be at least 2");
@@ -110,12 +115,14 @@ void validate(const TrainConfig& config) {
   require(config.lr_patience >= 0, "lr-patience", "must be >= 0");
   require(config.min_learning_rate >= 0, "min-learning-rate", "must be >= 0");
   require(config.clip_norm >= 0, "clip-norm", "must be >= 0 (0 = off)");
+  require(config.max_skipped_steps >= 1, "max-skipped-steps", "must be at least 1");
   require(config.label_smoothing >= 0 && config.label_smoothing < 1, "label-smoothing", "must be in [0, 1)");
   require(config.teacher_forcing >= 0 && config.teacher_forcing <= 1, "teacher-forcing", "must be in [0, 1]");
   require(config.validate_every >= 1, "validate-every", "must be at least 1");
   require(config.log_every >= 1, "log-every", "must be at least 1");
   require(config.early_stopping_patience >= 0, "early-stopping-patience", "must be >= 0 (0 = off)");
   require(config.keep_checkpoints >= 0, "keep-checkpoints", "must be >= 0 (0 = none)");
+  require(config.dev_max_length >= 1, "dev-max-length", "must be at least 1");
   require(config.dev_max_decode_ratio >= 1, "dev-max-decode-ratio", "must be at least 1");
   check_threads(config.threads);
   require(config.device == "cpu" || config.device == "cuda", "device",

@@ -46,7 +46,8 @@ struct TrainConfig {
   double lr_decay_factor = 0.5;  // reduce on plateau of the validation metric
   int lr_patience = 3;           // validations without improvement before a decay
   double min_learning_rate = 1e-5;
-  double clip_norm = 1.0;  // gradient-norm clipping; 0 = off
+  double clip_norm = 1.0;      // gradient-norm clipping; 0 = off
+  int max_skipped_steps = 10;  // a run stops after this many updates in a row skipped as diverged
   double label_smoothing = 0.0;
   double teacher_forcing = 1.0;  // probability of feeding the reference token
 
@@ -56,6 +57,7 @@ struct TrainConfig {
   Metric best_metric = Metric::kBleu;
   int early_stopping_patience = 8;  // validations without improvement; 0 = off
   int dev_max_decode_ratio = 2;     // greedy dev decoding stops at ratio * source length + 10
+  int dev_max_length = 1000;        // a longer dev line (subwords) is an error naming it
   int keep_checkpoints = 0;         // keep the weights of the last N validations (for nmt average)
 
   // Run

@@ -37,24 +37,28 @@ void write_checkpoint_header(torch::serialize::OutputArchive& archive, const Con
   write_bytes(archive, "config", text);
 }
 
-void open_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive) {
+void open_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive,
+                     const std::string& remedy) {
   if (!file_exists(path)) {
     throw std::runtime_error(path +
                              ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)");
   }
-  with_checkpoint_errors(path, [&] {
-    archive.load_from(path, device);
-    c10::IValue format, version;
-    archive.read("format", format);
-    archive.read("version", version);
-    if (!format.isString() || format.toStringRef() != kFormatName) {
-      throw std::runtime_error(path + ": not an nmt checkpoint");
-    }
-    if (version.toInt() != kCheckpointVersion) {
-      throw std::runtime_error(path + ": checkpoint format version " + std::to_string(version.toInt()) +
-                               ", this build reads version " + std::to_string(kCheckpointVersion));
-    }
-  });
+  with_checkpoint_errors(
+      path,
+      [&] {
+        archive.load_from(path, device);
+        c10::IValue format, version;
+        archive.read("format", format);
+        archive.read("version", version);
+        if (!format.isString() || format.toStringRef() != kFormatName) {
+          throw std::runtime_error(path + ": not an nmt checkpoint; " + remedy);
+        }
+        if (version.toInt() != kCheckpointVersion) {
+          throw std::runtime_error(path + ": checkpoint format version " + std::to_string(version.toInt()) +
+                                   ", this build reads version " + std::to_string(kCheckpointVersion));
+        }
+      },
+      remedy);
 }
 
 ConfigEntries read_config_entries(torch::serialize::InputArchive& archive) {
@@ -68,7 +72,7 @@ ConfigEntries read_config_entries(torch::serialize::InputArchive& archive) {
   return entries;
 }
 
-void with_checkpoint_errors(const std::string& path, const std::function<void()>& read) {
+void with_checkpoint_errors(const std::string& path, const std::function<void()>& read, const std::string& remedy) {
   try {
     read();
   } catch (const std::runtime_error& error) {
@@ -77,9 +81,8 @@ void with_checkpoint_errors(const std::string& path, const std::function<void()>
     throw std::runtime_error(path + ": " + message);
   } catch (const c10::Error& error) {
     std::string message = error.what_without_backtrace();
-    throw std::runtime_error(
-        path + ": cannot read checkpoint (truncated or corrupt?): " + message.substr(0, message.find('\n')) +
-        "; use another checkpoint (--checkpoint best|last|PATH) or retrain");
+    throw std::runtime_error(path + ": cannot read checkpoint (truncated or corrupt?): " +
+                             message.substr(0, message.find('\n')) + "; " + remedy);
   }
 }
 

@@ -27,9 +27,18 @@ using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
 // Writes the format name, the version and the configuration entries.
 void write_checkpoint_header(torch::serialize::OutputArchive& archive, const ConfigEntries& entries);
 
+// What a reader of a damaged checkpoint can do, for the messages: translate and evaluate pick a
+// checkpoint with --checkpoint; train --resume needs last.ckpt itself.
+inline constexpr const char* kChooseAnotherCheckpoint =
+    "use another checkpoint (--checkpoint best|last|PATH) or retrain";
+inline constexpr const char* kResumeNeedsLastCheckpoint =
+    "--resume needs this file whole: restore it from a copy, or start again with --overwrite (best.ckpt and "
+    "step-*.ckpt still serve translate --checkpoint)";
+
 // Opens `path` onto `device` and checks the format name and version (std::runtime_error naming
-// the file otherwise). The caller reads the records it needs.
-void open_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive);
+// the file and ending with `remedy` otherwise). The caller reads the records it needs.
+void open_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive,
+                     const std::string& remedy = kChooseAnotherCheckpoint);
 
 ConfigEntries read_config_entries(torch::serialize::InputArchive& archive);
 
@@ -39,6 +48,7 @@ std::string read_bytes(torch::serialize::InputArchive& archive, const std::strin
 
 // Runs `read`, turning LibTorch's errors and unnamed runtime errors into one-line
 // std::runtime_errors that name `path` and say what to do.
-void with_checkpoint_errors(const std::string& path, const std::function<void()>& read);
+void with_checkpoint_errors(const std::string& path, const std::function<void()>& read,
+                            const std::string& remedy = kChooseAnotherCheckpoint);
 
 }  // namespace nmt

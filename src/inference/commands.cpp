@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -63,7 +65,7 @@ std::vector<Translation> translate_lines(const TranslateOptions& options, Transl
 void write_output(const std::string& destination, const std::string& text, std::ostream& out) {
   if (destination == "-") {
     out << text << std::flush;
-    if (!out) throw std::runtime_error("standard output: write failed (disk full or pipe closed?)");
+    if (!out) throw std::runtime_error(std::string("standard output: write failed (") + std::strerror(errno) + ")");
   } else {
     write_file_atomic(destination, text);
   }

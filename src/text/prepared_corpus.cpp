@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -175,12 +174,10 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
   const nlohmann::json source_files = files_record(recipe.source_files);
   const nlohmann::json target_files = files_record(recipe.target_files);
   write_via_temporary(path, [&](const std::string& temporary) {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path + ": cannot write (check the directory exists and is writable)");
+    OutputFile out(temporary, path);
     uint64_t position = 0;
     const auto write = [&](const std::string& bytes) {
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      if (!out) throw std::runtime_error(path + ": write failed (disk full?)");
+      out.write(bytes);
       position += bytes.size();
     };
     std::string start(kStartMark, kMarkSize);
@@ -246,7 +243,6 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
     tail.append(kEndMark, kMarkSize);
     write(tail);
     out.close();
-    if (out.fail()) throw std::runtime_error(path + ": write failed (disk full?)");
   });
 }
 

@@ -96,7 +96,15 @@ std::string train_vocabulary(const std::vector<const std::vector<std::string>*>&
   VectorSentenceIterator iterator(sentences);
   std::string model_proto;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args.str(), &iterator, &model_proto);
-  if (!status.ok()) throw std::runtime_error("sentencepiece training failed: " + status.ToString());
+  if (!status.ok()) {
+    const std::string reason = status.ToString();
+    if (reason.find("vocab_size") != std::string::npos || reason.find("Vocabulary size") != std::string::npos) {
+      throw std::invalid_argument("vocab-size " + std::to_string(options.size) +
+                                  " cannot be reached on this corpus (sentencepiece: " + reason +
+                                  "); choose another vocab-size");
+    }
+    throw std::runtime_error("sentencepiece training failed: " + reason);
+  }
   return model_proto;
 }
 

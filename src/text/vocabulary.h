@@ -39,6 +39,10 @@ enum class VocabType { kUnigram, kBpe };
 const EnumNames<VocabType>& vocab_type_names();  // sentencepiece's names: unigram, bpe
 std::string to_string(VocabType value);
 
+// The largest vocabulary `nmt train` builds: the output layer of a 512-wide decoder over it
+// already takes a gigabyte.
+constexpr int kMaxVocabularySize = 500000;
+
 struct VocabularyTrainingOptions {
   VocabType type = VocabType::kUnigram;
   int size = 8000;  // upper bound: sentencepiece shrinks it for tiny corpora

@@ -4,6 +4,7 @@
 
 #include "inference/checkpoint_format.h"
 #include "util/io.h"
+#include "util/runtime.h"
 
 namespace nmt {
 namespace {
@@ -35,6 +36,7 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
   archive.write("validations_without_improvement", c10::IValue(progress.validations_without_improvement));
   archive.write("plateau_count", c10::IValue(progress.plateau_count));
   write_double(archive, "learning_rate", progress.learning_rate);
+  archive.write("random_state", random_state());
 
   torch::serialize::OutputArchive model_archive;
   checkpoint.model.network->save(model_archive);
@@ -44,27 +46,41 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
     optimizer->save(optimizer_archive);
     archive.write("optimizer", optimizer_archive);
   }
-  write_via_temporary(path, [&](const std::string& temporary) { archive.save_to(temporary); });
+  // Serialized in memory, then written by write_file_atomic: LibTorch's file writer reports a
+  // failed write (a full disk) from its destructor, which ends the process; ours throws a message
+  // and removes its temporary file.
+  std::string bytes;
+  archive.save_to([&](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  write_file_atomic(path, bytes);
 }
 
-TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device) {
+TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device,
+                                            const std::string& remedy) {
   torch::serialize::InputArchive archive;
-  open_checkpoint(path, device, archive);
+  open_checkpoint(path, device, archive, remedy);
   TrainingCheckpoint checkpoint;
-  with_checkpoint_errors(path, [&] {
-    checkpoint.config = config_from_entries(read_config_entries(archive));
-    checkpoint.model = read_model(archive, checkpoint.config.model, path, device);
-    c10::IValue value;
-    TrainingProgress& progress = checkpoint.progress;
-    archive.read("step", value), progress.step = value.toInt();
-    archive.read("epoch", value), progress.epoch = value.toInt();
-    archive.read("batch_in_epoch", value), progress.batch_in_epoch = value.toInt();
-    archive.read("has_best", value), progress.has_best = value.toBool();
-    progress.best_score = read_double(archive, "best_score");
-    archive.read("validations_without_improvement", value), progress.validations_without_improvement = value.toInt();
-    archive.read("plateau_count", value), progress.plateau_count = value.toInt();
-    progress.learning_rate = read_double(archive, "learning_rate");
-  });
+  with_checkpoint_errors(
+      path,
+      [&] {
+        checkpoint.config = config_from_entries(read_config_entries(archive));
+        checkpoint.model = read_model(archive, checkpoint.config.model, path, device);
+        c10::IValue value;
+        TrainingProgress& progress = checkpoint.progress;
+        archive.read("step", value), progress.step = value.toInt();
+        archive.read("epoch", value), progress.epoch = value.toInt();
+        archive.read("batch_in_epoch", value), progress.batch_in_epoch = value.toInt();
+        archive.read("has_best", value), progress.has_best = value.toBool();
+        progress.best_score = read_double(archive, "best_score");
+        archive.read("validations_without_improvement", value),
+            progress.validations_without_improvement = value.toInt();
+        archive.read("plateau_count", value), progress.plateau_count = value.toInt();
+        progress.learning_rate = read_double(archive, "learning_rate");
+        if (!archive.try_read("random_state", checkpoint.random_state)) checkpoint.random_state = torch::Tensor();
+      },
+      remedy);
   return checkpoint;
 }
 

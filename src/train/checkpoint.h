@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/train_config.h"
+#include "inference/checkpoint_format.h"
 #include "inference/model.h"
 
 namespace torch::optim {
@@ -33,12 +34,19 @@ struct TrainingCheckpoint {
   TrainConfig config;
   TranslationModel model;  // model.options is config.model
   TrainingProgress progress;
+  // LibTorch's CPU generator as it was when the checkpoint was saved (dropout draws from it), so
+  // that --resume continues with the draws the run would have made; undefined in a checkpoint
+  // written before it was stored.
+  torch::Tensor random_state;
 };
 
+// Writes the checkpoint, with the current state of LibTorch's CPU generator as random_state.
 void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint, torch::optim::Optimizer* optimizer);
 
-// Loads a checkpoint with its training configuration and progress onto `device`.
-TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device);
+// Loads a checkpoint with its training configuration and progress onto `device`; errors name the
+// file and end with `remedy` (inference/checkpoint_format.h).
+TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device,
+                                            const std::string& remedy = kChooseAnotherCheckpoint);
 
 // Restores optimizer state; `optimizer`'s parameters must be the loaded model's, so call
 // load_training_checkpoint first.

@@ -94,6 +94,25 @@ ParallelText vocabulary_sample(const CorpusRecipe& recipe, int64_t limit, int se
   return sample;
 }
 
+// Validation's memory grows with the longest dev line (a 1 MB line needs gigabytes), so a line
+// over dev-max-length subwords is an error naming it, before the first update.
+void check_dev_lengths(const TrainConfig& config, const Vocabulary& source, const Vocabulary& target) {
+  const auto limit = static_cast<size_t>(config.dev_max_length);
+  for (const auto& [file, vocabulary] :
+       {std::pair{config.dev_source, &source}, std::pair{config.dev_target, &target}}) {
+    const std::vector<std::string> lines = read_lines(file);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].size() <= limit) continue;  // a subword covers at least one byte
+      const size_t pieces = vocabulary->encode(lines[i]).size();
+      if (pieces > limit) {
+        throw std::runtime_error(file + ":" + std::to_string(i + 1) + ": " + std::to_string(pieces) +
+                                 " subwords, more than dev-max-length " + std::to_string(limit) +
+                                 ": shorten or remove the line (and its pair), or raise dev-max-length");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, const std::string& directory,
@@ -201,7 +220,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   const std::string last_path = (fs::path(config.model_dir) / kLastCheckpoint).string();
   PreparedCorpus prepared;
   if (resume) {
-    state = load_training_checkpoint(last_path, setup.device);
+    state = load_training_checkpoint(last_path, setup.device, kResumeNeedsLastCheckpoint);
     check_resumable(config, state.config, last_path);
     log.info("resuming from {} at step {} (epoch {}, batch {})", last_path, state.progress.step,
              state.progress.epoch + 1, state.progress.batch_in_epoch);
@@ -223,7 +242,17 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   state.model.options = config.model;
   Seq2Seq& model = state.model.network;
   setup.optimizer = std::make_unique<FusedAdam>(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
-  if (resume) restore_optimizer(last_path, *setup.optimizer, setup.device);
+  if (resume) {
+    restore_optimizer(last_path, *setup.optimizer, setup.device);
+    if (state.random_state.defined()) {
+      set_random_state(state.random_state);  // dropout continues its draws
+    } else {
+      log.warn(
+          "{} holds no random-number state (an older checkpoint): dropout draws differ from an "
+          "uninterrupted run's",
+          last_path);
+    }
+  }
 
   setup.train_corpus = prepared.corpus;
   setup.train_pairs = setup.train_corpus.within_length(config.max_length);
@@ -236,6 +265,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   // Dev pairs are all kept (a cap far above max-length) so that dev BLEU covers the whole set.
   const Vocabulary& source_vocabulary = state.model.source_vocabulary;
   const Vocabulary& target_vocabulary = state.model.target_vocabulary;
+  check_dev_lengths(config, source_vocabulary, target_vocabulary);
   const std::vector<Example> dev_examples =
       encode_parallel(setup.dev_text, source_vocabulary, target_vocabulary, std::numeric_limits<int>::max(), dev_stats);
   setup.dev_corpus = corpus_in_memory(dev_examples, 4);
@@ -247,10 +277,17 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   return setup;
 }
 
-double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch, const TrainConfig& config,
-                  int64_t step) {
+StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch,
+                      const TrainConfig& config) {
   DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
   const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
+  StepResult result;
+  result.loss_sum = loss.sum.item<double>();
+  const double mean_loss = result.loss_sum / static_cast<double>(loss.tokens);
+  if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {
+    result.skipped = "loss " + std::to_string(mean_loss) + " per token";
+    return result;
+  }
   // Gradients set to none rather than filled with zeros: backward then writes them instead of
   // adding into zeros (one pass over every parameter fewer, each way).
   model->zero_grad(/*set_to_none=*/true);
@@ -259,12 +296,12 @@ double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batc
   const double gradient_norm = torch::nn::utils::clip_grad_norm_(
       model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());
   if (!std::isfinite(gradient_norm)) {
-    // Stop before the update: the weights and last.ckpt stay as they were.
-    throw std::runtime_error("training diverged at step " + std::to_string(step + 1) +
-                             " (non-finite gradient norm); lower learning-rate or set clip-norm, then --resume");
+    model->zero_grad(/*set_to_none=*/true);
+    result.skipped = "gradient norm " + std::to_string(gradient_norm);
+    return result;
   }
   optimizer.step();
-  return loss.sum.item<double>();
+  return result;
 }
 
 }  // namespace nmt

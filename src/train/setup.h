@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/train_config.h"
@@ -74,10 +75,19 @@ void check_training_files(const TrainConfig& config);
 // are trained into model_dir and the model is new.
 TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::logger& log);
 
+// A mean loss above this many nats per target token gives the reference token a probability
+// below e^-1000: no model that is learning has it, so the update is skipped as diverged.
+constexpr double kDivergedLoss = 1000;
+
+struct StepResult {
+  double loss_sum = 0;  // the batch's summed token loss
+  std::string skipped;  // why the update was skipped (the weights are unchanged), or "" when made
+};
+
 // One update: teacher-forced forward pass, cross-entropy (label smoothing, padding ignored),
-// backward, gradient-norm clipping, optimizer step. Returns the batch's summed token loss.
-// Throws when the gradient norm is not finite, before the weights change.
-double train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch, const TrainConfig& config,
-                  int64_t step);
+// backward, gradient-norm clipping, optimizer step. A loss that is not finite or above
+// kDivergedLoss per token, or a gradient norm that is not finite, skips the update.
+StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch,
+                      const TrainConfig& config);
 
 }  // namespace nmt

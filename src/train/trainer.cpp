@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "text/batching.h"
 #include "train/average.h"
@@ -72,10 +73,32 @@ bool record_validation(TrainingProgress& progress, double value, Metric metric, 
   return improved;
 }
 
+// After an update skipped as diverged (train_step): a warning, and after max-skipped-steps in a
+// row the end of the run, with last.ckpt as the last validation wrote it.
+void check_divergence(int skipped_in_a_row, const std::string& why, int64_t step, const TrainConfig& config,
+                      spdlog::logger& log) {
+  log.warn("step {}: update skipped, {} ({} in a row; the run stops at max-skipped-steps {})", step, why,
+           skipped_in_a_row, config.max_skipped_steps);
+  if (skipped_in_a_row >= config.max_skipped_steps) {
+    throw std::runtime_error(
+        "training diverged: " + std::to_string(skipped_in_a_row) + " updates in a row skipped (last: " + why +
+        ", step " + std::to_string(step) + "); " + (fs::path(config.model_dir) / kLastCheckpoint).string() +
+        " holds the last validated weights: lower learning-rate or set clip-norm, then --resume (or --overwrite)");
+  }
+}
+
 // best.ckpt when improved, last.ckpt, and the kept step checkpoint (after last.ckpt, so that a kept
-// step is never ahead of it).
+// step is never ahead of it). Weights that are no longer finite are never written.
 void save_checkpoints(const TrainingCheckpoint& state, FusedAdam& optimizer, bool improved, spdlog::logger& log) {
   const fs::path dir(state.config.model_dir);
+  for (const auto& parameter : state.model.network->named_parameters()) {
+    if (!torch::isfinite(parameter.value()).all().item<bool>()) {
+      throw std::runtime_error("training diverged: weight " + parameter.key() + " is not finite at step " +
+                               std::to_string(state.progress.step) + "; nothing saved, " +
+                               (dir / kLastCheckpoint).string() +
+                               " holds the last good weights: lower learning-rate or set clip-norm, then --resume");
+    }
+  }
   if (improved) save_checkpoint((dir / kBestCheckpoint).string(), state, nullptr);
   save_checkpoint((dir / kLastCheckpoint).string(), state, &optimizer);
   if (state.config.keep_checkpoints > 0) {
@@ -108,6 +131,12 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   prepare_model_dir(config, run);
   RunLog run_log(config.model_dir);
   spdlog::logger& log = run_log.logger();
+  std::set<fs::path> directories = {fs::path(config.model_dir), fs::path(prepared_corpus_path(config)).parent_path()};
+  for (const fs::path& directory : directories) {
+    for (const std::string& name : remove_stale_temporaries(directory.string())) {
+      log.info("removed {}, left by a process that was killed while writing it", (directory / name).string());
+    }
+  }
   TrainingSetup setup = set_up_training(config, run.resume, log);
   if (run.resume) {
     // Kept checkpoints written after last.ckpt belong to the interrupted continuation, not this one.
@@ -141,6 +170,7 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   log.info("{} batches per epoch; at most {} steps", batches_per_epoch, planned_steps);
 
   TrainSummary summary;
+  int skipped_in_a_row = 0;  // updates skipped as diverged since the last one made
   model->train();
   run_log.start(config.log_every, progress.step, planned_steps);
   for (int64_t first_epoch = progress.epoch; progress.epoch < config.max_epochs && summary.stop_reason.empty();
@@ -154,9 +184,14 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
         static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
       }
       Batch batch = collate(setup.train_corpus, batches[progress.batch_in_epoch]).to(setup.device);
-      const double loss_sum = train_step(model, *setup.optimizer, batch, config, progress.step);
+      const StepResult step = train_step(model, *setup.optimizer, batch, config);
       ++progress.step, ++progress.batch_in_epoch;
-      run_log.update(progress, loss_sum, batch.target_tokens, learning_rate, elapsed());
+      if (step.skipped.empty()) {
+        skipped_in_a_row = 0;
+        run_log.update(progress, step.loss_sum, batch.target_tokens, learning_rate, elapsed());
+      } else {
+        check_divergence(++skipped_in_a_row, step.skipped, progress.step, config, log);
+      }
 
       const std::string limit = stop_rules.limit_reached(progress.step, elapsed());
       if (progress.step % config.validate_every == 0 || !limit.empty() ||

@@ -1,6 +1,7 @@
 #include "util/io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -23,7 +24,9 @@ void sync_to_disk(const std::string& path, bool directory) {
   if (descriptor < 0) throw std::runtime_error(path + ": cannot open to flush it to disk");
   const int result = ::fsync(descriptor);
   ::close(descriptor);
-  if (result != 0 && !directory) throw std::runtime_error(path + ": cannot flush to disk (disk full?)");
+  if (result != 0 && !directory) {
+    throw std::runtime_error(path + ": cannot flush to disk (" + std::strerror(errno) + "); free some disk space");
+  }
 }
 
 }  // namespace
@@ -48,13 +51,60 @@ void write_file_atomic(const std::string& path, const std::string& content, Dura
   write_via_temporary(
       path,
       [&](const std::string& temporary) {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error(path + ": cannot write (check the directory exists and is writable)");
-        out << content;
+        OutputFile out(temporary, path);
+        out.write(content);
         out.close();
-        if (out.fail()) throw std::runtime_error(path + ": write failed (disk full?)");
       },
       durability);
+}
+
+OutputFile::OutputFile(const std::string& path, const std::string& name) : name_(name) {
+  descriptor_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (descriptor_ < 0) {
+    throw std::runtime_error(name_ + ": cannot write (" + std::strerror(errno) +
+                             "; check the directory exists and is writable)");
+  }
+}
+
+OutputFile::~OutputFile() {
+  if (descriptor_ >= 0) ::close(descriptor_);
+}
+
+void OutputFile::write(const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t written = ::write(descriptor_, data, size);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      const std::string reason = written < 0 ? std::strerror(errno) : "nothing written";
+      throw std::runtime_error(name_ + ": write failed (" + reason + "); free some disk space and try again");
+    }
+    data += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+void OutputFile::close() {
+  const int descriptor = descriptor_;
+  descriptor_ = -1;
+  if (::close(descriptor) != 0) {
+    throw std::runtime_error(name_ + ": write failed (" + std::strerror(errno) +
+                             "); free some disk space and try again");
+  }
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& directory) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    const size_t mark = name.rfind(".tmp.");
+    if (mark == std::string::npos || mark + 5 == name.size()) continue;
+    const std::string pid = name.substr(mark + 5);
+    if (!std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }) || pid.size() > 9) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;  // its writer still runs
+    if (std::filesystem::remove(entry.path(), error)) removed.push_back(name);
+  }
+  return removed;
 }
 
 std::string read_file(const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace nmt {
 
@@ -20,6 +21,30 @@ void write_file_atomic(const std::string& path, const std::string& content, Dura
 // `write` throws. For writers that need a path (LibTorch archives).
 void write_via_temporary(const std::string& path, const std::function<void(const std::string&)>& write,
                          Durability durability = Durability::kSync);
+
+// A file written with POSIX calls, so that every failure (a full disk: ENOSPC; a file-size limit:
+// EFBIG) is a std::runtime_error naming `name` and the reason, never a silent short write.
+class OutputFile {
+ public:
+  // Creates (or truncates) `path`; `name` is the path the messages give (the final name of a
+  // temporary file).
+  OutputFile(const std::string& path, const std::string& name);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  void write(const char* data, size_t size);
+  void write(const std::string& bytes) { write(bytes.data(), bytes.size()); }
+  void close();  // throws if the last bytes could not be written
+
+ private:
+  std::string name_;
+  int descriptor_ = -1;
+};
+
+// Removes the temporary files (NAME.tmp.PID, from write_via_temporary) in `directory` whose
+// process no longer runs: what a killed run leaves. Returns their names.
+std::vector<std::string> remove_stale_temporaries(const std::string& directory);
 
 std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);

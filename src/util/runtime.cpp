@@ -1,14 +1,20 @@
 #include "util/runtime.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <exception>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -64,7 +70,32 @@ void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size
   }
 }
 
+void guard_standard_streams() {
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
+  for (const int descriptor : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::fcntl(descriptor, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int placeholder = ::open("/dev/null", O_RDONLY);  // the lowest free number: this one
+    if (placeholder >= 0 && placeholder != descriptor) {
+      ::dup2(placeholder, descriptor);
+      ::close(placeholder);
+    }
+  }
+}
+
 void set_seed(int seed) { torch::manual_seed(static_cast<uint64_t>(seed)); }
+
+torch::Tensor random_state() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_random_state(const torch::Tensor& state) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
 
 torch::Device parse_device(const std::string& name) {
   if (name == "cpu") return torch::kCPU;

@@ -27,8 +27,20 @@ void set_threads(int threads);
 // where the thread count is per thread.
 void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size_t)>& task);
 
+// For the start of main: a write to a closed pipe or a write over the file-size limit fails with
+// an error (EPIPE, EFBIG) that the program reports, instead of a signal that ends it silently;
+// and a standard stream the program was started without (`nmt translate >&-`) is held by
+// /dev/null opened read-only, so that no file opened later takes its number (and receives the
+// translation) and a write to it fails with a message.
+void guard_standard_streams();
+
 // Seeds LibTorch's generators (CPU and CUDA).
 void set_seed(int seed);
+
+// The state of LibTorch's CPU generator (dropout draws from it), to store in a checkpoint and
+// restore on --resume.
+torch::Tensor random_state();
+void set_random_state(const torch::Tensor& state);
 
 // "cpu" or "cuda"; throws std::invalid_argument when CUDA is asked for but unavailable.
 torch::Device parse_device(const std::string& name);

@@ -1,0 +1,254 @@
+// The fault catalogue: a full disk, a closed standard output, a diverging run, a damaged
+// last.ckpt, a kill at any moment. Each case asserts the message and that nothing written before
+// was lost.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "text/corpus.h"
+#include "train/checkpoint.h"
+#include "util/io.h"
+#include "util/team.h"
+
+extern char** environ;
+
+using namespace nmt;
+using namespace nmt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = work_directory() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::string> temporaries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().find(".tmp.") != std::string::npos) names.push_back(entry.path().string());
+  }
+  return names;
+}
+
+TrainingCheckpoint load_last(const fs::path& model_dir) {
+  return load_training_checkpoint((model_dir / "last.ckpt").string(), torch::kCPU);
+}
+
+bool same_parameters(const TrainingCheckpoint& a, const TrainingCheckpoint& b) {
+  const auto pa = a.model.network->parameters(), pb = b.model.network->parameters();
+  if (pa.size() != pb.size()) return false;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    if (!torch::equal(pa[i], pb[i])) return false;
+  }
+  return true;
+}
+
+bool all_finite(const TrainingCheckpoint& checkpoint) {
+  for (const auto& parameter : checkpoint.model.network->parameters()) {
+    if (!torch::isfinite(parameter).all().item<bool>()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("faults: a write that fails names the file and the reason", "[faults]") {
+  // /dev/full: every write fails with ENOSPC, as on a full disk.
+  OutputFile out("/dev/full", "model/last.ckpt");
+  CHECK_THROWS_WITH(
+      [&] {
+        out.write(std::string(1 << 16, 'x'));
+        out.close();
+      }(),
+      Catch::Contains("model/last.ckpt") && Catch::Contains("No space left on device"));
+}
+
+TEST_CASE("faults: a full disk during a checkpoint save is an error; last.ckpt and no temporary file remain",
+          "[faults]") {
+  const fs::path dir = fresh("disk_full");
+  const fs::path model = dir / "model";
+  REQUIRE(run_nmt(tiny_train_arguments(model.string(), 2, 2)).status == 0);
+  const std::string before = read_file((model / "last.ckpt").string());
+  REQUIRE(before.size() > 40 * 1024);
+  // A 40 KB file-size limit: the log and config fit, a checkpoint does not (EFBIG, as a full disk).
+  const CommandResult result = run_shell("ulimit -f 40; " + std::string(NMT_BINARY) + " " +
+                                         tiny_train_arguments(model.string(), 4, 2) + " --resume 2>&1");
+  CHECK(result.status == 1);
+  CHECK_THAT(result.output, Catch::Contains("last.ckpt: write failed (File too large)"));
+  CHECK_THAT(result.output, !Catch::Contains("terminate"));
+  CHECK(read_file((model / "last.ckpt").string()) == before);
+  CHECK(temporaries(model).empty());
+  CHECK(load_last(model).progress.step == 2);
+}
+
+TEST_CASE("faults: a closed or full standard output is reported and the exit status says so", "[faults]") {
+  const fs::path dir = fresh("stdout");
+  const fs::path model = dir / "model";
+  REQUIRE(run_nmt(tiny_train_arguments(model.string())).status == 0);
+  const std::string translate =
+      std::string(NMT_BINARY) + " translate --model " + model.string() + " --input " + kToy + "/dev.src --threads 1";
+  for (const char* redirect : {" >/dev/full", " >&-"}) {
+    INFO(redirect);
+    const CommandResult result = run_shell(translate + " 2>&1" + redirect);
+    CHECK(result.status == 1);
+    CHECK_THAT(result.output, Catch::Contains("standard output: write failed"));
+  }
+  // A pipe whose reader has gone: a message, not a silent SIGPIPE.
+  const CommandResult closed = run_shell("exec 3>&1; " + translate + " 2>&3 | true");
+  CHECK_THAT(closed.output, Catch::Contains("standard output: write failed (Broken pipe)"));
+}
+
+TEST_CASE("faults: a diverging run skips its updates, stops after max-skipped-steps, and saves only finite weights",
+          "[faults]") {
+  const fs::path dir = fresh("diverge");
+  const fs::path model = dir / "model";
+  const CommandResult result =
+      run_nmt(tiny_train_arguments(model.string(), 60, 2) + " --learning-rate 1e6 --clip-norm 0 --max-skipped-steps 3");
+  CHECK(result.status == 1);
+  CHECK_THAT(result.output, Catch::Contains("update skipped"));
+  CHECK_THAT(result.output, Catch::Contains("training diverged: 3 updates in a row skipped") &&
+                                Catch::Contains("last.ckpt holds the last validated weights"));
+  for (const char* name : {"last.ckpt", "best.ckpt"}) {
+    if (fs::exists(model / name)) {
+      INFO(name);
+      CHECK(all_finite(load_training_checkpoint((model / name).string(), torch::kCPU)));
+    }
+  }
+}
+
+TEST_CASE("faults: a damaged last.ckpt on --resume says what --resume can do", "[faults]") {
+  const fs::path dir = fresh("damaged");
+  const fs::path model = dir / "model";
+  REQUIRE(run_nmt(tiny_train_arguments(model.string())).status == 0);
+  const std::string bytes = read_file((model / "last.ckpt").string());
+  write_file_atomic((model / "last.ckpt").string(), bytes.substr(0, bytes.size() / 3));
+  const CommandResult result = run_nmt(tiny_train_arguments(model.string(), 6) + " --resume");
+  CHECK(result.status == 1);
+  CHECK_THAT(result.output, Catch::Contains("last.ckpt") && Catch::Contains("--overwrite"));
+  CHECK_THAT(result.output, !Catch::Contains("--checkpoint best|last"));
+  CHECK(fs::exists(model / "best.ckpt"));
+}
+
+TEST_CASE("faults: vocab-size values sentencepiece cannot reach are refused naming the key", "[faults]") {
+  const fs::path dir = fresh("vocab_size");
+  CommandResult result = run_nmt(tiny_train_arguments((dir / "small").string()) + " --vocab-size 10");
+  CHECK(result.status == 1);
+  CHECK_THAT(result.output, Catch::Contains("vocab-size 10 cannot be reached") && Catch::Contains("vocab-size"));
+  result = run_nmt(tiny_train_arguments((dir / "huge").string()) + " --vocab-size 2000000000");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains("vocab-size") && Catch::Contains("must be in 8.."));
+}
+
+TEST_CASE("faults: a dev line over dev-max-length is named by file and line before training", "[faults]") {
+  const fs::path dir = fresh("dev_length");
+  std::vector<std::string> lines = read_lines(kToy + "/dev.src");
+  std::string huge;
+  for (int i = 0; i < 20000; ++i) huge += "the frog sees the bridge . ";
+  lines[4] = huge;  // 540 KB
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  const std::string dev = (dir / "dev.src").string();
+  write_file_atomic(dev, text);
+  const CommandResult result =
+      run_nmt(tiny_train_arguments((dir / "model").string()) + " --dev-source " + dev + " --dev-max-length 500");
+  CHECK(result.status == 1);
+  CHECK_THAT(result.output, Catch::Contains(dev + ":5:") && Catch::Contains("more than dev-max-length 500"));
+  CHECK(!fs::exists(dir / "model" / "last.ckpt"));
+}
+
+TEST_CASE("faults: an exception between a team's phases or inside one is rethrown, never a hang", "[faults]") {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  for (const bool inside : {false, true}) {
+    INFO((inside ? "inside a phase" : "between phases"));
+    std::atomic<int> phases{0};
+    const auto body = [&](Team& team) {
+      const bool last = team.share(2).second == 2;  // the team's last thread (or its only one)
+      for (int i = 0; i < 100; ++i) {
+        if (!inside && last && i == 3) throw std::runtime_error("failed at 3");
+        team.phase([&] {
+          if (inside && last && i == 3) throw std::runtime_error("failed at 3");
+          ++phases;
+        });
+      }
+    };
+    CHECK_THROWS_WITH(run_as_team(body), "failed at 3");
+    CHECK(phases.load() <= 2 * 4);  // the phases after the failure were skipped
+  }
+  at::set_num_threads(threads);
+}
+
+// A tiny run with dropout, killed with SIGKILL at random moments and resumed each time: every
+// kill leaves a model directory that loads and resumes, and the run ends with the parameters of
+// one that was never interrupted.
+TEST_CASE("faults: kill -9 at random moments, resume each time, same parameters as an uninterrupted run", "[faults]") {
+  const fs::path dir = fresh("kill");
+  const std::string arguments =
+      tiny_train_arguments((dir / "MODEL").string(), 24, 2) + " --dropout 0.3 --early-stopping-patience 0";
+  const auto for_model = [&](const fs::path& model) {
+    std::string text = arguments;
+    text.replace(text.find((dir / "MODEL").string()), (dir / "MODEL").string().size(), model.string());
+    return text;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(run_nmt(for_model(dir / "whole")).status == 0);
+  const auto run_time = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  const TrainingCheckpoint whole = load_last(dir / "whole");
+  REQUIRE(whole.progress.step == 24);
+
+  const fs::path model = dir / "killed";
+  std::mt19937 random(7);
+  int kills = 0, kills_while_resuming = 0;
+  const fs::path last = model / "last.ckpt";
+  const auto saved = [&] { return fs::exists(last) ? fs::last_write_time(last) : fs::file_time_type::min(); };
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const bool resume = fs::exists(model / "last.ckpt");
+    if (resume) {
+      const TrainingCheckpoint loaded = load_last(model);  // loads after every kill
+      CHECK(all_finite(loaded));
+      if (loaded.progress.step == 24) break;
+    }
+    const std::string command = "exec " + std::string(NMT_BINARY) + " " + for_model(model) +
+                                (resume ? " --resume" : " --overwrite") + " >/dev/null 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t pid = 0;
+    REQUIRE(::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+    // Every other time at a random moment of the start (vocabulary, corpus, loading), else within
+    // a step or two after a save, when checkpoints are being written.
+    const auto saved_before = saved();
+    const int64_t count = run_time.count();
+    if (attempt % 2 == 0) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(count / 10, count * 6 / 10)(random)));
+    } else {
+      for (int poll = 0; poll < 1000 && saved() == saved_before; ++poll) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(0, count / 24)(random)));
+    }
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) ++kills, kills_while_resuming += resume ? 1 : 0;
+  }
+  INFO(kills << " kills, " << kills_while_resuming << " of them while resuming");
+  CHECK(kills_while_resuming >= 2);
+  REQUIRE(run_nmt(for_model(model) + " --resume").status == 0);
+  CHECK(temporaries(model).empty());
+  const TrainingCheckpoint resumed = load_last(model);
+  CHECK(resumed.progress.step == 24);
+  CHECK(same_parameters(resumed, whole));
+}
