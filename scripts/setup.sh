@@ -15,7 +15,8 @@ spm_dir="$root/third_party/sentencepiece"
 spm_prefix="$spm_dir/install"
 
 packages=(g++ cmake make libtorch-dev libopenblas0-openmp libcli11-dev libspdlog-dev catch2
-          libprotobuf-dev protobuf-compiler libtcmalloc-minimal4 nlohmann-json3-dev clang-format time)
+          libprotobuf-dev protobuf-compiler libtcmalloc-minimal4 nlohmann-json3-dev clang-format time
+          zlib1g-dev clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

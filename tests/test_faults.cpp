@@ -14,6 +14,7 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "inference/model.h"
 #include "text/corpus.h"
 #include "train/checkpoint.h"
 #include "util/io.h"
@@ -139,6 +140,22 @@ TEST_CASE("faults: a damaged last.ckpt on --resume says what --resume can do", "
   CHECK_THAT(result.output, Catch::Contains("last.ckpt") && Catch::Contains("--overwrite"));
   CHECK_THAT(result.output, !Catch::Contains("--checkpoint best|last"));
   CHECK(fs::exists(model / "best.ckpt"));
+}
+
+TEST_CASE("faults: a checkpoint with one byte changed is refused before LibTorch reads it", "[faults]") {
+  const fs::path dir = fresh("flipped");
+  const fs::path model = dir / "model";
+  REQUIRE(run_nmt(tiny_train_arguments(model.string())).status == 0);
+  std::string bytes = read_file((model / "best.ckpt").string());
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);  // inside a weight record
+  const std::string flipped = (dir / "flipped.ckpt").string();
+  write_file_atomic(flipped, bytes);
+  CHECK_THROWS_WITH(load_model(flipped, torch::kCPU),
+                    Catch::Contains(flipped + ": a damaged checkpoint") && Catch::Contains("fails its checksum"));
+  const CommandResult result = run_nmt("translate --model " + model.string() + " --checkpoint " + flipped +
+                                       " --input " + kToy + "/dev.src --threads 1");
+  CHECK(result.status == 1);
+  CHECK_THAT(result.output, Catch::Contains("fails its checksum") && Catch::Contains("--checkpoint"));
 }
 
 TEST_CASE("faults: vocab-size values sentencepiece cannot reach are refused naming the key", "[faults]") {

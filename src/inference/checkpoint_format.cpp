@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "util/io.h"
+#include "util/zip_check.h"
 
 namespace nmt {
 namespace {
@@ -46,6 +47,11 @@ void open_checkpoint(const std::string& path, const torch::Device& device, torch
   with_checkpoint_errors(
       path,
       [&] {
+        try {
+          check_zip_file(path);  // before LibTorch reads it: its reader trusts the bytes
+        } catch (const std::runtime_error& error) {
+          throw std::runtime_error(path + ": a damaged checkpoint (" + error.what() + "); " + remedy);
+        }
         archive.load_from(path, device);
         c10::IValue format, version;
         archive.read("format", format);

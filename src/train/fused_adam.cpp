@@ -51,7 +51,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
-    const auto [beta1, beta2] = options.betas();
+    const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());  // captured below
     for (auto& param : group.params()) {
       if (!param.grad().defined()) continue;
       // Adam's own key and initial state (torch/csrc/api/src/optim/adam.cpp).

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test suite under AddressSanitizer and UndefinedBehaviorSanitizer: a build in
+# build-sanitize/ with -DNMT_SANITIZE=address,undefined (GCC, like the main build; no tcmalloc),
+# then CTest there. A sanitizer report ends the process that makes it, so the test fails.
+# Usage: scripts/sanitize.sh [CTEST_ARGUMENTS...]    e.g. scripts/sanitize.sh -R faults
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build-sanitize"
+"$root/scripts/setup.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNMT_SANITIZE=address,undefined \
+  > "$root/build-sanitize.configure.log" 2>&1 || { cat "$root/build-sanitize.configure.log"; exit 1; }
+rm -f "$root/build-sanitize.configure.log"
+cmake --build "$build" -j "${NMT_BUILD_JOBS:-2}" --target nmt nmt_tests
+# Leaks are checked too; a report names the test and the allocation's stack.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_init_order=1:check_initialization_order=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp"
+cd "$build"
+ctest --output-on-failure -j 2 "$@"
