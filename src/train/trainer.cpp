@@ -87,18 +87,23 @@ void check_divergence(int skipped_in_a_row, const std::string& why, int64_t step
   }
 }
 
-// best.ckpt when improved, last.ckpt, and the kept step checkpoint (after last.ckpt, so that a kept
-// step is never ahead of it). Weights that are no longer finite are never written.
-void save_checkpoints(const TrainingCheckpoint& state, FusedAdam& optimizer, bool improved, spdlog::logger& log) {
-  const fs::path dir(state.config.model_dir);
+// Weights that are no longer finite are never saved: the run stops instead.
+void require_finite_weights(const TrainingCheckpoint& state) {
   for (const auto& parameter : state.model.network->named_parameters()) {
     if (!torch::isfinite(parameter.value()).all().item<bool>()) {
       throw std::runtime_error("training diverged: weight " + parameter.key() + " is not finite at step " +
                                std::to_string(state.progress.step) + "; nothing saved, " +
-                               (dir / kLastCheckpoint).string() +
+                               (fs::path(state.config.model_dir) / kLastCheckpoint).string() +
                                " holds the last good weights: lower learning-rate or set clip-norm, then --resume");
     }
   }
+}
+
+// best.ckpt when improved, last.ckpt, and the kept step checkpoint (after last.ckpt, so that a kept
+// step is never ahead of it).
+void save_checkpoints(const TrainingCheckpoint& state, FusedAdam& optimizer, bool improved, spdlog::logger& log) {
+  const fs::path dir(state.config.model_dir);
+  require_finite_weights(state);
   if (improved) save_checkpoint((dir / kBestCheckpoint).string(), state, nullptr);
   save_checkpoint((dir / kLastCheckpoint).string(), state, &optimizer);
   if (state.config.keep_checkpoints > 0) {
@@ -213,6 +218,7 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
     if (!summary.stop_reason.empty()) break;
   }
   if (summary.stop_reason.empty()) summary.stop_reason = "max-epochs reached";
+  require_finite_weights(state);
   save_checkpoint((fs::path(config.model_dir) / kLastCheckpoint).string(), state, setup.optimizer.get());
   summary.steps = progress.step;
   summary.best_score = progress.best_score;
