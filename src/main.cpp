@@ -6,8 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -158,9 +156,7 @@ int main(int argc, char** argv) {
       if (evaluate_command->parsed()) evaluate_files(evaluate_job, std::cout);
       if (average_command->parsed()) run_average(average_job, std::cout);
     }
-    if (!(std::cout << std::flush)) {  // a closed or full standard output: the exit status says so
-      throw std::runtime_error(std::string("standard output: write failed (") + std::strerror(errno) + ")");
-    }
+    flush_standard_output(std::cout);  // a closed or full standard output: the exit status says so
   } catch (const c10::Error& error) {  // LibTorch errors carry a backtrace: keep the first line
     const std::string message = error.what_without_backtrace();
     spdlog::error("{}", message.substr(0, message.find('\n')));

@@ -5,10 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -64,8 +62,8 @@ std::vector<Translation> translate_lines(const TranslateOptions& options, Transl
 
 void write_output(const std::string& destination, const std::string& text, std::ostream& out) {
   if (destination == "-") {
-    out << text << std::flush;
-    if (!out) throw std::runtime_error(std::string("standard output: write failed (") + std::strerror(errno) + ")");
+    out << text;
+    flush_standard_output(out);
   } else {
     write_file_atomic(destination, text);
   }

@@ -78,7 +78,7 @@ TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch
             progress.validations_without_improvement = value.toInt();
         archive.read("plateau_count", value), progress.plateau_count = value.toInt();
         progress.learning_rate = read_double(archive, "learning_rate");
-        if (!archive.try_read("random_state", checkpoint.random_state)) checkpoint.random_state = torch::Tensor();
+        archive.try_read("random_state", checkpoint.random_state);  // stays undefined in older checkpoints
       },
       remedy);
   return checkpoint;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <mutex>
@@ -80,6 +81,12 @@ void guard_standard_streams() {
       ::dup2(placeholder, descriptor);
       ::close(placeholder);
     }
+  }
+}
+
+void flush_standard_output(std::ostream& out) {
+  if (!(out << std::flush)) {
+    throw std::runtime_error(std::string("standard output: write failed (") + std::strerror(errno) + ")");
   }
 }
 

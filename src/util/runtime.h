@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <ostream>
 #include <string>
 
 namespace nmt {
@@ -33,6 +34,10 @@ void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size
 // /dev/null opened read-only, so that no file opened later takes its number (and receives the
 // translation) and a write to it fails with a message.
 void guard_standard_streams();
+
+// Flushes `out` (standard output); throws std::runtime_error "standard output: write failed
+// (REASON)" when it is full, closed or a pipe nobody reads.
+void flush_standard_output(std::ostream& out);
 
 // Seeds LibTorch's generators (CPU and CUDA).
 void set_seed(int seed);
