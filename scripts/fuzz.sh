@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzing: the libFuzzer targets of tests/fuzz (the config reader, the parallel-text reader, the
-# checkpoint loader, the BLEU tokenizer and scorers), built with clang, AddressSanitizer and
+# checkpoint loader, the BLEU tokenizer and scorers, nmt serve's request reader), built with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer in build-fuzz/, each run for a bounded time from its seed corpus
 # (tests/fuzz/NAME/; the checkpoint target also gets a real checkpoint trained here). Fails on
 # the first crash, leak, sanitizer report or timeout, and keeps the input that caused it in
@@ -10,7 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-30}"
 build="$root/build-fuzz"
-targets=(config corpus checkpoint bleu)
+targets=(config corpus checkpoint bleu request)
 "$root/scripts/setup.sh"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNMT_FUZZ=ON \
   -DNMT_BUILD_TESTS=OFF > "$root/build-fuzz.configure.log" 2>&1 || { cat "$root/build-fuzz.configure.log"; exit 1; }

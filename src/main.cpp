@@ -14,6 +14,7 @@
 #include "config/translate_options.h"
 #include "inference/commands.h"
 #include "kernels/dispatch.h"
+#include "serve/server.h"
 #include "train/average.h"
 #include "train/trainer.h"
 #include "util/runtime.h"
@@ -25,7 +26,8 @@ int main(int argc, char** argv) {
   // Diagnostics go to standard error, always: standard output carries translations and scores.
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
-  CLI::App app{"nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, average)", "nmt"};
+  CLI::App app{"nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, average, serve)",
+               "nmt"};
   app.require_subcommand(1);
   app.set_config("--config", "", "TOML configuration file (a [train] section)");
   app.allow_config_extras(false);
@@ -116,6 +118,38 @@ int main(int argc, char** argv) {
   evaluate_command->add_option("--output", evaluate_job.output, "with --model: also write the translation here");
   add_translate_options(*evaluate_command, evaluate_job.translate);
 
+  // serve
+  serve::ServeOptions serve_options;
+  CLI::App* serve_command =
+      app.add_subcommand("serve", "translate over HTTP: POST /translate (JSON), GET /health, GET / (a page)");
+  serve_command->add_option("--model", serve_options.translate.model_dir, "model directory (from nmt train)")
+      ->required();
+  serve_command->add_option("--host", serve_options.host, "address to listen on (0.0.0.0: every interface)")
+      ->capture_default_str();
+  serve_command->add_option("--port", serve_options.port, "port to listen on (0: any free port)")
+      ->capture_default_str();
+  serve_command->add_option("--max-batch", serve_options.max_batch, "sentences translated together, across requests")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--max-wait-ms", serve_options.max_wait_ms,
+                   "how long a request may wait for others to share its batch")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--workers", serve_options.workers, "batches translated at once (0: one per thread on the CPU)")
+      ->capture_default_str();
+  serve_command->add_option("--connections", serve_options.connections, "connections served at once")
+      ->capture_default_str();
+  serve_command->add_option("--max-body-bytes", serve_options.limits.max_body_bytes, "largest request body")
+      ->capture_default_str();
+  serve_command->add_option("--max-sentences", serve_options.limits.max_sentences, "most sentences in one request")
+      ->capture_default_str();
+  serve_command->add_option("--max-sentence-bytes", serve_options.limits.max_sentence_bytes, "longest sentence")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--max-beam-size", serve_options.limits.max_beam_size, "largest beam_size a request may ask")
+      ->capture_default_str();
+  add_translate_options(*serve_command, serve_options.translate);
+
   // average
   AverageJob average_job;
   CLI::App* average_command =
@@ -155,6 +189,7 @@ int main(int argc, char** argv) {
       if (translate_command->parsed()) translate_files(translate_job, std::cout);
       if (evaluate_command->parsed()) evaluate_files(evaluate_job, std::cout);
       if (average_command->parsed()) run_average(average_job, std::cout);
+      if (serve_command->parsed()) serve::serve(serve_options);
     }
     flush_standard_output(std::cout);  // a closed or full standard output: the exit status says so
   } catch (const c10::Error& error) {  // LibTorch errors carry a backtrace: keep the first line

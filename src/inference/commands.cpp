@@ -15,6 +15,7 @@
 #include "inference/model.h"
 #include "search/translator.h"
 #include "text/corpus.h"
+#include "text/line_stream.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -58,6 +59,27 @@ std::vector<Translation> translate_lines(const TranslateOptions& options, Transl
   Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, options.search,
                         options.batching, parse_device(options.device));
   return translator.translate(lines, progress_reporter(lines.size(), options.quiet));
+}
+
+// Standard input that is a pipe or a terminal: each group of lines that has arrived is translated
+// and written (and flushed) before the next is waited for, so that a pipeline gets each answer as
+// soon as its line is in. Sorting by length then happens within each group.
+void translate_stream(const TranslateOptions& options, TranslationModel& model, const OutputOptions& outputs,
+                      std::ostream& out) {
+  Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, options.search,
+                        options.batching, parse_device(options.device));
+  // At most enough lines for a few batches on every thread: a long piped file keeps its speed.
+  const size_t most = static_cast<size_t>(options.batching.batch_in_tokens ? 64 : options.batching.batch_size) *
+                      static_cast<size_t>(std::max(1, torch::get_num_threads())) * 4;
+  LineStream stream(std::cin, "standard input");
+  size_t done = 0;
+  for (std::vector<std::string> lines = stream.take(most); !lines.empty(); lines = stream.take(most)) {
+    const std::vector<Translation> translations = translator.translate(lines);
+    out << format_translations(lines, translations, model.target_vocabulary, "stdin", options.search.n_best, outputs,
+                               done);
+    flush_standard_output(out);
+    done += lines.size();
+  }
 }
 
 void write_output(const std::string& destination, const std::string& text, std::ostream& out) {
@@ -118,6 +140,10 @@ void translate_files(TranslateJob job, std::ostream& out) {
   if (!outputs.attention_dir.empty()) fs::create_directories(outputs.attention_dir);
 
   for (const std::string& input : job.inputs) {
+    if (input == "-" && job.output == "-" && job.output_dir.empty() && is_stream(STDIN_FILENO)) {
+      translate_stream(options, model, outputs, out);
+      continue;
+    }
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
     const std::vector<Translation> translations = translate_lines(options, model, lines);
     const std::string stem = output_stem(input);

@@ -29,16 +29,16 @@ AttentionMatrix attention_matrix(const Translation& translation, const Hypothesi
 
 std::string format_translations(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
                                 const Vocabulary& target_vocabulary, const std::string& stem, int n_best,
-                                const OutputOptions& options) {
+                                const OutputOptions& options, size_t first_line) {
   std::ostringstream text;
   for (size_t i = 0; i < translations.size(); ++i) {
     const Translation& translation = translations[i];
     if (n_best > 1) {
       for (size_t k = 0; k < translation.hypotheses.size(); ++k) {
-        text << i << " ||| " << translation.texts[k] << " ||| " << translation.hypotheses[k].score << "\n";
+        text << first_line + i << " ||| " << translation.texts[k] << " ||| " << translation.hypotheses[k].score << "\n";
       }
       if (translation.hypotheses.empty())
-        text << i << " ||| "
+        text << first_line + i << " ||| "
              << " ||| 0\n";
       continue;
     }
@@ -53,7 +53,7 @@ std::string format_translations(const std::vector<std::string>& lines, const std
     if (options.alignment) text << hard_alignment(matrix) << "\n";
     if (!options.attention_dir.empty()) {
       char number[32];
-      std::snprintf(number, sizeof(number), "%05zu", i + 1);
+      std::snprintf(number, sizeof(number), "%05zu", first_line + i + 1);
       const std::string base = (std::filesystem::path(options.attention_dir) / (stem + "." + number)).string();
       write_file_atomic(base + ".svg", attention_svg(matrix, lines[i] + "  →  " + translation.texts[0]),
                         Durability::kNoSync);

@@ -24,9 +24,10 @@ AttentionMatrix attention_matrix(const Translation& translation, const Hypothesi
 
 // The text output for `translations` of `lines` (the input named `stem`): n-best lines when
 // n_best > 1, else one line each with what `options` adds. Attention files are written as a side
-// effect when options.attention_dir is set.
+// effect when options.attention_dir is set. `first_line` is the 0-based number of lines[0] in the
+// input (n-best lines and attention files are numbered by it).
 std::string format_translations(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
                                 const Vocabulary& target_vocabulary, const std::string& stem, int n_best,
-                                const OutputOptions& options);
+                                const OutputOptions& options, size_t first_line = 0);
 
 }  // namespace nmt

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The page of nmt serve in a real browser: trains a small model on the toy corpus (or takes
+# MODEL_DIR), starts nmt serve on a free port, and runs build/nmt_page_check, which drives Debian's
+# chromium headless through chromedriver: types a sentence, waits for the translation and the
+# heatmap, and checks them against the server's own answer. Skipped, saying so, when chromium or
+# chromedriver is missing (scripts/setup.sh installs them as root).
+# Usage: scripts/page_test.sh [MODEL_DIR [SENTENCE [SCREENSHOT.png]]]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build"
+if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null; then
+  echo "page test: SKIPPED: chromium or chromedriver is not installed (scripts/setup.sh installs them as root)"
+  exit 0
+fi
+work="$(mktemp -d)"
+server=""
+trap '[ -n "$server" ] && kill "$server" 2> /dev/null; rm -rf "$work"' EXIT
+
+model="${1:-}"
+sentence="${2:-A wolf hears your shop from a hill .}"
+if [ -z "$model" ]; then
+  toy="$root/data/toy"
+  model="$work/model"
+  "$build/nmt" train --train-source "$toy/train.src" --train-target "$toy/train.tgt" --dev-source "$toy/dev.src" \
+    --dev-target "$toy/dev.tgt" --model-dir "$model" --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 \
+    --decoder-hidden-size 16 --attention-size 8 --max-steps 20 --validate-every 20 --threads 1 \
+    > "$work/train.log" 2>&1 || { tail -3 "$work/train.log"; exit 1; }
+fi
+
+source "$root/scripts/serve_helpers.sh"
+start_server "$work/serve.log" "$build/nmt" --model "$model" --max-length 30
+screenshot=()
+[ -n "${3:-}" ] && screenshot=(--screenshot "$3")
+"$build/nmt_page_check" --port "$port" --sentence "$sentence" "${screenshot[@]}"
+kill -TERM "$server"
+wait "$server" || { echo "page test: nmt serve did not exit cleanly after SIGTERM" >&2; exit 1; }
+server=""
+echo "page test: passed"

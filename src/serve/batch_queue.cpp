@@ -1,0 +1,125 @@
+#include "serve/batch_queue.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+namespace nmt::serve {
+
+namespace {
+
+bool same_search(const SearchOptions& a, const SearchOptions& b) {
+  return a.beam_size == b.beam_size && a.n_best == b.n_best && a.return_attention == b.return_attention &&
+         a.length_penalty == b.length_penalty && a.max_length_ratio == b.max_length_ratio &&
+         a.max_length == b.max_length && a.ban_unk == b.ban_unk;
+}
+
+}  // namespace
+
+BatchQueue::BatchQueue(const TranslationModel& model, BatchQueueOptions options, torch::Device device)
+    : model_(model), options_(options), device_(device) {
+  for (size_t worker = 0; worker < std::max<size_t>(options_.workers, 1); ++worker) {
+    workers_.emplace_back([this] {
+      if (options_.workers > 1) torch::set_num_threads(1);  // this thread's own count (OpenMP's is per thread)
+      work();
+    });
+  }
+}
+
+BatchQueue::~BatchQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  arrived_.notify_all();
+  for (auto& worker : workers_) worker.join();
+}
+
+std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search) {
+  std::future<std::vector<Translation>> result;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) throw std::runtime_error("the server is stopping");
+    Request& request = queue_.emplace_back();
+    request.lines = std::move(lines);
+    request.search = search;
+    request.arrival = std::chrono::steady_clock::now();
+    result = request.result.get_future();
+  }
+  arrived_.notify_all();
+  return result.get();
+}
+
+size_t BatchQueue::sentences_done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sentences_done_;
+}
+
+size_t BatchQueue::batches_done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return batches_done_;
+}
+
+std::vector<BatchQueue::Request> BatchQueue::take_batch() {
+  std::vector<Request> batch;
+  size_t sentences = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const bool fits = batch.empty() || (same_search(it->search, batch.front().search) &&
+                                        sentences + it->lines.size() <= options_.max_batch_sentences);
+    if (!fits) {
+      ++it;
+      continue;
+    }
+    sentences += it->lines.size();
+    batch.push_back(std::move(*it));
+    it = queue_.erase(it);
+  }
+  return batch;
+}
+
+void BatchQueue::work() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    arrived_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left to translate
+    // Under load (another worker busy), wait for company while the oldest request is young and the
+    // batch not yet full; with every other worker idle, waiting would only add latency.
+    const auto deadline = queue_.front().arrival + options_.max_wait;
+    arrived_.wait_until(lock, deadline, [this] {
+      if (stopping_ || queue_.empty() || busy_workers_ == 0) return true;
+      size_t sentences = 0;
+      for (const Request& request : queue_) {
+        if (same_search(request.search, queue_.front().search)) sentences += request.lines.size();
+      }
+      return sentences >= options_.max_batch_sentences;
+    });
+    std::vector<Request> batch = take_batch();
+    if (batch.empty()) continue;  // another worker took them
+    ++busy_workers_;
+    lock.unlock();
+
+    std::vector<std::string> lines;
+    for (const Request& request : batch) lines.insert(lines.end(), request.lines.begin(), request.lines.end());
+    try {
+      Translator translator(model_.network, model_.source_vocabulary, model_.target_vocabulary, batch.front().search,
+                            options_.batching, device_);
+      std::vector<Translation> translations = translator.translate(lines);
+      size_t next = 0;
+      for (Request& request : batch) {
+        std::vector<Translation> own(std::make_move_iterator(translations.begin() + next),
+                                     std::make_move_iterator(translations.begin() + next + request.lines.size()));
+        next += request.lines.size();
+        request.result.set_value(std::move(own));
+      }
+    } catch (...) {
+      for (Request& request : batch) request.result.set_exception(std::current_exception());
+    }
+    lock.lock();
+    --busy_workers_;
+    arrived_.notify_all();  // a waiting worker's wait may be over
+    sentences_done_ += lines.size();
+    ++batches_done_;
+  }
+}
+
+}  // namespace nmt::serve

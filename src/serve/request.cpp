@@ -1,0 +1,161 @@
+#include "serve/request.h"
+
+#include <cmath>
+
+#include "eval/attention_export.h"
+#include "inference/outputs.h"
+#include "text/utf8.h"
+
+namespace nmt::serve {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFields = "text, beam_size, n_best, attention, alignment";
+
+[[noreturn]] void refuse(const std::string& message, int status = 400) { throw RequestError(status, message); }
+
+// The byte offset of the first malformed UTF-8 sequence, or npos.
+size_t first_invalid_utf8(std::string_view text) {
+  for (size_t position = 0; position < text.size();) {
+    const size_t start = position;
+    bool valid = true;
+    next_code_point(text, position, &valid);
+    if (!valid) return start;
+  }
+  return std::string_view::npos;
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] ": the rest is for users.
+std::string without_prefix(const std::string& message) {
+  const size_t end = message.find("] ");
+  return message.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? message.substr(end + 2) : message;
+}
+
+int integer_field(const json& value, const std::string& name, int low, int high) {
+  if (!value.is_number_integer() || value.get<long long>() < low || value.get<long long>() > high) {
+    refuse(name + " must be an integer from " + std::to_string(low) + " to " + std::to_string(high) + ", got " +
+           value.dump());
+  }
+  return static_cast<int>(value.get<long long>());
+}
+
+bool boolean_field(const json& value, const std::string& name) {
+  if (!value.is_boolean()) refuse(name + " must be true or false, got " + value.dump());
+  return value.get<bool>();
+}
+
+std::string sentence_field(const json& value, const std::string& name, const RequestLimits& limits) {
+  if (!value.is_string()) refuse(name + " must be a string, got " + std::string(value.type_name()));
+  const std::string& text = value.get_ref<const std::string&>();
+  if (text.size() > limits.max_sentence_bytes) {
+    refuse(name + " has " + std::to_string(text.size()) + " bytes; the limit is " +
+               std::to_string(limits.max_sentence_bytes) + " (nmt serve --max-sentence-bytes)",
+           413);
+  }
+  return text;
+}
+
+// Weights rounded to 1e-4: the shortest decimal that JSON writes for them stays short.
+json rounded(const std::vector<float>& row) {
+  json values = json::array();
+  for (float weight : row) values.push_back(std::isfinite(weight) ? std::round(weight * 1e4) / 1e4 : 0.0);
+  return values;
+}
+
+}  // namespace
+
+TranslateRequest parse_translate_request(std::string_view body, const SearchOptions& defaults,
+                                         const RequestLimits& limits) {
+  if (body.size() > limits.max_body_bytes) {
+    refuse("the body has " + std::to_string(body.size()) + " bytes; the limit is " +
+               std::to_string(limits.max_body_bytes) + " (nmt serve --max-body-bytes)",
+           413);
+  }
+  if (const size_t position = first_invalid_utf8(body); position != std::string_view::npos) {
+    refuse("the body is not valid UTF-8 (byte " + std::to_string(position) + "); send text as UTF-8");
+  }
+  json document;
+  try {
+    document = json::parse(body);
+  } catch (const json::exception& error) {  // parse_error, or out_of_range for a number like 1e400
+    refuse("malformed JSON: " + without_prefix(error.what()));
+  }
+  if (!document.is_object()) {
+    refuse("the body must be a JSON object like {\"text\": [\"...\"]}, got " + std::string(document.type_name()));
+  }
+  TranslateRequest request;
+  request.search = defaults;
+  request.search.n_best = 1;
+  const auto text = document.find("text");
+  if (text == document.end()) refuse("missing field \"text\" (a string or a list of strings)");
+  if (text->is_string()) {
+    request.text.push_back(sentence_field(*text, "text", limits));
+  } else if (text->is_array()) {
+    if (text->size() > limits.max_sentences) {
+      refuse("text has " + std::to_string(text->size()) + " sentences; the limit is " +
+                 std::to_string(limits.max_sentences) + " (nmt serve --max-sentences)",
+             413);
+    }
+    for (size_t i = 0; i < text->size(); ++i) {
+      request.text.push_back(sentence_field((*text)[i], "text[" + std::to_string(i) + "]", limits));
+    }
+  } else {
+    refuse("text must be a string or a list of strings, got " + std::string(text->type_name()));
+  }
+  for (const auto& [name, value] : document.items()) {
+    if (name == "text") continue;
+    if (name == "beam_size") {
+      request.search.beam_size = integer_field(value, name, 1, limits.max_beam_size);
+    } else if (name == "n_best") {
+      request.search.n_best = integer_field(value, name, 1, limits.max_beam_size);
+    } else if (name == "attention") {
+      request.attention = boolean_field(value, name);
+    } else if (name == "alignment") {
+      request.alignment = boolean_field(value, name);
+    } else {
+      refuse("unknown field " + json(name).dump() + " (the fields are " + kFields + ")");
+    }
+  }
+  if (request.search.n_best > request.search.beam_size) {
+    refuse("n_best (" + std::to_string(request.search.n_best) + ") must not exceed beam_size (" +
+           std::to_string(request.search.beam_size) + ")");
+  }
+  request.search.return_attention = request.attention || request.alignment;
+  return request;
+}
+
+nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
+                                 const Vocabulary& target_vocabulary) {
+  json entries = json::array();
+  for (const Translation& translation : translations) {
+    const bool empty = translation.hypotheses.empty();
+    json entry = {{"text", empty ? "" : translation.texts[0]},
+                  {"score", empty ? 0.0 : translation.hypotheses[0].score}};
+    if (request.attention || request.alignment) {
+      AttentionMatrix matrix;
+      if (!empty) matrix = attention_matrix(translation, translation.hypotheses[0], target_vocabulary);
+      if (request.alignment) entry["alignment"] = hard_alignment(matrix);
+      if (request.attention) {
+        json weights = json::array();
+        for (const auto& row : matrix.weights) weights.push_back(rounded(row));
+        entry["attention"] = {
+            {"source", matrix.source_tokens}, {"target", matrix.target_tokens}, {"weights", std::move(weights)}};
+      }
+    }
+    if (request.search.n_best > 1) {
+      json hypotheses = json::array();
+      for (size_t k = 0; k < translation.hypotheses.size(); ++k) {
+        hypotheses.push_back({{"text", translation.texts[k]}, {"score", translation.hypotheses[k].score}});
+      }
+      entry["n_best"] = std::move(hypotheses);
+    }
+    entries.push_back(std::move(entry));
+  }
+  return {{"translations", std::move(entries)}};
+}
+
+std::string error_json(const std::string& message) { return json{{"error", message}}.dump(); }
+
+}  // namespace nmt::serve

@@ -1,0 +1,61 @@
+// The JSON of `nmt serve`: a POST /translate body read into a TranslateRequest (every field
+// checked, with a RequestError naming it), and the answer written from the translations. No
+// sockets here, so that the suite and the fuzz target (tests/fuzz/fuzz_request.cpp) call it as the
+// server does.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/translate_options.h"
+#include "search/translator.h"
+#include "text/vocabulary.h"
+
+namespace nmt::serve {
+
+// What one request may ask for; over a limit is a 413 answer naming it.
+struct RequestLimits {
+  size_t max_body_bytes = 1 << 20;   // the whole body (httplib refuses longer ones before reading)
+  size_t max_sentences = 256;        // entries of "text"
+  size_t max_sentence_bytes = 4096;  // one entry of "text", in bytes
+  int max_beam_size = 16;            // "beam_size" from 1 to this
+};
+
+// A request the server cannot take: the HTTP status (4xx) and a one-line message naming the field.
+class RequestError : public std::runtime_error {
+ public:
+  RequestError(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+struct TranslateRequest {
+  std::vector<std::string> text;  // the sentences, in order
+  SearchOptions search;           // the server's defaults with the request's beam_size and n_best
+  bool attention = false;         // add each sentence's attention matrix to the answer
+  bool alignment = false;         // add each sentence's hard alignment ("i-j" pairs)
+};
+
+// {"text": "..." | ["...", ...], "beam_size": int, "n_best": int, "attention": bool,
+//  "alignment": bool}; only "text" is required, and any other field is refused by name.
+// Throws RequestError (400 for malformed JSON, a missing field, a wrong type, a value out of
+// range, invalid UTF-8 or an unknown field; 413 over `limits`).
+TranslateRequest parse_translate_request(std::string_view body, const SearchOptions& defaults,
+                                         const RequestLimits& limits);
+
+// {"translations": [{"text", "score", "alignment"?, "attention"?, "n_best"?}, ...]}, one entry per
+// sentence of the request, in its order.
+nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
+                                 const Vocabulary& target_vocabulary);
+
+// {"error": message}
+std::string error_json(const std::string& message);
+
+}  // namespace nmt::serve

@@ -1,0 +1,246 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "inference/model.h"
+#include "serve/batch_queue.h"
+#include "serve/page.h"
+#include "util/runtime.h"
+
+namespace nmt::serve {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kJson = "application/json";
+
+// SIGINT and SIGTERM reach the server through a pipe: the handler only writes to it (all a signal
+// handler may safely do), and a thread of the server reads it and stops the listener.
+int signal_pipe[2] = {-1, -1};
+std::atomic<int> signals_received{0};
+
+void on_signal(int number) {
+  if (signals_received.fetch_add(1) > 0) {
+    constexpr char kMessage[] = "nmt serve: second signal: exiting without finishing the requests in flight\n";
+    [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    ::_exit(1);
+  }
+  const char byte = static_cast<char>(number);
+  [[maybe_unused]] ssize_t written = ::write(signal_pipe[1], &byte, 1);
+}
+
+void install_signal_handlers() {
+  if (::pipe(signal_pipe) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+void check(const ServeOptions& options) {
+  validate(options.translate.search);
+  validate(options.translate.batching);
+  if (options.port < 0 || options.port > 65535) throw std::invalid_argument("--port must be from 0 to 65535");
+  if (options.max_batch < 1) throw std::invalid_argument("--max-batch must be at least 1");
+  if (options.workers < 0 || options.workers > 256) throw std::invalid_argument("--workers must be from 0 to 256");
+  if (!(options.max_wait_ms >= 0 && options.max_wait_ms <= 10000)) {
+    throw std::invalid_argument("--max-wait-ms must be from 0 to 10000");
+  }
+  if (options.connections < 1 || options.connections > 4096) {
+    throw std::invalid_argument("--connections must be from 1 to 4096");
+  }
+  const RequestLimits& limits = options.limits;
+  if (limits.max_body_bytes < 16) throw std::invalid_argument("--max-body-bytes must be at least 16");
+  if (limits.max_sentences < 1) throw std::invalid_argument("--max-sentences must be at least 1");
+  if (limits.max_sentence_bytes < 1) throw std::invalid_argument("--max-sentence-bytes must be at least 1");
+  if (limits.max_beam_size < options.translate.search.beam_size) {
+    throw std::invalid_argument("--max-beam-size must be at least --beam-size (" +
+                                std::to_string(options.translate.search.beam_size) + ")");
+  }
+}
+
+void answer_json(httplib::Response& response, int status, const json& body) {
+  response.status = status;
+  response.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), kJson);
+}
+
+void answer_error(httplib::Response& response, int status, const std::string& message) {
+  response.status = status;
+  response.set_content(error_json(message), kJson);
+}
+
+}  // namespace
+
+void serve(const ServeOptions& options) {
+  check(options);
+  install_signal_handlers();
+  set_threads(options.translate.threads);
+  const torch::Device device = parse_device(options.translate.device);
+  const std::string checkpoint = resolve_checkpoint(options.translate.model_dir, options.translate.checkpoint);
+  const TranslationModel model =
+      load_model_from_directory(options.translate.model_dir, options.translate.checkpoint, device);
+  const auto started = Clock::now();
+  std::atomic<size_t> requests_served{0};
+  std::atomic<size_t> requests_refused{0};
+
+  BatchQueueOptions queue_options;
+  queue_options.max_batch_sentences = static_cast<size_t>(options.max_batch);
+  // On the CPU, one batch per thread; a GPU takes one batch at a time.
+  queue_options.workers = options.workers > 0
+                              ? static_cast<size_t>(options.workers)
+                              : (device.is_cpu() ? static_cast<size_t>(torch::get_num_threads()) : size_t{1});
+  queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
+  queue_options.batching = options.translate.batching;
+  BatchQueue queue(model, queue_options, device);
+
+  httplib::Server server;
+  const auto connections = static_cast<size_t>(options.connections);
+  server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
+  server.set_payload_max_length(options.limits.max_body_bytes);
+  // httplib's default adds SO_REUSEPORT, with which a second server on the same port would share
+  // its connections instead of being refused: SO_REUSEADDR alone.
+  socket_t listening = -1;
+  server.set_socket_options([&listening](socket_t socket) {
+    const int yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listening = socket;
+  });
+  server.set_tcp_nodelay(true);  // answers are small: send them now, not after the client's ACK
+  server.set_keep_alive_max_count(1000);
+  server.set_keep_alive_timeout(2);  // an idle connection delays a SIGTERM's exit by at most this
+  server.set_read_timeout(5);        // a client that stops sending mid-request is dropped after this
+  server.set_write_timeout(5);
+
+  server.Get("/", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content(page_html(), "text/html; charset=utf-8");
+  });
+  server.Get("/health", [&](const httplib::Request&, httplib::Response& response) {
+    const double uptime = std::chrono::duration<double>(Clock::now() - started).count();
+    answer_json(response, 200,
+                {{"status", "ok"},
+                 {"model", options.translate.model_dir},
+                 {"checkpoint", checkpoint},
+                 {"attention", model.options.attention},
+                 {"source_vocabulary", model.source_vocabulary.size()},
+                 {"target_vocabulary", model.target_vocabulary.size()},
+                 {"device", device.str()},
+                 {"threads", torch::get_num_threads()},
+                 {"beam_size", options.translate.search.beam_size},
+                 {"uptime_seconds", uptime},
+                 {"requests_served", requests_served.load()},
+                 {"requests_refused", requests_refused.load()},
+                 {"sentences_translated", queue.sentences_done()},
+                 {"batches", queue.batches_done()}});
+  });
+  server.Post("/translate", [&](const httplib::Request& http_request, httplib::Response& response) {
+    try {
+      TranslateRequest request = parse_translate_request(http_request.body, options.translate.search, options.limits);
+      if (request.search.return_attention && model.options.attention == kNoAttention) {
+        throw RequestError(400, "attention/alignment: this model was trained with attention none");
+      }
+      const std::vector<Translation> translations =
+          request.text.empty() ? std::vector<Translation>{} : queue.translate(request.text, request.search);
+      answer_json(response, 200, translations_json(request, translations, model.target_vocabulary));
+      ++requests_served;
+    } catch (const RequestError& error) {
+      ++requests_refused;
+      answer_error(response, error.status(), error.what());
+    }
+  });
+  for (const char* path : {"/", "/health"}) {
+    server.Post(path, [path](const httplib::Request&, httplib::Response& response) {
+      answer_error(response, 405, std::string(path) + " takes GET");
+    });
+  }
+  server.Get("/translate", [](const httplib::Request&, httplib::Response& response) {
+    answer_error(response, 405, "/translate takes POST with a JSON body like {\"text\": [\"...\"]}");
+  });
+  // Statuses without a body of ours (an unknown path, a body over the limit, a malformed request
+  // line) get a JSON error too.
+  server.set_error_handler([&](const httplib::Request& request, httplib::Response& response) {
+    if (!response.body.empty()) return;
+    ++requests_refused;
+    std::string message = "HTTP " + std::to_string(response.status);
+    if (response.status == 404) {
+      message = "no such endpoint: " + request.method + " " + request.path +
+                " (the endpoints are GET /, GET /health and POST /translate)";
+    } else if (response.status == 413) {
+      message = "the body is over the limit of " + std::to_string(options.limits.max_body_bytes) +
+                " bytes (nmt serve --max-body-bytes)";
+    } else if (response.status == 400) {
+      message = "malformed HTTP request";
+    }
+    answer_error(response, response.status, message);
+  });
+  server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
+    std::string message = "internal error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const c10::Error& exception) {
+      const std::string what = exception.what_without_backtrace();
+      message = what.substr(0, what.find('\n'));
+    } catch (const std::exception& exception) {
+      message = exception.what();
+    } catch (...) {
+    }
+    spdlog::error("POST /translate failed: {}", message);
+    answer_error(response, 500, message);
+  });
+
+  int port = options.port;
+  const bool bound =
+      port == 0 ? (port = server.bind_to_any_port(options.host)) > 0 : server.bind_to_port(options.host, options.port);
+  if (!bound) {
+    throw std::runtime_error("cannot listen on " + options.host + ":" + std::to_string(options.port) +
+                             " (the port is in use, or the address is not one of this machine's): choose another "
+                             "--port or --host");
+  }
+  // httplib listens with a backlog of 5 connections: more clients connecting at once would see
+  // their connection attempts dropped and retried a second later. Linux takes a second listen()
+  // on the bound socket as a new backlog.
+  if (::listen(listening, SOMAXCONN) != 0) spdlog::warn("listen backlog: {}", std::strerror(errno));
+  spdlog::info("nmt serve: {} ({} attention, {} and {} subwords) on {}", checkpoint, model.options.attention,
+               model.source_vocabulary.size(), model.target_vocabulary.size(), device.str());
+  spdlog::info("listening on http://{}:{}/", options.host, port);
+
+  std::atomic<bool> finished{false};
+  std::thread stopper([&] {
+    char byte = 0;
+    while (::read(signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    if (finished) return;
+    spdlog::info("SIG{}: no new connections; answering the requests in flight, then exiting", sigabbrev_np(byte));
+    // listen_after_bind may not have started yet: stop() acts on a running server only.
+    while (!finished) {
+      if (server.is_running()) {
+        server.stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  server.listen_after_bind();  // returns after stop(), once every accepted connection is answered
+  finished = true;
+  const char wake = 0;
+  [[maybe_unused]] ssize_t written = ::write(signal_pipe[1], &wake, 1);
+  stopper.join();
+  spdlog::info("stopped: {} served, {} refused; {} sentences translated in {} batches", requests_served.load(),
+               requests_refused.load(), queue.sentences_done(), queue.batches_done());
+}
+
+}  // namespace nmt::serve

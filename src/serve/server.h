@@ -1,0 +1,31 @@
+// `nmt serve`: a trained model behind HTTP and JSON (cpp-httplib, nlohmann/json).
+//   POST /translate  {"text": [...], "beam_size", "n_best", "attention", "alignment"} (serve/request.h)
+//   GET  /health     the model, vocabulary sizes, device, uptime, requests served
+//   GET  /           a page to type sentences into and see each one's attention (serve/page.html)
+// Requests from all connections are translated together (serve/batch_queue.h). SIGINT or SIGTERM
+// stops accepting connections, answers what is in flight, and returns; a second one exits at once.
+#pragma once
+
+#include <string>
+
+#include "config/translate_options.h"
+#include "serve/request.h"
+
+namespace nmt::serve {
+
+struct ServeOptions {
+  TranslateOptions translate;      // the model, its checkpoint, default search, batching, threads
+  std::string host = "127.0.0.1";  // the address to listen on (0.0.0.0: every interface)
+  int port = 8080;                 // 0: any free port (the log says which)
+  int max_batch = 32;              // sentences translated together, across requests
+  double max_wait_ms = 10;         // under load, how long a request may wait for others to join it
+  int workers = 0;                 // batches translated at once (0: one per thread)
+  int connections = 128;           // connections served at once (more wait to be accepted)
+  RequestLimits limits;
+};
+
+// Checks the options, loads the model, and serves until SIGINT or SIGTERM. Throws
+// std::runtime_error when the address cannot be listened on.
+void serve(const ServeOptions& options);
+
+}  // namespace nmt::serve

@@ -1,0 +1,296 @@
+// nmt serve over real sockets on 127.0.0.1 (a free port each), and nmt translate in a pipe.
+#include <httplib.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+#include "process_helpers.h"
+#include "text/corpus.h"
+
+using namespace nmt;
+using namespace nmt::testing;
+using nlohmann::json;
+
+namespace {
+
+// One small model for every test here.
+const std::string& served_model() {
+  static const std::string model_dir = [] {
+    const std::string dir = (work_directory() / "serve_model").string();
+    CommandResult trained = run_nmt(tiny_train_arguments(dir, 4, 4));
+    INFO(trained.output);
+    REQUIRE(trained.status == 0);
+    return dir;
+  }();
+  return model_dir;
+}
+
+std::vector<std::string> server_arguments(std::vector<std::string> extra = {}) {
+  std::vector<std::string> arguments = {"--model", served_model(), "--max-length", "8", "--threads", "1"};
+  arguments.insert(arguments.end(), extra.begin(), extra.end());
+  return arguments;
+}
+
+httplib::Client client_for(const ServerProcess& server) {
+  httplib::Client client("127.0.0.1", server.port);
+  client.set_read_timeout(60);
+  return client;
+}
+
+json post(httplib::Client& client, const json& body, int expected_status = 200) {
+  httplib::Result result = client.Post("/translate", body.dump(), "application/json");
+  REQUIRE(result);
+  INFO(result->body);
+  REQUIRE(result->status == expected_status);
+  CHECK(result->get_header_value("Content-Type") == "application/json");
+  return json::parse(result->body);
+}
+
+const std::vector<std::string> kSentences = {"A frog sees the bridge .", "", "The dog eats .",
+                                             "Two wolves hear a shop on the hill ."};
+
+}  // namespace
+
+TEST_CASE("serve: /translate gives what nmt translate gives, with attention, alignment and n-best", "[serve]") {
+  ServerProcess server(server_arguments());
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+
+  // The same sentences through the command line, beam 3.
+  const std::string input = (work_directory() / "serve_input.txt").string();
+  std::string text;
+  for (const auto& sentence : kSentences) text += sentence + "\n";
+  write_file_atomic(input, text);
+  CommandResult translated = run_nmt("translate --model " + served_model() + " --input " + input +
+                                     " --beam-size 3 --max-length 8 --with-scores --quiet --threads 1");
+  REQUIRE(translated.status == 0);
+  std::vector<std::string> expected;
+  std::istringstream lines(translated.output);
+  for (std::string line; std::getline(lines, line);) expected.push_back(line);
+  REQUIRE(expected.size() == kSentences.size());
+
+  const json answer = post(client, {{"text", kSentences}, {"beam_size", 3}});
+  REQUIRE(answer["translations"].size() == kSentences.size());
+  for (size_t i = 0; i < kSentences.size(); ++i) {
+    const json& translation = answer["translations"][i];
+    const std::string line = expected[i];
+    CHECK(translation["text"].get<std::string>() == line.substr(line.find('\t') + 1));
+    CHECK(translation["score"].get<double>() == Approx(std::stod(line.substr(0, line.find('\t')))).epsilon(1e-4));
+    CHECK_FALSE(translation.contains("attention"));
+  }
+  CHECK(answer["translations"][1]["text"] == "");
+
+  // A single string is one sentence.
+  const json single = post(client, {{"text", kSentences[0]}, {"beam_size", 3}});
+  REQUIRE(single["translations"].size() == 1);
+  CHECK(single["translations"][0]["text"] == answer["translations"][0]["text"]);
+
+  // Attention: one row per output token (and EOS), one column per source token and EOS, each a
+  // distribution; the alignment has one pair per non-EOS row at most.
+  const json attended = post(client, {{"text", {kSentences[3]}}, {"attention", true}, {"alignment", true}});
+  const json& attention = attended["translations"][0]["attention"];
+  REQUIRE(attention["source"].size() >= 2);
+  CHECK(attention["source"].back() == "</s>");
+  REQUIRE(attention["weights"].size() == attention["target"].size());
+  for (const json& row : attention["weights"]) {
+    REQUIRE(row.size() == attention["source"].size());
+    double sum = 0;
+    for (const json& weight : row) sum += weight.get<double>();
+    CHECK(sum == Approx(1.0).margin(1e-3));
+  }
+  CHECK(attended["translations"][0]["alignment"].is_string());
+
+  // n-best: best first, the first one is the translation.
+  const json listed = post(client, {{"text", {kSentences[0]}}, {"beam_size", 3}, {"n_best", 3}});
+  const json& hypotheses = listed["translations"][0]["n_best"];
+  REQUIRE(hypotheses.size() >= 2);
+  CHECK(hypotheses[0]["text"] == listed["translations"][0]["text"]);
+  for (size_t k = 1; k < hypotheses.size(); ++k) {
+    CHECK(hypotheses[k - 1]["score"].get<double>() >= hypotheses[k]["score"].get<double>());
+  }
+
+  // /health counts what was served; / is the page, with nothing fetched from elsewhere.
+  httplib::Result health = client.Get("/health");
+  REQUIRE(health);
+  REQUIRE(health->status == 200);
+  const json status = json::parse(health->body);
+  CHECK(status["requests_served"] == 4);
+  CHECK(status["sentences_translated"] == kSentences.size() + 3);
+  CHECK(status["source_vocabulary"].get<int>() > 0);
+  CHECK(status["device"] == "cpu");
+  CHECK(status["uptime_seconds"].get<double>() > 0);
+  httplib::Result page = client.Get("/");
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  CHECK(page->get_header_value("Content-Type").rfind("text/html", 0) == 0);
+  CHECK(page->body.find("<textarea id=\"source\"") != std::string::npos);
+  for (const char* external : {"src=", "href=", "<link", "@import", "url(", "https:"}) {
+    INFO(external);
+    CHECK(page->body.find(external) == std::string::npos);
+  }
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, and the server stays up", "[serve]") {
+  ServerProcess server(server_arguments(
+      {"--max-body-bytes", "2000", "--max-sentences", "4", "--max-sentence-bytes", "100", "--max-beam-size", "8"}));
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  struct Case {
+    std::string body;
+    int status;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {R"({"text": ["a")", 400, "malformed JSON"},
+      {"", 400, "malformed JSON"},
+      {R"([1, 2])", 400, "JSON object"},
+      {R"({})", 400, "missing field \"text\""},
+      {R"({"text": 5})", 400, "text must be a string or a list"},
+      {R"({"text": ["fine", 5]})", 400, "text[1] must be a string"},
+      {R"({"text": "a", "beam_size": 0})", 400, "beam_size must be an integer from 1 to 8, got 0"},
+      {R"({"text": "a", "beam_size": 9})", 400, "beam_size must be an integer from 1 to 8, got 9"},
+      {R"({"text": "a", "beam_size": "5"})", 400, "beam_size"},
+      {R"({"text": "a", "beam_size": 2.5})", 400, "beam_size"},
+      {R"({"text": "a", "beam_size": 1e400})", 400, "number overflow"},
+      {R"({"text": "a", "beam_size": 2, "n_best": 3})", 400, "n_best (3) must not exceed beam_size (2)"},
+      {R"({"text": "a", "attention": "yes"})", 400, "attention must be true or false"},
+      {R"({"text": "a", "beam": 5})", 400, "unknown field \"beam\""},
+      {"{\"text\": \"caf\xe9\"}", 400, "not valid UTF-8 (byte 13)"},
+      {R"({"text": "\ud800"})", 400, "malformed JSON"},
+      {R"({"text": ["a", "b", "c", "d", "e"]})", 413, "text has 5 sentences; the limit is 4"},
+      {R"({"text": [")" + std::string(101, 'x') + R"("]})", 413, "text[0] has 101 bytes; the limit is 100"},
+      {R"({"text": ")" + std::string(3000, 'x') + R"("})", 413, "limit of 2000 bytes"},
+      {std::string(1500, '['), 400, "malformed JSON"},
+  };
+  for (const Case& bad : cases) {
+    INFO(bad.body.substr(0, 80));
+    httplib::Result result = client.Post("/translate", bad.body, "application/json");
+    REQUIRE(result);
+    CHECK(result->status == bad.status);
+    const json answer = json::parse(result->body);
+    CHECK_THAT(answer["error"].get<std::string>(), Catch::Contains(bad.names));
+  }
+  httplib::Result missing = client.Get("/nowhere");
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+  CHECK_THAT(json::parse(missing->body)["error"].get<std::string>(), Catch::Contains("GET /nowhere"));
+  httplib::Result wrong_method = client.Get("/translate");
+  REQUIRE(wrong_method);
+  CHECK(wrong_method->status == 405);
+  CHECK(json::parse(wrong_method->body).contains("error"));
+  // Still serving, and still right.
+  CHECK(post(client, {{"text", "The dog eats ."}})["translations"].size() == 1);
+  const json status = json::parse(client.Get("/health")->body);
+  CHECK(status["requests_refused"].get<size_t>() >= cases.size());
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: concurrent clients are batched together and each gets its own translation", "[serve]") {
+  ServerProcess server(server_arguments({"--max-wait-ms", "50", "--beam-size", "1"}));
+  REQUIRE(server.port > 0);
+  // Each sentence alone first: the reference.
+  std::vector<std::string> sentences;
+  for (const auto& line : read_lines(kToy + "/test.src")) {
+    if (!line.empty() && sentences.size() < 12) sentences.push_back(line);
+  }
+  std::vector<std::string> alone;
+  {
+    httplib::Client client = client_for(server);
+    for (const auto& sentence : sentences)
+      alone.push_back(post(client, {{"text", sentence}})["translations"][0]["text"]);
+  }
+  const json before = json::parse(client_for(server).Get("/health")->body);
+  constexpr int kClients = 12;
+  constexpr int kRounds = 3;
+  std::atomic<int> wrong{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      httplib::Client client("127.0.0.1", server.port);
+      client.set_read_timeout(60);
+      for (int round = 0; round < kRounds; ++round) {
+        const size_t k = static_cast<size_t>(c + round) % sentences.size();
+        httplib::Result result = client.Post("/translate", json{{"text", {sentences[k]}}}.dump(), "application/json");
+        if (!result || result->status != 200) {
+          ++failed;
+          continue;
+        }
+        if (json::parse(result->body)["translations"][0]["text"] != alone[k]) ++wrong;
+      }
+    });
+  }
+  for (auto& thread : clients) thread.join();
+  CHECK(failed == 0);
+  CHECK(wrong == 0);
+  const json after = json::parse(client_for(server).Get("/health")->body);
+  const size_t requests = kClients * kRounds;
+  CHECK(after["sentences_translated"].get<size_t>() - before["sentences_translated"].get<size_t>() == requests);
+  // Batched: fewer batches than requests.
+  CHECK(after["batches"].get<size_t>() - before["batches"].get<size_t>() < requests);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: SIGTERM answers the request in flight, then exits 0; a port in use is a clear error", "[serve]") {
+  // A long batching wait keeps the request in flight when the signal comes.
+  ServerProcess server(server_arguments({"--max-wait-ms", "1500"}));
+  REQUIRE(server.port > 0);
+  ServerProcess second(server_arguments({"--port", std::to_string(server.port)}), "serve_second");
+  CHECK(second.port == 0);
+  CHECK(second.exit_status() == 1);
+  CHECK_THAT(second.log(), Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(server.port)));
+
+  std::atomic<int> status{0};
+  std::thread request([&] {
+    httplib::Client client("127.0.0.1", server.port);
+    client.set_read_timeout(60);
+    httplib::Result result = client.Post("/translate", R"({"text": "The dog eats ."})", "application/json");
+    status = result ? result->status : -1;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(server.pid(), SIGTERM);
+  request.join();
+  CHECK(status == 200);
+  CHECK(server.wait(30) == 0);
+  CHECK_THAT(server.log(), Catch::Contains("SIGTERM"));
+  CHECK_THAT(server.log(), Catch::Contains("stopped: 1 served"));
+  // Gone: nothing listens on the port any more.
+  httplib::Client late("127.0.0.1", server.port);
+  late.set_connection_timeout(2);
+  CHECK_FALSE(late.Get("/health"));
+}
+
+TEST_CASE("translate: a pipe gets each line's translation before its input is closed", "[serve][cli]") {
+  const std::string log = (work_directory() / "stream.log").string();
+  Child child = spawn_nmt({"translate", "--model", served_model(), "--beam-size", "2", "--max-length", "8", "--threads",
+                           "1", "--n-best", "2"},
+                          log, true);
+  auto send = [&](const std::string& line) {
+    const std::string text = line + "\n";
+    REQUIRE(::write(child.input, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  };
+  // n-best lines: two per sentence, numbered across the whole input.
+  send(kSentences[0]);
+  const std::string first = read_lines_from(child.output, 2, 60);
+  INFO(read_file(log));
+  CHECK(std::count(first.begin(), first.end(), '\n') == 2);
+  CHECK(first.rfind("0 ||| ", 0) == 0);
+  send(kSentences[2]);
+  const std::string second = read_lines_from(child.output, 2, 60);
+  CHECK(second.rfind("1 ||| ", 0) == 0);
+  ::close(child.input);
+  CHECK(read_lines_from(child.output, 1, 10).empty());  // nothing more after the end of input
+  ::close(child.output);
+  CHECK(wait_for_exit(child.pid, 30) == 0);
+
+  // The same lines from a file: the same output.
+  const std::string input = (work_directory() / "stream_input.txt").string();
+  write_file_atomic(input, kSentences[0] + "\n" + kSentences[2] + "\n");
+  CommandResult from_file = run_nmt("translate --model " + served_model() + " --input " + input +
+                                    " --beam-size 2 --max-length 8 --threads 1 --n-best 2 --quiet");
+  CHECK(from_file.output == first + second);
+}
