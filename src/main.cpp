@@ -134,8 +134,7 @@ int main(int argc, char** argv) {
       ->add_option("--max-wait-ms", serve_options.max_wait_ms,
                    "how long a request may wait for others to share its batch")
       ->capture_default_str();
-  serve_command
-      ->add_option("--workers", serve_options.workers, "batches translated at once (0: one per thread on the CPU)")
+  serve_command->add_option("--workers", serve_options.workers, "batches translated at once (several: one thread each)")
       ->capture_default_str();
   serve_command->add_option("--connections", serve_options.connections, "connections served at once")
       ->capture_default_str();

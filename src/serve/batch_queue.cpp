@@ -82,11 +82,10 @@ void BatchQueue::work() {
   while (true) {
     arrived_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left to translate
-    // Under load (another worker busy), wait for company while the oldest request is young and the
-    // batch not yet full; with every other worker idle, waiting would only add latency.
+    // Wait for company while the oldest request is young and the batch not yet full.
     const auto deadline = queue_.front().arrival + options_.max_wait;
     arrived_.wait_until(lock, deadline, [this] {
-      if (stopping_ || queue_.empty() || busy_workers_ == 0) return true;
+      if (stopping_ || queue_.empty()) return true;
       size_t sentences = 0;
       for (const Request& request : queue_) {
         if (same_search(request.search, queue_.front().search)) sentences += request.lines.size();
@@ -95,30 +94,35 @@ void BatchQueue::work() {
     });
     std::vector<Request> batch = take_batch();
     if (batch.empty()) continue;  // another worker took them
-    ++busy_workers_;
     lock.unlock();
 
     std::vector<std::string> lines;
     for (const Request& request : batch) lines.insert(lines.end(), request.lines.begin(), request.lines.end());
+    std::vector<Translation> translations;
+    std::exception_ptr error;
     try {
       Translator translator(model_.network, model_.source_vocabulary, model_.target_vocabulary, batch.front().search,
                             options_.batching, device_);
-      std::vector<Translation> translations = translator.translate(lines);
-      size_t next = 0;
-      for (Request& request : batch) {
-        std::vector<Translation> own(std::make_move_iterator(translations.begin() + next),
-                                     std::make_move_iterator(translations.begin() + next + request.lines.size()));
-        next += request.lines.size();
-        request.result.set_value(std::move(own));
-      }
+      translations = translator.translate(lines);
     } catch (...) {
-      for (Request& request : batch) request.result.set_exception(std::current_exception());
+      error = std::current_exception();
+    }
+    lock.lock();  // counted before any client has its answer, so that /health never lags behind it
+    if (!error) sentences_done_ += lines.size();
+    ++batches_done_;
+    lock.unlock();
+    size_t next = 0;
+    for (Request& request : batch) {
+      if (error) {
+        request.result.set_exception(error);
+        continue;
+      }
+      std::vector<Translation> own(std::make_move_iterator(translations.begin() + next),
+                                   std::make_move_iterator(translations.begin() + next + request.lines.size()));
+      next += request.lines.size();
+      request.result.set_value(std::move(own));
     }
     lock.lock();
-    --busy_workers_;
-    arrived_.notify_all();  // a waiting worker's wait may be over
-    sentences_done_ += lines.size();
-    ++batches_done_;
   }
 }
 

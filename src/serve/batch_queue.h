@@ -1,12 +1,10 @@
 // The server's batching: requests from many connections wait in one queue, and worker threads
 // translate them together, so that many clients with one sentence each get the throughput of
 // batched translation. A free worker takes the oldest request and every later one that searches
-// the same way (beam size, n-best, attention), up to `max_batch_sentences`. While another worker
-// is busy (the server is under load), the oldest has waited less than `max_wait` and the batch is
-// not full, it waits for more; with every other worker idle it starts at once, so that a lone
-// client never waits. Requests that arrive while batches are translated form the next ones. With several workers each
-// runs its batch on one thread of its own, side by side (as nmt translate runs small batches); with one, the batch's
-// operators use all of LibTorch's threads.
+// the same way (beam size, n-best, attention), up to `max_batch_sentences`; while the oldest has
+// waited less than `max_wait` and the batch is not full, it waits for more. Requests that arrive
+// while a batch is translated form the next one. One worker runs its batch's operators on all of
+// LibTorch's threads; several run one batch each, side by side, on one thread each.
 #pragma once
 
 #include <chrono>
@@ -67,7 +65,6 @@ class BatchQueue {
   bool stopping_ = false;
   size_t sentences_done_ = 0;
   size_t batches_done_ = 0;
-  size_t busy_workers_ = 0;  // translating a batch now
   std::vector<std::thread> workers_;
 };
 

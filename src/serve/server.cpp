@@ -57,7 +57,7 @@ void check(const ServeOptions& options) {
   validate(options.translate.batching);
   if (options.port < 0 || options.port > 65535) throw std::invalid_argument("--port must be from 0 to 65535");
   if (options.max_batch < 1) throw std::invalid_argument("--max-batch must be at least 1");
-  if (options.workers < 0 || options.workers > 256) throw std::invalid_argument("--workers must be from 0 to 256");
+  if (options.workers < 1 || options.workers > 256) throw std::invalid_argument("--workers must be from 1 to 256");
   if (!(options.max_wait_ms >= 0 && options.max_wait_ms <= 10000)) {
     throw std::invalid_argument("--max-wait-ms must be from 0 to 10000");
   }
@@ -100,10 +100,7 @@ void serve(const ServeOptions& options) {
 
   BatchQueueOptions queue_options;
   queue_options.max_batch_sentences = static_cast<size_t>(options.max_batch);
-  // On the CPU, one batch per thread; a GPU takes one batch at a time.
-  queue_options.workers = options.workers > 0
-                              ? static_cast<size_t>(options.workers)
-                              : (device.is_cpu() ? static_cast<size_t>(torch::get_num_threads()) : size_t{1});
+  queue_options.workers = static_cast<size_t>(options.workers);
   queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
   queue_options.batching = options.translate.batching;
   BatchQueue queue(model, queue_options, device);
@@ -179,6 +176,12 @@ void serve(const ServeOptions& options) {
     if (response.status == 404) {
       message = "no such endpoint: " + request.method + " " + request.path +
                 " (the endpoints are GET /, GET /health and POST /translate)";
+    } else if (response.status == 413 &&
+               request.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+      // httplib's own limit for form bodies (what curl -d sends without -H).
+      message =
+          "a body sent as application/x-www-form-urlencoded is limited to 8192 bytes: send it with "
+          "Content-Type: application/json";
     } else if (response.status == 413) {
       message = "the body is over the limit of " + std::to_string(options.limits.max_body_bytes) +
                 " bytes (nmt serve --max-body-bytes)";

@@ -17,9 +17,9 @@ struct ServeOptions {
   TranslateOptions translate;      // the model, its checkpoint, default search, batching, threads
   std::string host = "127.0.0.1";  // the address to listen on (0.0.0.0: every interface)
   int port = 8080;                 // 0: any free port (the log says which)
-  int max_batch = 32;              // sentences translated together, across requests
-  double max_wait_ms = 10;         // under load, how long a request may wait for others to join it
-  int workers = 0;                 // batches translated at once (0: one per thread)
+  int max_batch = 64;              // sentences translated together, across requests
+  double max_wait_ms = 0;          // how long a request may wait for others to join its batch
+  int workers = 1;                 // batches translated at once (each on one thread when several)
   int connections = 128;           // connections served at once (more wait to be accepted)
   RequestLimits limits;
 };
