@@ -20,7 +20,10 @@ BatchQueue::BatchQueue(const TranslationModel& model, BatchQueueOptions options,
     : model_(model), options_(options), device_(device) {
   for (size_t worker = 0; worker < std::max<size_t>(options_.workers, 1); ++worker) {
     workers_.emplace_back([this] {
-      if (options_.workers > 1) torch::set_num_threads(1);  // this thread's own count (OpenMP's is per thread)
+      // Several workers: one thread each. OpenMP's thread count is per thread, but LibTorch sets a
+      // new thread's own from a global the first time the thread asks for it: ask, then set.
+      torch::get_num_threads();
+      if (options_.workers > 1) torch::set_num_threads(1);
       work();
     });
   }

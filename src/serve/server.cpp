@@ -94,6 +94,7 @@ void serve(const ServeOptions& options) {
   const std::string checkpoint = resolve_checkpoint(options.translate.model_dir, options.translate.checkpoint);
   const TranslationModel model =
       load_model_from_directory(options.translate.model_dir, options.translate.checkpoint, device);
+  const int threads = torch::get_num_threads();
   const auto started = Clock::now();
   std::atomic<size_t> requests_served{0};
   std::atomic<size_t> requests_refused{0};
@@ -136,7 +137,7 @@ void serve(const ServeOptions& options) {
                  {"source_vocabulary", model.source_vocabulary.size()},
                  {"target_vocabulary", model.target_vocabulary.size()},
                  {"device", device.str()},
-                 {"threads", torch::get_num_threads()},
+                 {"threads", threads},
                  {"beam_size", options.translate.search.beam_size},
                  {"uptime_seconds", uptime},
                  {"requests_served", requests_served.load()},
