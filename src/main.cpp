@@ -16,6 +16,7 @@
 #include "kernels/dispatch.h"
 #include "serve/server.h"
 #include "train/average.h"
+#include "train/launcher.h"
 #include "train/trainer.h"
 #include "util/runtime.h"
 
@@ -46,6 +47,42 @@ int main(int argc, char** argv) {
       ->excludes(resume_flag)
       ->configurable(false);
   train_command->add_flag("--dump-config", dump_config, "print the effective configuration and exit")
+      ->configurable(false);
+  // Several processes (train/distributed.h): started by nmt itself, or by torchrun, SLURM or any
+  // launcher through the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
+  int nproc = 0;
+  DistributedOptions& distributed = train_run.distributed;
+  const std::string group = "Distributed (environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)";
+  train_command->add_option("--nproc", nproc, "start this many ranks on this machine and supervise them")
+      ->check(CLI::Range(1, 1024))
+      ->group(group)
+      ->configurable(false);
+  train_command->add_option("--rank", distributed.rank, "this process's rank (RANK)")
+      ->group(group)
+      ->configurable(false);
+  train_command->add_option("--world-size", distributed.world_size, "number of ranks (WORLD_SIZE)")
+      ->group(group)
+      ->configurable(false);
+  train_command->add_option("--local-rank", distributed.local_rank, "rank among this machine's (LOCAL_RANK)")
+      ->group(group)
+      ->configurable(false);
+  train_command->add_option("--master-addr", distributed.master_addr, "rank 0's address (MASTER_ADDR; 127.0.0.1)")
+      ->group(group)
+      ->configurable(false);
+  train_command->add_option("--master-port", distributed.master_port, "rank 0's port (MASTER_PORT; 29500)")
+      ->check(CLI::Range(1, 65535))
+      ->group(group)
+      ->configurable(false);
+  train_command
+      ->add_option("--dist-timeout", distributed.timeout_seconds,
+                   "seconds a rank waits for a silent peer before the run stops")
+      ->capture_default_str()
+      ->group(group)
+      ->configurable(false);
+  train_command
+      ->add_option("--check-replicas", distributed.check_replicas,
+                   "compare the ranks' weights every N updates (0: at validations only)")
+      ->group(group)
       ->configurable(false);
 
   // prepare: the train command with --prepare-only (so that it reads the [train] section of a
@@ -78,6 +115,7 @@ int main(int argc, char** argv) {
     arguments[command] = "train";
     arguments.insert(arguments.begin() + static_cast<std::ptrdiff_t>(command) + 1, "--prepare-only");
   }
+  const std::vector<std::string> given = arguments;  // as typed, for the ranks that --nproc starts
   std::reverse(arguments.begin(), arguments.end());  // CLI11 takes them last first
 
   // translate
@@ -181,6 +219,8 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("prepare takes no --resume or --overwrite (it never touches a training run)");
       }
       prepare(train_config);
+    } else if (train_command->parsed() && nproc > 1) {
+      return launch_workers(argv[0], without_nproc(given), nproc, distributed.master_addr, distributed.master_port);
     } else if (train_command->parsed()) {
       train(train_config, train_run);
     } else {

@@ -34,6 +34,9 @@ void visit_fields(Visitor& visit, Config& config) {
   visit_model_fields(visit, config.model);
 
   visit("batch-tokens", config.batch_tokens, "padded source+target tokens per batch", fixed);
+  visit("accumulate", config.accumulate,
+        "batches summed into one update on each rank (gradient accumulation; the update's batch is "
+        "accumulate x ranks batches)");
   visit("max-epochs", config.max_epochs, "stop after this many epochs");
   visit("max-steps", config.max_steps, "stop after this many updates (0 = no limit)");
   visit("max-minutes", config.max_minutes,
@@ -106,6 +109,7 @@ void validate(const TrainConfig& config) {
   require(config.max_length >= 1, "max-length", "must be at least 1");
   validate(config.model);
   require(config.batch_tokens >= 2, "batch-tokens", "must be at least 2");
+  require(config.accumulate >= 1, "accumulate", "must be at least 1");
   require(config.max_epochs >= 1, "max-epochs", "must be at least 1");
   require(config.max_steps >= 0, "max-steps", "must be >= 0 (0 = no limit)");
   require(config.max_minutes >= 0, "max-minutes", "must be >= 0 (0 = no limit)");

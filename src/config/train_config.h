@@ -38,6 +38,7 @@ struct TrainConfig {
 
   // Optimisation
   int batch_tokens = 2000;  // padded source+target tokens per batch
+  int accumulate = 1;       // batches per rank summed into one update (gradient accumulation)
   int max_epochs = 30;
   int max_steps = 0;             // 0 = no step limit
   double max_minutes = 0;        // wall-clock budget of one `nmt train` run; 0 = no limit

@@ -10,9 +10,11 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "kernels/dispatch.h"
 #include "text/batching.h"
+#include "train/distributed.h"
 #include "train/loss.h"
 #include "util/io.h"
 #include "util/runtime.h"
@@ -279,19 +281,42 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
 
 StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch,
                       const TrainConfig& config) {
-  DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
-  const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
-  StepResult result;
-  result.loss_sum = loss.sum.item<double>();
-  const double mean_loss = result.loss_sum / static_cast<double>(loss.tokens);
-  if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {
-    result.skipped = "loss " + std::to_string(mean_loss) + " per token";
-    return result;
-  }
+  return train_step(model, optimizer, {batch}, batch.target_tokens, config);
+}
+
+StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const std::vector<Batch>& batches,
+                      int64_t update_tokens, const TrainConfig& config, GradientReducer* reducer, double clock) {
   // Gradients set to none rather than filled with zeros: backward then writes them instead of
   // adding into zeros (one pass over every parameter fewer, each way).
   model->zero_grad(/*set_to_none=*/true);
-  (loss.sum / static_cast<double>(loss.tokens)).backward();
+  StepResult result;
+  result.clock = clock;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const Batch& batch = batches[i];
+    DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
+    const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
+    result.loss_sum += loss.sum.item<double>();
+    const bool last = i + 1 == batches.size();
+    if (!reducer && last) {  // alone, a diverged loss needs no backward
+      const double mean_loss = result.loss_sum / static_cast<double>(update_tokens);
+      if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {
+        result.skipped = "loss " + std::to_string(mean_loss) + " per token";
+        return result;
+      }
+    }
+    if (reducer && last) reducer->begin(result.loss_sum, clock);
+    (loss.sum / static_cast<double>(update_tokens)).backward();
+  }
+  if (reducer) {
+    if (batches.empty()) reducer->begin(0, clock);  // an epoch's last update may leave a rank none
+    std::tie(result.loss_sum, result.clock) = reducer->finish();
+    const double mean_loss = result.loss_sum / static_cast<double>(update_tokens);
+    if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {
+      model->zero_grad(/*set_to_none=*/true);
+      result.skipped = "loss " + std::to_string(mean_loss) + " per token";
+      return result;
+    }
+  }
   // clip_grad_norm_ with an infinite threshold only measures the norm.
   const double gradient_norm = torch::nn::utils::clip_grad_norm_(
       model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());

@@ -25,6 +25,7 @@ class logger;
 namespace nmt {
 
 struct Batch;
+class GradientReducer;
 
 struct Vocabularies {
   Vocabulary source;
@@ -80,13 +81,21 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
 constexpr double kDivergedLoss = 1000;
 
 struct StepResult {
-  double loss_sum = 0;  // the batch's summed token loss
+  double loss_sum = 0;  // the update's summed token loss (over every rank's batches)
+  double clock = 0;     // the `clock` passed in, summed over ranks
   std::string skipped;  // why the update was skipped (the weights are unchanged), or "" when made
 };
 
-// One update: teacher-forced forward pass, cross-entropy (label smoothing, padding ignored),
-// backward, gradient-norm clipping, optimizer step. A loss that is not finite or above
-// kDivergedLoss per token, or a gradient norm that is not finite, skips the update.
+// One update: for each of `batches` a teacher-forced forward pass, cross-entropy (label smoothing,
+// padding ignored) and backward, the gradients adding up; with a `reducer` (distributed.h), the sum
+// over every rank's batches; then gradient-norm clipping and the optimizer step. The loss is divided
+// by `update_tokens`, the target tokens of the whole update (all ranks), so the gradient is the mean
+// over them. A mean loss that is not finite or above kDivergedLoss per token, or a gradient norm that
+// is not finite, skips the update (on every rank alike: the values compared are the summed ones).
+StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const std::vector<Batch>& batches,
+                      int64_t update_tokens, const TrainConfig& config, GradientReducer* reducer = nullptr,
+                      double clock = 0);
+// One batch, one process.
 StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const Batch& batch,
                       const TrainConfig& config);
 

@@ -7,12 +7,14 @@
 #include <string>
 
 #include "config/train_config.h"
+#include "train/distributed.h"
 
 namespace nmt {
 
 struct TrainRunOptions {
-  bool resume = false;     // continue from model_dir/last.ckpt
-  bool overwrite = false;  // start again even though model_dir holds a run
+  bool resume = false;             // continue from model_dir/last.ckpt
+  bool overwrite = false;          // start again even though model_dir holds a run
+  DistributedOptions distributed;  // several ranks (distributed.h); unset: one process
 };
 
 struct TrainSummary {

@@ -1,0 +1,82 @@
+#include "train/replicas.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "util/runtime.h"
+
+namespace nmt {
+
+namespace {
+
+std::string corpus_key(int rank) { return "corpus-ready/" + std::to_string(rank); }
+
+}  // namespace
+
+void publish_setup(Distributed& distributed, const TrainingSetup& setup) {
+  const TrainingCheckpoint& state = setup.state;
+  distributed.publish("vocabulary/source", state.model.source_vocabulary.serialized());
+  distributed.publish("vocabulary/target", state.model.target_vocabulary.serialized());
+  std::ostringstream optimizer_bytes;
+  torch::serialize::OutputArchive archive;
+  setup.optimizer->save(archive);
+  archive.save_to(optimizer_bytes);
+  distributed.publish("optimizer", optimizer_bytes.str());
+  const TrainingProgress& progress = state.progress;
+  const nlohmann::json message = {{"step", progress.step},
+                                  {"epoch", progress.epoch},
+                                  {"batch_in_epoch", progress.batch_in_epoch},
+                                  {"learning_rate", progress.learning_rate}};
+  distributed.publish("setup", message.dump());
+  distributed.publish(corpus_key(0), "ready");
+}
+
+TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed, spdlog::logger& log) {
+  set_threads(config.threads);
+  TrainingSetup setup;
+  setup.device = parse_device(config.device);
+  const nlohmann::json message = nlohmann::json::parse(distributed.wait_for("setup", 0));
+  TrainingCheckpoint& state = setup.state;
+  state.config = config;
+  state.model.options = config.model;
+  state.model.source_vocabulary =
+      Vocabulary::from_serialized(distributed.wait_for("vocabulary/source", 0), "rank 0's source vocabulary");
+  state.model.target_vocabulary =
+      Vocabulary::from_serialized(distributed.wait_for("vocabulary/target", 0), "rank 0's target vocabulary");
+  state.progress.step = message.at("step").get<int64_t>();
+  state.progress.epoch = message.at("epoch").get<int64_t>();
+  state.progress.batch_in_epoch = message.at("batch_in_epoch").get<int64_t>();
+  state.progress.learning_rate = message.at("learning_rate").get<double>();
+  // Dropout: a stream of its own on every rank, continued differently on resume.
+  torch::manual_seed(static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(distributed.rank()) +
+                     static_cast<uint64_t>(state.progress.step) * 7919ULL);
+  state.model.network =
+      Seq2Seq(config.model, state.model.source_vocabulary.size(), state.model.target_vocabulary.size());
+  state.model.network->to(setup.device);
+  setup.optimizer =
+      std::make_unique<FusedAdam>(state.model.network->parameters(), torch::optim::AdamOptions(config.learning_rate));
+  std::istringstream optimizer_bytes(distributed.wait_for("optimizer", 0));
+  torch::serialize::InputArchive archive;
+  archive.load_from(optimizer_bytes, setup.device);
+  setup.optimizer->load(archive);
+
+  // The machine's first rank opens (or prepares) the corpus before the machine's others map it.
+  const int first_on_machine = distributed.rank() - distributed.local_rank();
+  if (first_on_machine != distributed.rank()) distributed.wait_for(corpus_key(first_on_machine), first_on_machine);
+  const PreparedCorpus prepared =
+      open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary},
+                           /*trained_on_this_text=*/false, log);
+  distributed.publish(corpus_key(distributed.rank()), "ready");
+  setup.train_corpus = prepared.corpus;
+  setup.train_pairs = setup.train_corpus.within_length(config.max_length);
+  return setup;
+}
+
+void synchronize_weights(Distributed& distributed, TrainingSetup& setup) {
+  distributed.broadcast(setup.state.model.network->parameters());
+}
+
+}  // namespace nmt

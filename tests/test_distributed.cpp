@@ -1,0 +1,184 @@
+// Training on several ranks (train/distributed.h), on loopback: real processes, a real TCPStore and
+// Gloo. Two ranks must follow one process with the same update batch (--accumulate 2) and stay equal
+// to each other; a dead or stopped rank ends the other within the timeout, naming it; a run resumes
+// with another number of ranks on the same trajectory.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "cli_helpers.h"
+#include "process_helpers.h"
+#include "train/checkpoint.h"
+
+namespace nmt::testing {
+namespace {
+
+// A port nothing listens on (the kernel's choice), or, with `keep`, one this test holds open.
+int loopback_port(int* keep = nullptr) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  if (keep != nullptr) {
+    REQUIRE(::listen(fd, 4) == 0);
+    *keep = fd;
+  } else {
+    ::close(fd);
+  }
+  return ntohs(address.sin_port);
+}
+
+// The largest absolute difference between two checkpoints' weights.
+double weight_difference(const std::string& a, const std::string& b) {
+  const TrainingCheckpoint first = load_training_checkpoint(a, torch::kCPU);
+  const TrainingCheckpoint second = load_training_checkpoint(b, torch::kCPU);
+  const auto second_parameters = second.model.network->named_parameters();
+  double difference = 0;
+  for (const auto& parameter : first.model.network->named_parameters()) {
+    difference =
+        std::max(difference, (parameter.value() - second_parameters[parameter.key()]).abs().max().item<double>());
+  }
+  return difference;
+}
+
+std::string dir(const std::string& name) { return (work_directory() / ("dist_" + name)).string(); }
+
+// Tiny runs without dropout: ranks and single processes must then agree up to rounding.
+std::string run_arguments(const std::string& model_dir, int steps) {
+  return tiny_train_arguments(model_dir, steps, 2) + " --dropout 0";
+}
+
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> result;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) result.push_back(word);
+  return result;
+}
+
+// Rank `rank` of 2 on `port`, writing its log to model_dir.rank<N>.log.
+Child start_rank(const std::string& arguments, int rank, int port) {
+  std::vector<std::string> list = words(arguments);
+  for (const std::string& option :
+       std::vector<std::string>{"--rank", std::to_string(rank), "--world-size", "2", "--master-port",
+                                std::to_string(port), "--dist-timeout", "5"}) {
+    list.push_back(option);
+  }
+  return spawn_nmt(list, dir("fault") + ".rank" + std::to_string(rank) + ".log", false);
+}
+
+// Waits until `path` exists (at most `seconds`).
+bool wait_for_path(const std::string& path, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Rounding may differ between two ranks and --accumulate 2 (the sums are formed in another order);
+// on the toy runs with one thread each they agree bit for bit, while one rank's batches alone (no
+// all-reduce) move the weights by about 8e-3 within 6 updates.
+constexpr double kTolerance = 2e-5;
+
+}  // namespace
+
+TEST_CASE("distributed: two ranks stay equal and follow one process with the same update batch", "[distributed]") {
+  const std::string two = dir("two"), one = dir("one"), alone = dir("alone");
+  // --nproc: nmt starts and supervises the ranks; --check-replicas 1 compares their weights (bit
+  // for bit) after every update and fails the run if they differ.
+  const CommandResult ranks = run_nmt(run_arguments(two, 6) + " --nproc 2 --check-replicas 1");
+  INFO(ranks.output);
+  REQUIRE(ranks.status == 0);
+  CHECK(ranks.output.find("distributed: 2 ranks (gloo") != std::string::npos);
+  REQUIRE(run_nmt(run_arguments(one, 6) + " --accumulate 2").status == 0);
+  REQUIRE(run_nmt(run_arguments(alone, 6)).status == 0);
+  const double same_batch = weight_difference(two + "/last.ckpt", one + "/last.ckpt");
+  const double half_batch = weight_difference(two + "/last.ckpt", alone + "/last.ckpt");
+  INFO("two ranks vs --accumulate 2: " << same_batch << ", vs one rank's batches alone: " << half_batch);
+  CHECK(same_batch < kTolerance);
+  CHECK(half_batch > 10 * kTolerance);  // the comparison can tell a missing all-reduce
+}
+
+TEST_CASE("distributed: a rank that dies or stops ends the other within the timeout, naming it", "[distributed]") {
+  const std::string model_dir = dir("fault");
+  const std::string arguments = tiny_train_arguments(model_dir, 100000, 5);
+  fs::remove_all(model_dir);
+  const auto [victim, survivor, action] =
+      GENERATE(std::make_tuple(1, 0, SIGKILL), std::make_tuple(0, 1, SIGKILL), std::make_tuple(1, 0, SIGSTOP));
+  INFO("rank " << victim << " gets signal " << action);
+  const int port = loopback_port();
+  Child ranks[2] = {start_rank(arguments, 0, port), start_rank(arguments, 1, port)};
+  REQUIRE(wait_for_path(model_dir + "/last.ckpt", 60));  // a validation has written a checkpoint
+  const auto start = std::chrono::steady_clock::now();
+  ::kill(ranks[victim].pid, action);
+  const int status = wait_for_exit(ranks[survivor].pid, 20);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::kill(ranks[victim].pid, SIGKILL);
+  wait_for_exit(ranks[victim].pid, 10);
+  const std::string log = read_file(dir("fault") + ".rank" + std::to_string(survivor) + ".log");
+  INFO(log);
+  CHECK(status == 1);
+  // --dist-timeout 5, and 3 s of silence to name the rank.
+  CHECK(seconds < 5 + 3 + 4);
+  if (victim == 0) {
+    CHECK(log.find("rank 0 (the master at 127.0.0.1:" + std::to_string(port) +
+                   ", which holds the rendezvous store) "
+                   "is gone") != std::string::npos);
+  } else {
+    CHECK(log.find("rank 1 stopped answering") != std::string::npos);
+  }
+  // The checkpoint written before is whole.
+  CHECK_NOTHROW(load_training_checkpoint(model_dir + "/last.ckpt", torch::kCPU));
+}
+
+TEST_CASE("distributed: a run resumes with another number of ranks on the same trajectory", "[distributed]") {
+  const std::string straight = dir("straight");
+  REQUIRE(run_nmt(run_arguments(straight, 8) + " --accumulate 2 --overwrite").status == 0);
+  // Two ranks, then one process (with --accumulate 2 for the same update batch); and the reverse.
+  const auto [name, before, after] = GENERATE(std::make_tuple("two_then_one", "--nproc 2", "--accumulate 2"),
+                                              std::make_tuple("one_then_two", "--accumulate 2", "--nproc 2"));
+  INFO(name);
+  const std::string model_dir = dir(name);
+  fs::remove_all(model_dir);
+  REQUIRE(run_nmt(run_arguments(model_dir, 4) + " " + before).status == 0);
+  const CommandResult resumed = run_nmt(run_arguments(model_dir, 8) + " " + after + " --resume");
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK(weight_difference(model_dir + "/last.ckpt", straight + "/last.ckpt") < kTolerance);
+}
+
+TEST_CASE("distributed: a port in use, an absent master and half a torchrun environment are clear errors",
+          "[distributed]") {
+  int held = -1;
+  const int busy = loopback_port(&held);
+  const std::string arguments = tiny_train_arguments(dir("errors"), 2, 2) + " --overwrite --world-size 2";
+  const CommandResult in_use = run_nmt(arguments + " --rank 0 --master-port " + std::to_string(busy));
+  ::close(held);
+  CHECK(in_use.status == 1);
+  CHECK(in_use.output.find("rank 0 cannot listen on 127.0.0.1:" + std::to_string(busy)) != std::string::npos);
+
+  const CommandResult absent =
+      run_nmt(arguments + " --rank 1 --dist-timeout 1 --master-port " + std::to_string(loopback_port()));
+  CHECK(absent.status == 1);
+  CHECK(absent.output.find("rank 1 cannot reach the master (rank 0) at 127.0.0.1:") != std::string::npos);
+
+  const CommandResult half = run_nmt(tiny_train_arguments(dir("errors"), 2, 2) + " --overwrite", "RANK=1");
+  CHECK(half.status == 1);
+  CHECK(half.output.find("set WORLD_SIZE or --world-size too") != std::string::npos);
+
+  const CommandResult both = run_nmt(tiny_train_arguments(dir("errors"), 2, 2) + " --nproc 2", "RANK=0 WORLD_SIZE=2");
+  CHECK(both.status == 1);
+  CHECK(both.output.find("--nproc starts its own ranks, but RANK=0 is set") != std::string::npos);
+}
+
+}  // namespace nmt::testing
