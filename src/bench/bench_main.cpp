@@ -8,6 +8,8 @@
 //   nmt_bench --config FILE train [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
 //             [--profile TRACE.json]
 //   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--mm-gflops R]
+//   RANK=r WORLD_SIZE=n MASTER_PORT=p nmt_bench allreduce --bytes B   (every rank; rank 0 prints
+//             | all-reduce | setting | ms per all-reduce | bus GB/s |)
 //
 // `train` times the training loop's own update (train_step: collate, forward, backward, clipping,
 // Adam) on the config's corpus after warm-up; `translate` times the Translator on a whole file
@@ -16,6 +18,7 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -33,6 +36,7 @@
 #include "search/translator.h"
 #include "text/batching.h"
 #include "text/special_tokens.h"
+#include "train/distributed.h"
 #include "train/setup.h"
 #include "util/io.h"
 #include "util/runtime.h"
@@ -201,6 +205,38 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   return row;
 }
 
+// The all-reduce of one update's gradients alone, as GradientReducer does it (buckets of
+// `bucket_bytes` started back to back, then all waited for), on a process group of the ranks of
+// the environment (RANK, WORLD_SIZE, MASTER_PORT...): milliseconds per all-reduce and the ring's bus
+// bandwidth, 2 (N - 1) / N x bytes / time. Rank 0 prints the line; the others print nothing.
+void bench_allreduce(DistributedOptions options, int64_t bytes, int64_t bucket_bytes, int repeats) {
+  resolve_distributed_options(options);
+  if (!options.enabled()) throw std::invalid_argument("allreduce: set RANK and WORLD_SIZE (two ranks or more)");
+  Distributed distributed(options, torch::kCPU);
+  std::vector<torch::Tensor> buckets;
+  for (int64_t left = bytes / 4; left > 0; left -= bucket_bytes / 4) {
+    buckets.push_back(torch::ones({std::min(left, bucket_bytes / 4)}));
+  }
+  auto all_reduce = [&] {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (torch::Tensor& bucket : buckets) {
+      std::vector<torch::Tensor> tensors = {bucket};
+      works.push_back(distributed.group().allreduce(tensors));
+    }
+    for (auto& work : works) distributed.wait(*work, "the all-reduce");
+  };
+  for (int i = 0; i < 3; ++i) all_reduce();  // warm-up
+  const auto start = Clock::now();
+  for (int i = 0; i < repeats; ++i) all_reduce();
+  const double seconds = seconds_since(start) / repeats;
+  distributed.finish();
+  if (!distributed.is_master()) return;
+  const int ranks = distributed.world_size();
+  std::printf("| all-reduce | %.1f MB in %zu buckets, %d ranks, %s | %.1f ms | %.2f GB/s |\n",
+              static_cast<double>(bytes) / 1e6, buckets.size(), ranks, distributed.backend().c_str(), seconds * 1e3,
+              2.0 * (ranks - 1) / ranks * static_cast<double>(bytes) / seconds / 1e9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,6 +277,15 @@ int main(int argc, char** argv) {
   add_translate_options(*translate, translate_options);
   translate->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
 
+  CLI::App* allreduce = app.add_subcommand("allreduce", "one update's gradient all-reduce alone (ranks from RANK...)");
+  DistributedOptions distributed_options;
+  int64_t allreduce_bytes = 0, bucket_bytes = int64_t{4} << 20;
+  int repeats = 20;
+  allreduce->add_option("--bytes", allreduce_bytes, "bytes per all-reduce (nmt train logs its own)")->required();
+  allreduce->add_option("--bucket-bytes", bucket_bytes, "bucket size")->capture_default_str();
+  allreduce->add_option("--repeats", repeats, "timed all-reduces")->capture_default_str();
+  allreduce->add_option("--threads", threads, "threads (0 = cores)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -253,6 +298,9 @@ int main(int argc, char** argv) {
                               : bench_mm(shape[0], shape[1], shape[2], packed, mm_gflops));
     } else if (train->parsed()) {
       print_row(bench_train(config, steps, warmup, mm_gflops, profile));
+    } else if (allreduce->parsed()) {
+      set_threads(threads);
+      bench_allreduce(distributed_options, allreduce_bytes, bucket_bytes, repeats);
     } else {
       print_row(bench_translate(translate_options, input, mm_gflops));
     }
