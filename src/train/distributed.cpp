@@ -2,6 +2,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
@@ -110,9 +111,15 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
       timeout_seconds_(options.timeout_seconds),
       device_(device) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+  // torchrun's agent hosts a store on MASTER_PORT itself and says so: every rank is then a client,
+  // under a prefix of its own per restart, as PyTorch's own workers are.
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const bool agent_store = agent != nullptr && std::string(agent) == "True";
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const std::string prefix = "nmt/attempt_" + std::string(restart != nullptr ? restart : "0");
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(options.master_port);
-  store_options.isServer = rank_ == 0;
+  store_options.isServer = rank_ == 0 && !agent_store;
   store_options.numWorkers = world_size_;
   store_options.waitWorkers = false;
   store_options.timeout = timeout;
@@ -120,6 +127,10 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
     store_ = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
     store_options.isServer = false;
     heartbeat_store_ = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+    if (agent_store) {
+      store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+      heartbeat_store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, heartbeat_store_);
+    }
   } catch (const std::exception& error) {
     if (rank_ == 0) {
       throw std::runtime_error("rank 0 cannot listen on " + master_ + " (" + first_line(error.what()) +
