@@ -1,6 +1,8 @@
 // The training loop: `nmt train`. Its parts, one file each: setup.h (everything before the first
 // update, shared with the benchmark), validator.h (dev loss, perplexity, BLEU), stop_rules.h (steps,
-// epochs, minutes, patience), run_log.h (train.log and metrics.jsonl), checkpoint.h.
+// epochs, minutes, patience), run_log.h (train.log and metrics.jsonl), checkpoint.h; with several
+// ranks, distributed.h (the process group and the gradient all-reduce) and replicas.h (rank 0's
+// state handed to the others).
 #pragma once
 
 #include <cstdint>
