@@ -66,7 +66,7 @@ for name in one_by_one two_processes one_by_two; do
        "$(update_seconds "$work/$name") | ${wait_ms:--} |"
 done
 
-bytes_mb=$(sed -n 's/.*, \([0-9.]*\) MB all-reduced per update.*/\1/p' "$work/two_processes.log")
+bytes_mb=$(sed -n 's/.*distributed: \([0-9.]*\) MB all-reduced per update.*/\1/p' "$work/two_processes.log")
 bytes=$(awk -v m="$bytes_mb" 'BEGIN { printf "%.0f", m * 1e6 }')
 port=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$work/two_processes.log" | head -n 1)
 echo

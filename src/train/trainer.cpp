@@ -13,6 +13,7 @@
 #include <set>
 
 #include "text/batching.h"
+#include "text/special_tokens.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
@@ -181,6 +182,32 @@ std::vector<int64_t> batch_target_tokens(const TokenCorpus& corpus, const std::v
   return tokens;
 }
 
+// The embeddings whose gradients are nonzero only in the rows a batch looks up: the source one, and
+// the target one unless it is also the output layer.
+std::vector<torch::Tensor> row_sparse_embeddings(Seq2Seq& model, const ModelOptions& options) {
+  std::vector<torch::Tensor> embeddings = {model->encoder->embedding->weight};
+  if (!options.tie_embeddings) embeddings.push_back(model->decoder->embedding->weight);
+  return embeddings;
+}
+
+// The sorted ids that batches[first, first + count) look up in each of row_sparse_embeddings: the
+// source ids with end-of-sentence and padding, and the target inputs with beginning-of-sentence.
+std::vector<torch::Tensor> embedding_rows(const TokenCorpus& corpus, const std::vector<std::vector<int64_t>>& batches,
+                                          int64_t first, int64_t count, const ModelOptions& options) {
+  std::vector<torch::Tensor> rows;
+  for (const bool source : {true, false}) {
+    if (!source && options.tie_embeddings) break;
+    std::set<int64_t> ids = {kPadId, kUnkId, kBosId, kEosId};
+    for (int64_t b = first; b < first + count; ++b) {
+      for (int64_t pair : batches[b]) {
+        for (int64_t id : source ? corpus.source(pair) : corpus.target(pair)) ids.insert(id);
+      }
+    }
+    rows.push_back(torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong));
+  }
+  return rows;
+}
+
 }  // namespace
 
 TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
@@ -218,13 +245,11 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   std::unique_ptr<GradientReducer> reducer;
   if (distributed) {
     synchronize_weights(*distributed, setup);
-    reducer = std::make_unique<GradientReducer>(*distributed, model->parameters(), kBucketBytes);
-    log.info(
-        "distributed: {} ranks ({}, master {}:{}), {} batches of {} tokens per update, {:.1f} MB all-reduced "
-        "per update in {} buckets",
-        world_size, distributed->backend(), distributed_options.master_addr, distributed_options.master_port,
-        world_size * config.accumulate, config.batch_tokens, static_cast<double>(reducer->bytes_per_update()) / 1e6,
-        reducer->bucket_count());
+    reducer = std::make_unique<GradientReducer>(*distributed, model->parameters(), kBucketBytes,
+                                                row_sparse_embeddings(model, config.model));
+    log.info("distributed: {} ranks ({}, master {}:{}), {} batches of {} tokens per update, gradients in {} buckets",
+             world_size, distributed->backend(), distributed_options.master_addr, distributed_options.master_port,
+             world_size * config.accumulate, config.batch_tokens, reducer->bucket_count());
   }
   std::optional<Validator> validator;
   if (master) {
@@ -251,6 +276,7 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   log.info("{} batches per epoch, {} per update; at most {} steps", batches_per_epoch, per_update, planned_steps);
 
   TrainSummary summary;
+  const int64_t first_step = progress.step;
   int skipped_in_a_row = 0;  // updates skipped as diverged since the last one made
   model->train();
   if (master) run_log->start(config.log_every, progress.step, planned_steps);
@@ -275,7 +301,10 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
       for (int64_t i = rank * config.accumulate; i < std::min<int64_t>((rank + 1) * config.accumulate, count); ++i) {
         mine.push_back(collate(setup.train_corpus, batches[first + i]).to(setup.device));
       }
-      if (distributed) distributed->announce_step(progress.step);
+      if (distributed) {
+        distributed->announce_step(progress.step);
+        reducer->set_rows(embedding_rows(setup.train_corpus, batches, first, count, config.model));
+      }
       const StepResult step =
           train_step(model, *setup.optimizer, mine, update_tokens, config, reducer.get(), master ? elapsed() : 0.0);
       ++progress.step, progress.batch_in_epoch += count;
@@ -332,9 +361,12 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& run) {
   }
   summary.seconds = elapsed();
   if (distributed) {
-    log.info("distributed: {:.1f} s of {:.1f} waiting for all-reduces after backward ({:.1f} ms per update)",
-             reducer->wait_seconds(), summary.seconds,
-             1000 * reducer->wait_seconds() / static_cast<double>(std::max<int64_t>(1, progress.step)));
+    const double updates = static_cast<double>(std::max<int64_t>(1, progress.step - first_step));
+    log.info(
+        "distributed: {:.1f} MB all-reduced per update on average; {:.1f} s of {:.1f} waiting for all-reduces "
+        "after backward ({:.1f} ms per update)",
+        reducer->mean_bytes_per_update() / 1e6, reducer->wait_seconds(), summary.seconds,
+        1000 * reducer->wait_seconds() / updates);
     distributed->finish();
   }
   log.info("done: {} after {} steps in {}; best dev {} {:.4f} ({})", summary.stop_reason, summary.steps,
