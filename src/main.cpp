@@ -121,7 +121,9 @@ int main(int argc, char** argv) {
   // translate
   TranslateJob translate_job;
   CLI::App* translate_command = app.add_subcommand("translate", "translate text files with a trained model");
-  translate_command->add_option("--model", translate_job.options.model_dir, "model directory (from nmt train)")
+  translate_command
+      ->add_option("--model", translate_job.options.models,
+                   "model directory (from nmt train); several decode as an ensemble")
       ->required();
   translate_command->add_option("--input", translate_job.inputs, "input files, or - for stdin (default)");
   translate_command->add_option("--output", translate_job.output, "output file, or - for stdout")
@@ -150,8 +152,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"13a", "none"}))
       ->capture_default_str();
   evaluate_command->add_flag("--json", evaluate_job.json, "machine-readable output");
-  evaluate_command->add_option("--model", evaluate_job.translate.model_dir,
-                               "translate --src with this model, then score");
+  evaluate_command->add_option("--model", evaluate_job.translate.models,
+                               "translate --src with this model (several: an ensemble), then score");
   evaluate_command->add_option("--src", evaluate_job.source_file, "source file to translate (with --model)");
   evaluate_command->add_option("--output", evaluate_job.output, "with --model: also write the translation here");
   add_translate_options(*evaluate_command, evaluate_job.translate);
@@ -160,7 +162,9 @@ int main(int argc, char** argv) {
   serve::ServeOptions serve_options;
   CLI::App* serve_command =
       app.add_subcommand("serve", "translate over HTTP: POST /translate (JSON), GET /health, GET / (a page)");
-  serve_command->add_option("--model", serve_options.translate.model_dir, "model directory (from nmt train)")
+  serve_command
+      ->add_option("--model", serve_options.translate.models,
+                   "model directory (from nmt train); several decode as an ensemble")
       ->required();
   serve_command->add_option("--host", serve_options.host, "address to listen on (0.0.0.0: every interface)")
       ->capture_default_str();

@@ -87,12 +87,38 @@ TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint
                                      "/averaged.ckpt --input " + input + " --max-length 8 --quiet");
   CHECK(translated.status == 0);
 
+  // Ensembles: a model with itself translates and scores exactly as the model alone; the kept
+  // checkpoints of one run decode together.
+  const std::string decode = " --input " + input + " --beam-size 3 --max-length 8 --with-scores --quiet";
+  CommandResult single = run_nmt("translate --model " + model_dir + decode);
+  CommandResult doubled = run_nmt("translate --model " + model_dir + " --model " + model_dir + decode);
+  REQUIRE(single.status == 0);
+  CHECK(doubled.output == single.output);
+  CommandResult kept = run_nmt("translate --model " + model_dir + " --checkpoint " + model_dir +
+                               "/step-00000004.ckpt --checkpoint " + model_dir + "/step-00000006.ckpt" + decode);
+  CHECK(kept.status == 0);
+  const std::string score = " --src " + input + " --ref " + input + " --beam-size 2 --max-length 8 --json";
+  CommandResult evaluated = run_nmt("evaluate --model " + model_dir + score);
+  CommandResult evaluated_twice = run_nmt("evaluate --model " + model_dir + " --model " + model_dir + score);
+  REQUIRE(evaluated.status == 0);
+  CHECK(evaluated_twice.output == evaluated.output);
+  CommandResult miscounted = run_nmt("translate --model " + model_dir + " --model " + model_dir + " --model " +
+                                     model_dir + " --checkpoint best --checkpoint last" + decode);
+  CHECK(miscounted.status != 0);
+  CHECK_THAT(miscounted.output, Catch::Contains("--checkpoint"));
+
   // A run without kept checkpoints: a one-line error that says what to do.
   const std::string plain_dir = (work_directory() / "plain").string();
   REQUIRE(run_nmt(tiny_train_arguments(plain_dir)).status == 0);
   CommandResult nothing = run_nmt("average --model " + plain_dir);
   CHECK(nothing.status != 0);
   CHECK_THAT(nothing.output, Catch::Contains("keep-checkpoints"));
+  // Models with other vocabularies cannot be an ensemble: refused before decoding, naming both.
+  const std::string other_dir = (work_directory() / "other_vocabulary").string();
+  REQUIRE(run_nmt(tiny_train_arguments(other_dir) + " --vocab-size 120").status == 0);
+  CommandResult mixed = run_nmt("translate --model " + plain_dir + " --model " + other_dir + decode);
+  CHECK(mixed.status != 0);
+  CHECK_THAT(mixed.output, Catch::Contains("vocabulary") && Catch::Contains(other_dir) && Catch::Contains(plain_dir));
   // The trainer's own names are not overwritten with a weights-only average (--resume needs last.ckpt).
   CommandResult reserved = run_nmt("average --model " + model_dir + " --output " + model_dir + "/last.ckpt");
   CHECK(reserved.status != 0);

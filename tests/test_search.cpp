@@ -15,8 +15,8 @@ constexpr int64_t kVocab = 15;
 
 // A model trained for a few steps on random pairs, so that its distributions are peaked enough
 // for EOS to be produced but still give different beams.
-Seq2Seq small_model(const std::string& type) {
-  torch::manual_seed(71);
+Seq2Seq small_model(const std::string& type, uint64_t seed = 71) {
+  torch::manual_seed(seed);
   Seq2Seq model(tiny_model_options(type), kVocab, kVocab);
   auto [source, lengths] = random_source({6, 4, 5, 3}, kVocab, 72);
   torch::Tensor output = torch::randint(4, kVocab, {4, 4}, torch::kInt64);
@@ -146,4 +146,64 @@ TEST_CASE("length limits and option checks", "[search]") {
   options.n_best = 1;
   options.beam_size = 0;
   CHECK_THROWS_WITH(validate(options), Catch::Contains("--beam-size"));
+}
+
+TEST_CASE("ensembles: a model with itself is the model, in greedy and beam search", "[search][ensemble]") {
+  for (const std::string& type : {std::string("additive"), std::string("dot")}) {
+    for (int beam : {1, 4}) {
+      DYNAMIC_SECTION(type << " beam " << beam) {
+        Seq2Seq model = small_model(type);
+        torch::InferenceMode guard;
+        auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 74);
+        SearchOptions options = options_with(beam);
+        options.n_best = beam;
+        SearchResult alone = search(model, source, lengths, options);
+        SearchResult doubled = search(Ensemble({model, model}), source, lengths, options);
+        REQUIRE(doubled.size() == alone.size());
+        for (size_t b = 0; b < alone.size(); ++b) {
+          REQUIRE(doubled[b].size() == alone[b].size());
+          for (size_t k = 0; k < alone[b].size(); ++k) {
+            CHECK(doubled[b][k].tokens == alone[b][k].tokens);
+            CHECK(doubled[b][k].log_probability == alone[b][k].log_probability);  // (a + a) / 2 == a exactly
+            CHECK(torch::equal(doubled[b][k].attention, alone[b][k].attention));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ensembles: a hypothesis's score is the mean of its members' scores of it on a forced target",
+          "[search][ensemble]") {
+  // Two different models (other seeds, other scorers); each hypothesis the ensemble's beam search
+  // returns is scored again by each member alone, teacher-forced through forward().
+  std::vector<Seq2Seq> members = {small_model("additive", 81), small_model("general", 82)};
+  torch::InferenceMode guard;
+  auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 75);
+  SearchOptions options = options_with(3);
+  options.n_best = 3;
+  const SearchResult result = search(Ensemble(members), source, lengths, options);
+  bool members_disagree = false;
+  for (int64_t b = 0; b < source.size(0); ++b) {
+    const int64_t length = lengths[b].item<int64_t>();
+    const torch::Tensor row = source.narrow(0, b, 1).narrow(1, 0, length);
+    for (const Hypothesis& hypothesis : result[static_cast<size_t>(b)]) {
+      // Ended with EOS unless it reached the length cap.
+      std::vector<int64_t> output = hypothesis.tokens;
+      if (static_cast<int64_t>(output.size()) < max_output_length(length, options)) output.push_back(kEosId);
+      std::vector<int64_t> input = {kBosId};
+      input.insert(input.end(), output.begin(), output.end() - 1);
+      const torch::Tensor input_tensor = torch::tensor(input, torch::kInt64).unsqueeze(0);
+      const torch::Tensor output_tensor = torch::tensor(output, torch::kInt64).unsqueeze(1);  // [T, 1]
+      std::vector<double> member_scores;
+      for (Seq2Seq& member : members) {
+        const torch::Tensor logits =
+            member->decoder->output_logits(member(row, torch::tensor({length}), input_tensor).attentional)[0];
+        member_scores.push_back(torch::log_softmax(logits, 1).gather(1, output_tensor).sum().item<double>());
+      }
+      members_disagree = members_disagree || std::abs(member_scores[0] - member_scores[1]) > 1e-2;
+      CHECK(hypothesis.log_probability == Approx((member_scores[0] + member_scores[1]) / 2).margin(1e-4));
+    }
+  }
+  CHECK(members_disagree);  // else the mean would not be tested
 }

@@ -172,9 +172,11 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   set_threads(options.threads);
   const SearchOptions& search = options.search;
   const BatchingOptions& batching = options.batching;
-  TranslationModel model = load_model_from_directory(options.model_dir, options.checkpoint, torch::kCPU);
+  const TranslationModels models = load_models(options, torch::kCPU);
+  const TranslationModel& model = models.members.front();
   const std::vector<std::string> lines = read_lines(input);
-  Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, search, batching, torch::kCPU);
+  Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching,
+                        torch::kCPU);
   translator.translate(
       {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
 
@@ -190,10 +192,16 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   }
   FlopShapes shapes{model.target_vocabulary.size(), static_cast<double>(source_tokens) / static_cast<double>(sentences),
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
-  const FlopCount count = count_flops(model.options, shapes);
+  FlopCount count;  // an ensemble runs every member
+  for (const TranslationModel& member : models.members) {
+    const FlopCount one = count_flops(member.options, shapes);
+    count.encoder += one.encoder, count.decoder += one.decoder, count.per_sentence += one.per_sentence;
+  }
   // Beam search runs K decoder rows per output position (fewer once hypotheses finish).
   const double beam_decoder = static_cast<double>(search.beam_size) * count.decoder;
-  Row row{search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size),
+  const std::string members = models.members.size() > 1 ? std::to_string(models.members.size()) + " models, " : "";
+  Row row{members +
+              (search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size)),
           std::to_string(lines.size()) + " sentences, batch " + std::to_string(batching.batch_size) +
               (batching.batch_in_tokens ? " tokens" : " sentences") + ", " + std::to_string(torch::get_num_threads()) +
               " threads"};
@@ -272,7 +280,7 @@ int main(int argc, char** argv) {
   CLI::App* translate = app.add_subcommand("translate", "translation speed of a trained model");
   TranslateOptions translate_options;
   std::string input;
-  translate->add_option("--model", translate_options.model_dir, "model directory")->required();
+  translate->add_option("--model", translate_options.models, "model directory; several: an ensemble")->required();
   translate->add_option("--input", input, "source text")->required();
   add_translate_options(*translate, translate_options);
   translate->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");

@@ -13,7 +13,6 @@ namespace {
 // The single list of decoding options: visit(key, field, help) for each.
 template <typename Visitor>
 void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
-  visit("checkpoint", options.checkpoint, "best, last, or a checkpoint path");
   SearchOptions& search = options.search;
   visit("beam-size", search.beam_size, "beam size (1 = greedy search)");
   visit("length-penalty", search.length_penalty, "GNMT length penalty alpha (0 = none)");
@@ -32,6 +31,9 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
 void add_translate_options(CLI::App& command, TranslateOptions& options) {
   OptionAdder adder{command};
   visit_translate_fields(adder, options);
+  command.add_option("--checkpoint", options.checkpoints,
+                     "best (default), last, or a checkpoint path; several make an ensemble: one per --model, or "
+                     "each of one --model's");
   // Resolved after parsing, before anything reads it.
   command.callback([&options] { options.batching.batch_in_tokens = options.batch_type == "tokens"; });
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -29,8 +30,8 @@ struct BatchingOptions {
 
 // Everything that says how a model translates: which checkpoint, search, batching, threads.
 struct TranslateOptions {
-  std::string model_dir;            // from nmt train
-  std::string checkpoint = "best";  // best, last, or a path
+  std::vector<std::string> models;       // model directories (from nmt train); several: an ensemble
+  std::vector<std::string> checkpoints;  // best, last, or paths (inference/model.h); empty: best
   SearchOptions search;
   BatchingOptions batching;
   std::string batch_type = "sentences";  // unit of batch_size: sentences | tokens
@@ -39,7 +40,7 @@ struct TranslateOptions {
   bool quiet = false;                    // no progress line on stderr
 };
 
-// Declares the options of `options` (all but model_dir and n_best) on `command`.
+// Declares the options of `options` (all but models and n_best) on `command`.
 void add_translate_options(CLI::App& command, TranslateOptions& options);
 
 // Throws std::invalid_argument naming the option.

@@ -38,9 +38,9 @@ void require_same_line_count(const std::string& name, size_t lines, const std::s
   }
 }
 
-TranslationModel load(const TranslateOptions& options) {
+TranslationModels load(const TranslateOptions& options) {
   set_threads(options.threads);
-  return load_model_from_directory(options.model_dir, options.checkpoint, parse_device(options.device));
+  return load_models(options, parse_device(options.device));
 }
 
 // "\r1200/3000 sentences, 85.3 sentences/s" on stderr, only when stderr is a terminal.
@@ -54,9 +54,9 @@ std::function<void(size_t)> progress_reporter(size_t total, bool quiet) {
   };
 }
 
-std::vector<Translation> translate_lines(const TranslateOptions& options, TranslationModel& model,
+std::vector<Translation> translate_lines(const TranslateOptions& options, const TranslationModels& models,
                                          const std::vector<std::string>& lines) {
-  Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, options.search,
+  Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
                         options.batching, parse_device(options.device));
   return translator.translate(lines, progress_reporter(lines.size(), options.quiet));
 }
@@ -64,9 +64,9 @@ std::vector<Translation> translate_lines(const TranslateOptions& options, Transl
 // Standard input that is a pipe or a terminal: each group of lines that has arrived is translated
 // and written (and flushed) before the next is waited for, so that a pipeline gets each answer as
 // soon as its line is in. Sorting by length then happens within each group.
-void translate_stream(const TranslateOptions& options, TranslationModel& model, const OutputOptions& outputs,
+void translate_stream(const TranslateOptions& options, const TranslationModels& models, const OutputOptions& outputs,
                       std::ostream& out) {
-  Translator translator(model.network, model.source_vocabulary, model.target_vocabulary, options.search,
+  Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
                         options.batching, parse_device(options.device));
   // At most enough lines for a few batches on every thread: a long piped file keeps its speed.
   const size_t most = static_cast<size_t>(options.batching.batch_in_tokens ? 64 : options.batching.batch_size) *
@@ -75,7 +75,7 @@ void translate_stream(const TranslateOptions& options, TranslationModel& model, 
   size_t done = 0;
   for (std::vector<std::string> lines = stream.take(most); !lines.empty(); lines = stream.take(most)) {
     const std::vector<Translation> translations = translator.translate(lines);
-    out << format_translations(lines, translations, model.target_vocabulary, "stdin", options.search.n_best, outputs,
+    out << format_translations(lines, translations, models.target_vocabulary(), "stdin", options.search.n_best, outputs,
                                done);
     flush_standard_output(out);
     done += lines.size();
@@ -132,8 +132,8 @@ void translate_files(TranslateJob job, std::ostream& out) {
     }
   }
   options.search.return_attention = !outputs.attention_dir.empty() || outputs.alignment;
-  TranslationModel model = load(options);
-  if (options.search.return_attention && model.options.attention == kNoAttention) {
+  const TranslationModels models = load(options);
+  if (options.search.return_attention && !models.has_attention()) {
     throw std::invalid_argument("--attention-dir/--alignment: this model was trained with attention none");
   }
   if (!job.output_dir.empty()) fs::create_directories(job.output_dir);
@@ -141,14 +141,14 @@ void translate_files(TranslateJob job, std::ostream& out) {
 
   for (const std::string& input : job.inputs) {
     if (input == "-" && job.output == "-" && job.output_dir.empty() && is_stream(STDIN_FILENO)) {
-      translate_stream(options, model, outputs, out);
+      translate_stream(options, models, outputs, out);
       continue;
     }
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
-    const std::vector<Translation> translations = translate_lines(options, model, lines);
+    const std::vector<Translation> translations = translate_lines(options, models, lines);
     const std::string stem = output_stem(input);
     const std::string text =
-        format_translations(lines, translations, model.target_vocabulary, stem, options.search.n_best, outputs);
+        format_translations(lines, translations, models.target_vocabulary(), stem, options.search.n_best, outputs);
     write_output(!job.output_dir.empty() ? (fs::path(job.output_dir) / (stem + ".hyp")).string() : job.output, text,
                  out);
   }
@@ -162,14 +162,14 @@ void evaluate_files(EvaluateJob job, std::ostream& out) {
   for (const std::string& file : job.reference_files) references.push_back(read_lines(file));
   std::vector<std::string> hypotheses;
   std::string hypothesis_name;
-  if (!job.translate.model_dir.empty()) {
+  if (!job.translate.models.empty()) {
     if (job.source_file.empty()) throw std::invalid_argument("evaluate --model needs --src FILE to translate");
     if (!job.hypothesis_files.empty()) throw std::invalid_argument("evaluate: give either --hyp or --model/--src");
     if (!job.output.empty()) require_parent_directory(job.output, "--output");
     const std::vector<std::string> sources = read_lines(job.source_file);
     require_same_line_count(job.source_file, sources.size(), job.reference_files.front(), references.front().size());
-    TranslationModel model = load(job.translate);
-    hypotheses = best_texts(translate_lines(job.translate, model, sources));
+    const TranslationModels models = load(job.translate);
+    hypotheses = best_texts(translate_lines(job.translate, models, sources));
     hypothesis_name = "translation of " + job.source_file;
     if (!job.output.empty()) {
       std::string text;

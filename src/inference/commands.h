@@ -26,12 +26,12 @@ void translate_files(TranslateJob job, std::ostream& out);
 struct EvaluateJob {
   std::vector<std::string> hypothesis_files;
   std::vector<std::string> reference_files;
-  std::string source_file;  // with translate.model_dir: translate this, then score
+  std::string source_file;  // with translate.models: translate this, then score
   eval::BleuOptions bleu;
   std::string tokenize = "13a";  // 13a | none
   bool json = false;
   std::string output;          // with a model: also write the translation here
-  TranslateOptions translate;  // model_dir empty: score hypothesis_files
+  TranslateOptions translate;  // no models: score hypothesis_files
 };
 
 // Prints corpus BLEU and chrF (sacreBLEU's signature lines, or one JSON object).

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <stdexcept>
 
 #include "config/model_fields.h"
 
@@ -46,6 +47,80 @@ TranslationModel load_model_from_directory(const std::string& model_dir, const s
     throw std::runtime_error(model_dir + ": model directory not found (train one with nmt train)");
   }
   return load_model(resolve_checkpoint(model_dir, which), device);
+}
+
+namespace {
+
+// Throws when `vocabulary` (of checkpoint `path`) differs from `reference` (of `reference_path`).
+void require_same_vocabulary(const Vocabulary& vocabulary, const std::string& path, const Vocabulary& reference,
+                             const std::string& reference_path, const std::string& side) {
+  const std::string refused = "ensemble: the " + side + " vocabulary of " + path + " differs from " + reference_path;
+  const std::string hint = "; an ensemble's models must share their vocabularies (train them with one corpus-dir)";
+  if (vocabulary.size() != reference.size()) {
+    throw std::invalid_argument(refused + " (" + std::to_string(vocabulary.size()) + " subwords, not " +
+                                std::to_string(reference.size()) + ")" + hint);
+  }
+  for (int64_t id = 0; id < vocabulary.size(); ++id) {
+    if (vocabulary.piece(id) != reference.piece(id)) {
+      throw std::invalid_argument(refused + " (subword " + std::to_string(id) + " is '" + vocabulary.piece(id) +
+                                  "', not '" + reference.piece(id) + "')" + hint);
+    }
+  }
+}
+
+}  // namespace
+
+Ensemble TranslationModels::ensemble() const {
+  std::vector<Seq2Seq> networks;
+  for (const TranslationModel& member : members) networks.push_back(member.network);
+  return Ensemble(std::move(networks));
+}
+
+bool TranslationModels::has_attention() const {
+  for (const TranslationModel& member : members) {
+    if (member.options.attention != kNoAttention) return true;
+  }
+  return false;
+}
+
+std::string TranslationModels::attention() const {
+  std::string names;
+  for (const TranslationModel& member : members) names += (names.empty() ? "" : ", ") + member.options.attention;
+  return names;
+}
+
+std::vector<std::pair<std::string, std::string>> model_checkpoints(const TranslateOptions& options) {
+  const std::vector<std::string>& models = options.models;
+  const std::vector<std::string> checkpoints =
+      options.checkpoints.empty() ? std::vector<std::string>{"best"} : options.checkpoints;
+  if (models.empty()) throw std::invalid_argument("--model: give the model directory (from nmt train)");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (models.size() == 1) {
+    for (const std::string& checkpoint : checkpoints) pairs.emplace_back(models[0], checkpoint);
+  } else if (checkpoints.size() == 1 || checkpoints.size() == models.size()) {
+    for (size_t i = 0; i < models.size(); ++i)
+      pairs.emplace_back(models[i], checkpoints[checkpoints.size() == 1 ? 0 : i]);
+  } else {
+    throw std::invalid_argument("--checkpoint: " + std::to_string(models.size()) + " --model and " +
+                                std::to_string(checkpoints.size()) +
+                                " --checkpoint; give one --checkpoint for every model, or one per --model");
+  }
+  return pairs;
+}
+
+TranslationModels load_models(const TranslateOptions& options, const torch::Device& device) {
+  TranslationModels models;
+  for (const auto& [model_dir, which] : model_checkpoints(options)) {
+    models.members.push_back(load_model_from_directory(model_dir, which, device));
+    models.checkpoints.push_back(resolve_checkpoint(model_dir, which));
+    const TranslationModel& first = models.members.front();
+    const TranslationModel& added = models.members.back();
+    require_same_vocabulary(added.source_vocabulary, models.checkpoints.back(), first.source_vocabulary,
+                            models.checkpoints.front(), "source");
+    require_same_vocabulary(added.target_vocabulary, models.checkpoints.back(), first.target_vocabulary,
+                            models.checkpoints.front(), "target");
+  }
+  return models;
 }
 
 }  // namespace nmt

@@ -5,10 +5,13 @@
 #include <torch/types.h>
 
 #include <string>
+#include <vector>
 
+#include "config/translate_options.h"
 #include "inference/checkpoint_format.h"
 #include "model/options.h"
 #include "model/seq2seq.h"
+#include "search/ensemble.h"
 #include "text/vocabulary.h"
 
 namespace nmt {
@@ -34,5 +37,29 @@ std::string resolve_checkpoint(const std::string& model_dir, const std::string& 
 // Checks that `model_dir` exists, then loads its checkpoint `which` (resolve_checkpoint).
 TranslationModel load_model_from_directory(const std::string& model_dir, const std::string& which,
                                            const torch::Device& device);
+
+// The models a translation runs with: one, or several decoding as an ensemble (search/ensemble.h).
+struct TranslationModels {
+  std::vector<TranslationModel> members;  // at least one; all share the first one's vocabularies
+  std::vector<std::string> checkpoints;   // the file each member was loaded from
+
+  Ensemble ensemble() const;
+  const Vocabulary& source_vocabulary() const { return members.front().source_vocabulary; }
+  const Vocabulary& target_vocabulary() const { return members.front().target_vocabulary; }
+  // Whether any member has a scorer (attention heatmaps and alignments need one).
+  bool has_attention() const;
+  // The members' scorers, ", "-joined ("additive", or "additive, dot").
+  std::string attention() const;
+};
+
+// The --model and --checkpoint lists of `options` as (model directory, checkpoint) pairs: every
+// --checkpoint for one --model, one --checkpoint ("best" when none) for every --model, or one each.
+// std::invalid_argument for other counts.
+std::vector<std::pair<std::string, std::string>> model_checkpoints(const TranslateOptions& options);
+
+// Loads every model of `options` (model_checkpoints) onto `device`. Models whose source or target
+// vocabularies differ are refused with std::invalid_argument naming both checkpoints and the first
+// differing subword.
+TranslationModels load_models(const TranslateOptions& options, const torch::Device& device);
 
 }  // namespace nmt

@@ -33,7 +33,7 @@ struct BeamRows {
 
 }  // namespace
 
-SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                          const SearchOptions& options) {
   const int64_t batch_size = source.size(0);
   const int64_t beam = options.beam_size;
@@ -42,8 +42,8 @@ SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torc
   const double minus_infinity = -std::numeric_limits<double>::infinity();
   torch::Tensor lengths_cpu = lengths.cpu();
 
-  EncodedSource encoded = model->encode(source, lengths);
-  DecoderState state = model->decoder->initial_state(encoded);
+  Ensemble::Source encoded = model.encode(source, lengths);
+  Ensemble::State state = model.initial_state(encoded);
   // Expand every sentence to K identical rows: sentence b owns rows b*K .. b*K + K-1.
   torch::Tensor expand = torch::arange(batch_size, int_options).repeat_interleave(beam);
   encoded = encoded.index_select(expand);
@@ -79,8 +79,8 @@ SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torc
 
   for (int64_t t = 0; !active.empty(); ++t) {
     const auto active_count = static_cast<int64_t>(active.size());
-    StepOutput out = model->decoder->step(previous, state, encoded);
-    torch::Tensor log_probs = next_token_log_probs(out.logits, options);  // [A*K, V]
+    Ensemble::Step out = model.step(previous, state, encoded);
+    torch::Tensor log_probs = ban_tokens(out.log_probs, options);  // [A*K, V]
     const int64_t vocab = log_probs.size(1);
     // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
     // per row in float32 first, then add the float64 running scores to [A*K, 2K] candidates only.

@@ -19,9 +19,7 @@ int64_t max_output_length(int64_t source_length, const SearchOptions& options) {
   return std::max<int64_t>(1, std::min<int64_t>(by_ratio, options.max_length));
 }
 
-// Log-probabilities [R, V] of the next token, with tokens that may never be produced at -inf.
-torch::Tensor next_token_log_probs(const torch::Tensor& logits, const SearchOptions& options) {
-  torch::Tensor log_probs = torch::log_softmax(logits.to(torch::kFloat32), /*dim=*/1);
+torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) {
   const float minus_infinity = -std::numeric_limits<float>::infinity();
   log_probs.select(1, kPadId).fill_(minus_infinity);
   log_probs.select(1, kBosId).fill_(minus_infinity);
@@ -29,12 +27,12 @@ torch::Tensor next_token_log_probs(const torch::Tensor& logits, const SearchOpti
   return log_probs;
 }
 
-SearchResult greedy_search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                            const SearchOptions& options) {
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
-  EncodedSource encoded = model->encode(source, lengths);
-  DecoderState state = model->decoder->initial_state(encoded);
+  Ensemble::Source encoded = model.encode(source, lengths);
+  Ensemble::State state = model.initial_state(encoded);
   auto lengths_cpu = lengths.cpu();
 
   std::vector<int64_t> active(batch_size);  // sentence of each row
@@ -49,9 +47,9 @@ SearchResult greedy_search(Seq2Seq& model, const torch::Tensor& source, const to
       torch::full({batch_size}, kBosId, torch::TensorOptions().dtype(torch::kInt64).device(device));
 
   for (int64_t t = 0; !active.empty(); ++t) {
-    StepOutput out = model->decoder->step(previous, state, encoded);
-    torch::Tensor log_probs = next_token_log_probs(out.logits, options);  // [R, V]
-    auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);        // [R]
+    Ensemble::Step out = model.step(previous, state, encoded);
+    torch::Tensor log_probs = ban_tokens(out.log_probs, options);   // [R, V]
+    auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);  // [R]
     torch::Tensor tokens_cpu = best_tokens.cpu();
     torch::Tensor log_probs_cpu = best_log_probs.to(torch::kFloat64).cpu();
     torch::Tensor weights_cpu =
@@ -93,7 +91,7 @@ SearchResult greedy_search(Seq2Seq& model, const torch::Tensor& source, const to
   return results;
 }
 
-SearchResult search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                     const SearchOptions& options) {
   return options.beam_size == 1 ? greedy_search(model, source, lengths, options)
                                 : beam_search(model, source, lengths, options);

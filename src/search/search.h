@@ -1,5 +1,6 @@
-// Greedy and batched beam search. Both talk to the model only through encode(), the decoder's
-// step() and index_select on the batched state (beam reordering).
+// Greedy and batched beam search. Both talk to the model only through encode(), one decoder
+// step and index_select on the batched state (beam reordering), of an Ensemble (search/ensemble.h):
+// one model, or several whose log-probabilities are averaged at every step.
 //
 // Scores: the sum of token log-probabilities divided by the GNMT length penalty
 // lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, eq. 14), |Y| counting EOS; alpha = 0 gives the
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "config/translate_options.h"
-#include "model/seq2seq.h"
+#include "search/ensemble.h"
 
 namespace nmt {
 
@@ -27,17 +28,19 @@ struct Hypothesis {
 // For each sentence of the batch, up to n_best hypotheses, best first.
 using SearchResult = std::vector<std::vector<Hypothesis>>;
 
-// source [B, S], lengths [B] (CPU). The model must be in eval() mode; call under InferenceMode.
-SearchResult greedy_search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+// source [B, S], lengths [B] (CPU). The models must be in eval() mode; call under InferenceMode.
+// A Seq2Seq converts to an ensemble of one.
+SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                            const SearchOptions& options);
-SearchResult beam_search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                          const SearchOptions& options);
 // beam_size 1 -> greedy_search, else beam_search.
-SearchResult search(Seq2Seq& model, const torch::Tensor& source, const torch::Tensor& lengths,
+SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                     const SearchOptions& options);
 
-// Next-token log-probabilities [R, V] from logits [R, V]; pad, BOS (and <unk> with ban_unk) at -inf.
-torch::Tensor next_token_log_probs(const torch::Tensor& logits, const SearchOptions& options);
+// The tokens a search may never produce, set to -inf in next-token log-probabilities [R, V]
+// (in place; returns them): pad, BOS, and <unk> with ban_unk.
+torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options);
 // The GNMT length penalty lp(length).
 double length_penalty(int64_t length, double alpha);
 // Output length cap for a source of `source_length` tokens.

@@ -18,7 +18,7 @@ constexpr size_t kMaxRowsForWorkers = 256;
 
 }  // namespace
 
-Translator::Translator(Seq2Seq model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
+Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
                        BatchingOptions batching, torch::Device device)
     : model_(std::move(model)),
       source_vocabulary_(std::move(source_vocabulary)),
@@ -53,8 +53,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       static_cast<size_t>(batching_.batch_size),
       batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
 
-  const bool was_training = model_->is_training();
-  model_->eval();
+  const bool was_training = model_.is_training();
+  model_.train(false);
   std::mutex progress_mutex;
   size_t done = lines.size() - order.size();
   auto translate_batch = [&](size_t index) {
@@ -88,7 +88,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       translation.texts.push_back(target_vocabulary_.decode(hypothesis.tokens));
     }
   }
-  if (was_training) model_->train();
+  if (was_training) model_.train(true);
   return translations;
 }
 

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "config/translate_options.h"
-#include "model/seq2seq.h"
 #include "search/search.h"
 #include "text/vocabulary.h"
 
@@ -22,7 +21,8 @@ struct Translation {
 
 class Translator {
  public:
-  Translator(Seq2Seq model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
+  // `model`: one Seq2Seq, or an Ensemble of models that share the vocabularies.
+  Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
              BatchingOptions batching, torch::Device device);
 
   // One Translation per line, in input order. `progress(sentences_done)` runs after each batch.
@@ -30,7 +30,7 @@ class Translator {
                                      const std::function<void(size_t)>& progress = {});
 
  private:
-  Seq2Seq model_;
+  Ensemble model_;
   Vocabulary source_vocabulary_;
   Vocabulary target_vocabulary_;
   SearchOptions search_;

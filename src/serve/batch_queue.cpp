@@ -16,8 +16,8 @@ bool same_search(const SearchOptions& a, const SearchOptions& b) {
 
 }  // namespace
 
-BatchQueue::BatchQueue(const TranslationModel& model, BatchQueueOptions options, torch::Device device)
-    : model_(model), options_(options), device_(device) {
+BatchQueue::BatchQueue(const TranslationModels& models, BatchQueueOptions options, torch::Device device)
+    : models_(models), options_(options), device_(device) {
   for (size_t worker = 0; worker < std::max<size_t>(options_.workers, 1); ++worker) {
     workers_.emplace_back([this] {
       // Several workers: one thread each. OpenMP's thread count is per thread, but LibTorch sets a
@@ -104,8 +104,8 @@ void BatchQueue::work() {
     std::vector<Translation> translations;
     std::exception_ptr error;
     try {
-      Translator translator(model_.network, model_.source_vocabulary, model_.target_vocabulary, batch.front().search,
-                            options_.batching, device_);
+      Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(),
+                            batch.front().search, options_.batching, device_);
       translations = translator.translate(lines);
     } catch (...) {
       error = std::current_exception();

@@ -32,7 +32,7 @@ struct BatchQueueOptions {
 
 class BatchQueue {
  public:
-  BatchQueue(const TranslationModel& model, BatchQueueOptions options, torch::Device device);
+  BatchQueue(const TranslationModels& models, BatchQueueOptions options, torch::Device device);
   // Translates every request already queued, then stops the worker.
   ~BatchQueue();
   BatchQueue(const BatchQueue&) = delete;
@@ -56,7 +56,7 @@ class BatchQueue {
   // Moves the oldest request and the ones that can share its batch out of queue_ (mutex_ held).
   std::vector<Request> take_batch();
 
-  const TranslationModel& model_;
+  const TranslationModels& models_;
   BatchQueueOptions options_;
   torch::Device device_;
   mutable std::mutex mutex_;

@@ -91,9 +91,12 @@ void serve(const ServeOptions& options) {
   install_signal_handlers();
   set_threads(options.translate.threads);
   const torch::Device device = parse_device(options.translate.device);
-  const std::string checkpoint = resolve_checkpoint(options.translate.model_dir, options.translate.checkpoint);
-  const TranslationModel model =
-      load_model_from_directory(options.translate.model_dir, options.translate.checkpoint, device);
+  const TranslationModels models = load_models(options.translate, device);
+  std::string model_dirs, checkpoint;  // ", "-joined for an ensemble
+  for (const auto& [model_dir, which] : model_checkpoints(options.translate)) {
+    model_dirs += (model_dirs.empty() ? "" : ", ") + model_dir;
+  }
+  for (const std::string& path : models.checkpoints) checkpoint += (checkpoint.empty() ? "" : ", ") + path;
   const int threads = torch::get_num_threads();
   const auto started = Clock::now();
   std::atomic<size_t> requests_served{0};
@@ -104,7 +107,7 @@ void serve(const ServeOptions& options) {
   queue_options.workers = static_cast<size_t>(options.workers);
   queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
   queue_options.batching = options.translate.batching;
-  BatchQueue queue(model, queue_options, device);
+  BatchQueue queue(models, queue_options, device);
 
   httplib::Server server;
   const auto connections = static_cast<size_t>(options.connections);
@@ -131,11 +134,11 @@ void serve(const ServeOptions& options) {
     const double uptime = std::chrono::duration<double>(Clock::now() - started).count();
     answer_json(response, 200,
                 {{"status", "ok"},
-                 {"model", options.translate.model_dir},
+                 {"model", model_dirs},
                  {"checkpoint", checkpoint},
-                 {"attention", model.options.attention},
-                 {"source_vocabulary", model.source_vocabulary.size()},
-                 {"target_vocabulary", model.target_vocabulary.size()},
+                 {"attention", models.attention()},
+                 {"source_vocabulary", models.source_vocabulary().size()},
+                 {"target_vocabulary", models.target_vocabulary().size()},
                  {"device", device.str()},
                  {"threads", threads},
                  {"beam_size", options.translate.search.beam_size},
@@ -148,12 +151,12 @@ void serve(const ServeOptions& options) {
   server.Post("/translate", [&](const httplib::Request& http_request, httplib::Response& response) {
     try {
       TranslateRequest request = parse_translate_request(http_request.body, options.translate.search, options.limits);
-      if (request.search.return_attention && model.options.attention == kNoAttention) {
+      if (request.search.return_attention && !models.has_attention()) {
         throw RequestError(400, "attention/alignment: this model was trained with attention none");
       }
       const std::vector<Translation> translations =
           request.text.empty() ? std::vector<Translation>{} : queue.translate(request.text, request.search);
-      answer_json(response, 200, translations_json(request, translations, model.target_vocabulary));
+      answer_json(response, 200, translations_json(request, translations, models.target_vocabulary()));
       ++requests_served;
     } catch (const RequestError& error) {
       ++requests_refused;
@@ -218,8 +221,8 @@ void serve(const ServeOptions& options) {
   // their connection attempts dropped and retried a second later. Linux takes a second listen()
   // on the bound socket as a new backlog.
   if (::listen(listening, SOMAXCONN) != 0) spdlog::warn("listen backlog: {}", std::strerror(errno));
-  spdlog::info("nmt serve: {} ({} attention, {} and {} subwords) on {}", checkpoint, model.options.attention,
-               model.source_vocabulary.size(), model.target_vocabulary.size(), device.str());
+  spdlog::info("nmt serve: {} ({} attention, {} and {} subwords) on {}", checkpoint, models.attention(),
+               models.source_vocabulary().size(), models.target_vocabulary().size(), device.str());
   spdlog::info("listening on http://{}:{}/", options.host, port);
 
   std::atomic<bool> finished{false};

@@ -1,0 +1,78 @@
+#include "search/ensemble.h"
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+namespace nmt {
+
+Ensemble::Ensemble(Seq2Seq model) : members_{std::move(model)} {}
+
+Ensemble::Ensemble(std::vector<Seq2Seq> members) : members_(std::move(members)) {
+  if (members_.empty()) throw std::invalid_argument("an ensemble needs at least one model");
+  const int64_t vocabulary = members_.front()->decoder->options().vocab_size;
+  for (const Seq2Seq& member : members_) {
+    if (member->decoder->options().vocab_size != vocabulary) {
+      throw std::invalid_argument("ensemble: the models' target vocabularies differ in size");
+    }
+  }
+}
+
+Ensemble::Source Ensemble::Source::index_select(const torch::Tensor& index) const {
+  Source selected;
+  for (const EncodedSource& member : members) selected.members.push_back(member.index_select(index));
+  return selected;
+}
+
+Ensemble::State Ensemble::State::index_select(const torch::Tensor& index) const {
+  State selected;
+  for (const DecoderState& member : members) selected.members.push_back(member.index_select(index));
+  return selected;
+}
+
+Ensemble::Source Ensemble::encode(const torch::Tensor& source, const torch::Tensor& lengths) {
+  Source encoded;
+  for (Seq2Seq& member : members_) encoded.members.push_back(member->encode(source, lengths));
+  return encoded;
+}
+
+Ensemble::State Ensemble::initial_state(const Source& source) {
+  State state;
+  for (size_t m = 0; m < members_.size(); ++m) {
+    state.members.push_back(members_[m]->decoder->initial_state(source.members[m]));
+  }
+  return state;
+}
+
+Ensemble::Step Ensemble::step(const torch::Tensor& previous_tokens, const State& state, const Source& source) {
+  Step result;
+  torch::Tensor attention_sum;
+  int64_t attending = 0;
+  for (size_t m = 0; m < members_.size(); ++m) {
+    StepOutput out = members_[m]->decoder->step(previous_tokens, state.members[m], source.members[m]);
+    torch::Tensor log_probs = torch::log_softmax(out.logits.to(torch::kFloat32), /*dim=*/1);  // [B, V]
+    result.log_probs = m == 0 ? log_probs : result.log_probs + log_probs;
+    if (out.attention.defined()) {
+      attention_sum = attending == 0 ? out.attention : attention_sum + out.attention;
+      ++attending;
+    }
+    result.state.members.push_back(std::move(out.state));
+  }
+  const auto count = static_cast<double>(members_.size());
+  if (members_.size() > 1) result.log_probs = result.log_probs / count;
+  if (attending > 0) result.attention = attending == 1 ? attention_sum : attention_sum / static_cast<double>(attending);
+  return result;
+}
+
+bool Ensemble::has_attention() const {
+  for (const Seq2Seq& member : members_) {
+    if (member->decoder->attention->has_scorer()) return true;
+  }
+  return false;
+}
+
+void Ensemble::train(bool on) {
+  for (Seq2Seq& member : members_) member->train(on);
+}
+
+}  // namespace nmt

@@ -1,0 +1,56 @@
+// Several models decoding as one. At every step each member takes one decoder step and the
+// ensemble's next-token scores are the mean of the members' log-probabilities,
+//   log p(y_t) = (1/M) sum_m log p_m(y_t | y_<t, x)
+// (as OpenNMT-py and Marian combine members; the mean is not renormalised). A single model is an
+// ensemble of one, whose scores are exactly its log_softmax: both searches go through this class.
+//
+// Members must share their vocabularies (inference/model.h checks it when it loads them); their
+// sizes and scorers may differ. Shapes: B batch (or batch * beam), S source length, V target
+// vocabulary.
+#pragma once
+
+#include <torch/types.h>
+
+#include <vector>
+
+#include "model/seq2seq.h"
+
+namespace nmt {
+
+class Ensemble {
+ public:
+  // A single model: an ensemble of one (implicit, so that code taking a model takes an ensemble).
+  Ensemble(Seq2Seq model);  // NOLINT(google-explicit-constructor)
+  explicit Ensemble(std::vector<Seq2Seq> members);
+
+  struct Source {
+    std::vector<EncodedSource> members;
+    const torch::Tensor& mask() const { return members.front().mask; }  // [B, S], the same for all
+    Source index_select(const torch::Tensor& index) const;
+  };
+  struct State {
+    std::vector<DecoderState> members;
+    State index_select(const torch::Tensor& index) const;
+  };
+  struct Step {
+    torch::Tensor log_probs;  // [B, V] float32: the mean of the members' log-probabilities
+    torch::Tensor attention;  // [B, S] the mean of the weights of the members with a scorer; or undefined
+    State state;
+  };
+
+  Source encode(const torch::Tensor& source, const torch::Tensor& lengths);
+  State initial_state(const Source& source);
+  Step step(const torch::Tensor& previous_tokens, const State& state, const Source& source);
+
+  // Whether any member has a scorer (Step::attention is defined).
+  bool has_attention() const;
+  const std::vector<Seq2Seq>& members() const { return members_; }
+  // train() / eval() on every member; whether the first is training.
+  void train(bool on);
+  bool is_training() const { return members_.front()->is_training(); }
+
+ private:
+  std::vector<Seq2Seq> members_;
+};
+
+}  // namespace nmt
