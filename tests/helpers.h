@@ -14,15 +14,22 @@
 
 namespace nmt::testing {
 
+// The suffix of an attention type that switches coverage on (all_attention_types).
+inline const std::string kWithCoverage = "+coverage";
+
+// `attention`: a scorer's name, "none", or "additive+coverage".
 inline ModelOptions tiny_model_options(const std::string& attention, int64_t decoder_hidden = 12) {
   ModelOptions options;
+  const size_t suffix = attention.find(kWithCoverage);
+  options.coverage = suffix != std::string::npos;
   options.embedding_size = 8;
   options.encoder_hidden_size = 6;  // encoder states 12 = decoder size: dot/cosine without a key map
   options.encoder_layers = 1;
   options.decoder_hidden_size = decoder_hidden;
   options.decoder_layers = 1;
-  options.attention = attention;
+  options.attention = attention.substr(0, suffix);
   options.attention_size = 10;
+  options.attention_heads = 2;  // dividing 10 and the encoder states' sizes the tests use
   options.dropout = 0.0;
   return options;
 }
@@ -34,9 +41,13 @@ inline std::vector<std::string> all_scorer_names() {
   return names;
 }
 
-// Every registered scorer, then "none" (model/scorers/registry.h).
+// Every registered scorer, then "none" (model/scorers/registry.h), then additive with coverage.
 inline const std::vector<std::string>& all_attention_types() {
-  static const std::vector<std::string> types = attention_names();
+  static const std::vector<std::string> types = [] {
+    std::vector<std::string> names = attention_names();
+    names.push_back("additive" + kWithCoverage);
+    return names;
+  }();
   return types;
 }
 

@@ -31,6 +31,8 @@ TEST_CASE("every scorer's weights sum to 1 over real positions and are exactly 0
       DYNAMIC_SECTION(type << " query " << query_size) {
         torch::manual_seed(3);
         AttentionOptions options{type, query_size, 12, 9, 0.0};
+        options.heads = 3;                                          // dividing 9 and 12
+        const bool local = type == "local-p" || type == "local-m";  // times a Gaussian: rows sum to at most 1
         Attention attention(options);
         const std::vector<int64_t> lengths = {5, 1, 3, 5};
         EncodedSource source = random_encoded(attention, lengths, 12);
@@ -39,15 +41,30 @@ TEST_CASE("every scorer's weights sum to 1 over real positions and are exactly 0
         REQUIRE(result.context.sizes() == torch::IntArrayRef({4, 12}));
         for (int64_t b = 0; b < 4; ++b) {
           torch::Tensor row = result.weights[b];
-          CHECK(row.narrow(0, 0, lengths[b]).sum().item<double>() == Approx(1.0).epsilon(1e-6));
+          const double sum = row.narrow(0, 0, lengths[b]).sum().item<double>();
+          if (local) {
+            CHECK((sum > 0 && sum <= 1 + 1e-6));
+          } else {
+            CHECK(sum == Approx(1.0).epsilon(1e-6));
+          }
           if (lengths[b] < 5) {
             CHECK(row.narrow(0, lengths[b], 5 - lengths[b]).abs().max().item<float>() == 0.0f);
           }
           CHECK(row.min().item<float>() >= 0.0f);
         }
-        // The context mixes only real states.
-        torch::Tensor expected = torch::bmm(result.weights.unsqueeze(1), source.states).squeeze(1);
-        CHECK(torch::allclose(result.context, expected));
+        // The context mixes only real states; with heads, head n mixes its slice of the states.
+        if (result.head_weights.defined()) {
+          for (int64_t head = 0; head < 3; ++head) {
+            const torch::Tensor weights = result.head_weights.select(1, head);  // [B, S]
+            CHECK(torch::allclose(weights.sum(1), torch::ones({4}), 1e-5, 1e-6));
+            torch::Tensor expected =
+                torch::bmm(weights.unsqueeze(1), source.states.narrow(2, 4 * head, 4)).squeeze(1);  // C / N = 4
+            CHECK(torch::allclose(result.context.narrow(1, 4 * head, 4), expected, 1e-5, 1e-6));
+          }
+        } else {
+          torch::Tensor expected = torch::bmm(result.weights.unsqueeze(1), source.states).squeeze(1);
+          CHECK(torch::allclose(result.context, expected));
+        }
       }
     }
   }
@@ -83,9 +100,92 @@ TEST_CASE("cosine scores are the sharpness times a cosine in [-1, 1]", "[attenti
   auto scorer = make_scorer(AttentionOptions{"cosine", 4, 4, 3, 3.0});
   torch::Tensor states = torch::randn({2, 3, 4});
   torch::Tensor query = torch::randn({2, 4});
-  torch::Tensor scores = scorer->score(query, scorer->project_keys(states));
+  torch::Tensor scores = scorer->score(query, scorer->project_keys(states), {});
   torch::Tensor expected = 3.0 * torch::cosine_similarity(states, query.unsqueeze(1), /*dim=*/2);
   CHECK(torch::allclose(scores, expected, 1e-5, 1e-6));
+}
+
+TEST_CASE("scaled-dot scores are the dot scores divided by sqrt(Q)", "[attention]") {
+  torch::manual_seed(6);
+  auto dot = make_scorer(AttentionOptions{"dot", 9, 9, 3, 0.0});
+  auto scaled = make_scorer(AttentionOptions{"scaled-dot", 9, 9, 3, 0.0});
+  torch::Tensor states = torch::randn({2, 4, 9});
+  torch::Tensor query = torch::randn({2, 9});
+  CHECK(torch::allclose(scaled->score(query, states, {}), dot->score(query, states, {}) / 3.0, 1e-5, 1e-6));
+}
+
+TEST_CASE("location attention reads positions only; positions past attention-positions share the last", "[attention]") {
+  torch::manual_seed(7);
+  AttentionOptions options{"location", 6, 8, 3, 0.0};
+  options.positions = 4;
+  Attention attention(options);
+  EncodedSource source = random_encoded(attention, {6, 3}, 8);
+  const torch::Tensor query = torch::randn({2, 6});
+  AttentionResult before = attention(query, source);
+  source.states = torch::randn_like(source.states) * source.mask.unsqueeze(2);  // other content, same positions
+  source.keys = attention->project_keys(source.states);
+  AttentionResult after = attention(query, source);
+  CHECK(torch::equal(before.weights, after.weights));
+  // Positions 3, 4 and 5 all take row 3's score: equal weights.
+  CHECK(before.weights[0][3].item<float>() == before.weights[0][4].item<float>());
+  CHECK(before.weights[0][4].item<float>() == before.weights[0][5].item<float>());
+}
+
+TEST_CASE("local attention: weights only inside [p_t - D, p_t + D], local-m's window follows t", "[attention]") {
+  for (const std::string& type : {std::string("local-m"), std::string("local-p")}) {
+    for (const std::string& content : content_scorer_names()) {
+      DYNAMIC_SECTION(type << " over " << content) {
+        torch::manual_seed(8);
+        AttentionOptions options{type, 8, 8, 5, 0.0};
+        options.local_scorer = content;
+        options.local_window = 2;
+        Attention attention(options);
+        const std::vector<int64_t> lengths = {12, 9};
+        EncodedSource source = random_encoded(attention, lengths, 8);
+        for (int64_t t : {0, 4, 11}) {
+          AttentionResult result = attention(torch::randn({2, 8}) * 3, source, AttentionStep{t, torch::Tensor()});
+          for (int64_t b = 0; b < 2; ++b) {
+            const torch::Tensor nonzero = result.weights[b].nonzero().view(-1);
+            const int64_t first = nonzero.min().item<int64_t>(), last = nonzero.max().item<int64_t>();
+            CHECK(last - first <= 2 * 2);  // inside one window of width 2D + 1
+            CHECK(last < lengths[b]);
+            if (type == "local-m") {  // around min(t, S - 1)
+              const int64_t centre = std::min(t, lengths[b] - 1);
+              CHECK(first >= centre - 2);
+              CHECK(last <= centre + 2);
+              CHECK(result.weights[b][centre].item<float>() > 0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("coverage: the decoder carries the sum of the weights so far, and it changes the scores", "[attention]") {
+  torch::manual_seed(9);
+  Seq2Seq model(tiny_model_options("additive" + kWithCoverage), 15, 15);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto [source, lengths] = random_source({5, 3}, 15, 10);
+  EncodedSource encoded = model->encode(source, lengths);
+  DecoderState state = model->decoder->initial_state(encoded);
+  REQUIRE(state.coverage.defined());
+  torch::Tensor sum = torch::zeros(encoded.mask.sizes());
+  torch::Tensor tokens = torch::full({2}, kBosId, torch::kInt64);
+  for (int64_t t = 0; t < 4; ++t) {
+    StepOutput out = model->decoder->step(tokens, state, encoded);
+    sum += out.attention;
+    CHECK(torch::allclose(out.state.coverage, sum, 1e-6, 1e-6));
+    CHECK(out.state.position == t + 1);
+    state = out.state;
+    tokens = out.logits.argmax(1);
+  }
+  // The same query with the coverage reset scores differently.
+  AttentionResult covered = model->decoder->attention(state.hidden[0], encoded, AttentionStep{4, state.coverage});
+  AttentionResult fresh =
+      model->decoder->attention(state.hidden[0], encoded, AttentionStep{4, torch::zeros_like(state.coverage)});
+  CHECK_FALSE(torch::allclose(covered.weights, fresh.weights));
 }
 
 TEST_CASE("attention none gives the fixed encoder summary as context", "[attention]") {

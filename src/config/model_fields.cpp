@@ -26,6 +26,19 @@ void validate(const ModelOptions& model) {
   require(model.decoder_layers >= 1, "decoder-layers", "must be at least 1");
   require(model.attention_size >= 1, "attention-size", "must be at least 1");
   require(model.cosine_sharpness >= 0, "cosine-sharpness", "must be >= 0 (0 = learned)");
+  require(model.attention_heads >= 1, "attention-heads", "must be at least 1");
+  if (model.attention == "multi-head") {
+    require(model.attention_size % model.attention_heads == 0, "attention-heads",
+            "must divide attention-size (" + std::to_string(model.attention_size) + ")");
+    require((2 * model.encoder_hidden_size) % model.attention_heads == 0, "attention-heads",
+            "must divide the encoder states' size, 2 * encoder-hidden-size (" +
+                std::to_string(2 * model.encoder_hidden_size) + ")");
+  }
+  require(!model.coverage || model.attention == "additive", "coverage",
+          "is an option of attention additive (not " + model.attention + ")");
+  find_scorer(model.local_scorer);
+  require(model.local_window >= 1, "local-window", "must be at least 1");
+  require(model.attention_positions >= 1, "attention-positions", "must be at least 1");
   require(model.dropout >= 0 && model.dropout < 1, "dropout", "must be in [0, 1)");
   require(model.word_dropout >= 0 && model.word_dropout < 1, "word-dropout", "must be in [0, 1)");
   require(!model.tie_embeddings || model.embedding_size == model.decoder_hidden_size, "tie-embeddings",

@@ -27,6 +27,15 @@ void visit_model_fields(Visitor& visit, Options& model) {
         "attention scorer", fixed);
   visit("attention-size", model.attention_size, "hidden size of the additive scorer", fixed);
   visit("cosine-sharpness", model.cosine_sharpness, "cosine scorer: fixed sharpness (> 0) or learned (0)", fixed);
+  visit("attention-heads", model.attention_heads, "multi-head scorer: heads over slices of the keys and states", fixed);
+  visit("coverage", model.coverage, "additive scorer: feed it the coverage vector, the sum of earlier weights", fixed);
+  visit("local-scorer",
+        Choice<std::remove_reference_t<decltype((model.local_scorer))>>{model.local_scorer, content_scorer_names()},
+        "local-p and local-m: the content scorer inside the window", fixed);
+  visit("local-window", model.local_window, "local-p and local-m: half-width D of the window [p_t - D, p_t + D]",
+        fixed);
+  visit("attention-positions", model.attention_positions,
+        "location scorer: source positions it scores (later ones share the last one's score)", fixed);
   visit("dropout", model.dropout, "dropout on embeddings, between layers and on outputs");
   visit("word-dropout", model.word_dropout,
         "probability of dropping a whole source or target input token's embedding while training");

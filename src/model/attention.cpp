@@ -35,17 +35,28 @@ torch::Tensor AttentionImpl::project_keys(const torch::Tensor& states) {
   return scorer_ ? scorer_->project_keys(states) : torch::Tensor();
 }
 
-AttentionResult AttentionImpl::forward(const torch::Tensor& query, const EncodedSource& source) {
-  if (!scorer_) return {source.summary, torch::Tensor()};  // plain encoder-decoder: fixed context
-  TORCH_CHECK(query.dim() == 2 && source.keys.dim() == 3 && query.size(0) == source.keys.size(0),
-              "attention: query [B, Q] and keys [B, S, K] expected");
-  torch::Tensor scores = scorer_->score(query, source.keys);  // [B, S]
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask) {
   // -inf before the softmax makes padded weights exactly 0 (exp(-inf) = 0); every row has at
   // least one real position (the source EOS), so no row is all -inf.
-  scores = scores.masked_fill(source.mask.logical_not(), -std::numeric_limits<float>::infinity());
-  torch::Tensor weights = torch::softmax(scores, /*dim=*/1);     // [B, S]
-  torch::Tensor context = weighted_sum(weights, source.states);  // [B, C], sum_j weights_j h_j
-  return {context, weights};
+  const torch::Tensor padding = scores.dim() == 3 ? mask.logical_not().unsqueeze(1) : mask.logical_not();
+  return torch::softmax(scores.masked_fill(padding, -std::numeric_limits<float>::infinity()), /*dim=*/-1);
+}
+
+AttentionResult AttentionImpl::forward(const torch::Tensor& query, const EncodedSource& source,
+                                       const AttentionStep& step) {
+  if (!scorer_) return {source.summary, torch::Tensor(), torch::Tensor()};  // plain encoder-decoder: fixed context
+  TORCH_CHECK(query.dim() == 2 && source.keys.dim() == 3 && query.size(0) == source.keys.size(0),
+              "attention: query [B, Q] and keys [B, S, K] expected");
+  TORCH_CHECK(!scorer_->uses_coverage() || step.coverage.sizes() == source.mask.sizes(),
+              "attention: this scorer needs the coverage [B, S]");
+  torch::Tensor weights = scorer_->attend(query, source, step);  // [B, S] or [B, N, S]
+  const int64_t heads = scorer_->heads();
+  if (heads == 1) return {weighted_sum(weights, source.states), weights, torch::Tensor()};  // sum_j w_j h_j
+  // Head n mixes columns [n C/N, (n + 1) C/N) of the states: [B, N, S] x [B, S, N, C/N] -> [B, N, C/N].
+  const int64_t batch = weights.size(0), positions = weights.size(2);
+  const torch::Tensor sliced = source.states.view({batch, positions, heads, -1}).transpose(1, 2);  // [B, N, S, C/N]
+  const torch::Tensor context = (weights.unsqueeze(3) * sliced).sum(2).reshape({batch, -1});       // [B, C]
+  return {context, weights.mean(1), weights};
 }
 
 }  // namespace nmt

@@ -2,14 +2,23 @@
 // turns scores into weights and the weights mix the encoder states into a context vector.
 //
 // Scorers (one file each in model/scorers/, found by name in model/scorers/registry.h):
-//   additive  scorers/additive.cpp  v^T tanh(W s + U h)   Bahdanau et al. 2015, eq. 6 / A.1.2
-//   dot       scorers/dot.cpp       s^T h                 Luong et al. 2015, eq. 8
-//   general   scorers/general.cpp   s^T W h               Luong et al. 2015, eq. 8
-//   cosine    scorers/cosine.cpp    beta * cos(s, h)      Graves et al. 2014, eq. 5-6
-//   none      (no scorer)           a fixed context, the encoder's summary (Cho et al. 2014)
+//   additive    scorers/additive.cpp    v^T tanh(W s + U h_j)       Bahdanau et al. 2015, eq. 6 / A.1.2
+//               with coverage = true:   v^T tanh(W s + U h_j + u c_j), c_j the sum of earlier
+//                                       weights of position j       Tu et al. 2016, eq. 6 and 9
+//   dot         scorers/dot.cpp         s^T h_j                     Luong et al. 2015, eq. 8
+//   scaled-dot  scorers/scaled_dot.cpp  s^T h_j / sqrt(Q)           Vaswani et al. 2017, eq. 1
+//   general     scorers/general.cpp     s^T W h_j                   Luong et al. 2015, eq. 8
+//   cosine      scorers/cosine.cpp      beta * cos(s, h_j)          Graves et al. 2014, eq. 5-6
+//   location    scorers/location.cpp    (W s)_j, positions only     Luong et al. 2015, eq. 8
+//   local-p     scorers/local.cpp       a content scorer in a window around a predicted position,
+//   local-m                             times a Gaussian (local-m: the position is t)
+//                                                                   Luong et al. 2015, section 3.2
+//   multi-head  scorers/multi_head.cpp  additive per head over slices of the keys and states,
+//                                       contexts concatenated       Chen et al. 2018 (RNMT+)
+//   none        (no scorer)             a fixed context, the encoder's summary (Cho et al. 2014)
 //
 // Shapes: B batch, S source length, Q query (decoder) size, C encoder state size (2 H_e),
-// K key size.
+// K key size, N heads.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -30,12 +39,30 @@ struct AdditiveForm {
   torch::Tensor energy;        // v [A]
 };
 
+// What a scorer may read at one decoder step besides the query and the source.
+struct AttentionStep {
+  int64_t position = 0;    // the target position t (0-based): local-m's aligned source position
+  torch::Tensor coverage;  // [B, S] the sum of the earlier steps' weights; defined for uses_coverage()
+};
+
+// The attention weights over source positions from scores [B, S] (or [B, N, S]): a softmax over
+// the real positions of `mask` [B, S]; exactly 0 on padding.
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask);
+
 class ScorerImpl : public torch::nn::Module {
  public:
   // Keys from encoder states [B, S, C] -> [B, S, K]; called once per batch, never per step.
   virtual torch::Tensor project_keys(const torch::Tensor& states) = 0;
-  // Unnormalised scores of query [B, Q] against keys [B, S, K] -> [B, S].
-  virtual torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys) = 0;
+  // Unnormalised scores of query [B, Q] against keys [B, S, K] -> [B, S] ([B, N, S] with heads).
+  virtual torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) = 0;
+  // The weights [B, S] ([B, N, S] with heads): by default the masked softmax of score().
+  virtual torch::Tensor attend(const torch::Tensor& query, const EncodedSource& source, const AttentionStep& step) {
+    return masked_softmax(score(query, source.keys, step), source.mask);
+  }
+  // Heads N: each mixes its slice of C / N columns of the encoder states (multi-head), else 1.
+  virtual int64_t heads() const { return 1; }
+  // Whether score() reads AttentionStep::coverage (the decoder then carries it in its state).
+  virtual bool uses_coverage() const { return false; }
   // W and v for a scorer of the additive form; nothing for the others (the decoder then takes
   // its per-step path).
   virtual std::optional<AdditiveForm> additive_form() const { return std::nullopt; }
@@ -51,8 +78,10 @@ std::shared_ptr<ScorerImpl> make_scorer(const AttentionOptions& options);
 torch::Tensor batched_matvec(const torch::Tensor& matrices, const torch::Tensor& vectors);
 
 struct AttentionResult {
-  torch::Tensor context;  // [B, C]
-  torch::Tensor weights;  // [B, S], rows sum to 1, exactly 0 on padding; undefined for `none`
+  torch::Tensor context;       // [B, C]
+  torch::Tensor weights;       // [B, S] (the mean over heads), exactly 0 on padding; rows sum to 1
+                               // except local-p and local-m (their Gaussian); undefined for `none`
+  torch::Tensor head_weights;  // [B, N, S] each head's weights; undefined with one head
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -62,9 +91,10 @@ class AttentionImpl : public torch::nn::Module {
   // Keys for EncodedSource::keys (undefined when there is no scorer).
   torch::Tensor project_keys(const torch::Tensor& states);
   // query [B, Q] -> context and weights.
-  AttentionResult forward(const torch::Tensor& query, const EncodedSource& source);
+  AttentionResult forward(const torch::Tensor& query, const EncodedSource& source, const AttentionStep& step = {});
 
   bool has_scorer() const { return scorer_ != nullptr; }
+  bool uses_coverage() const { return scorer_ && scorer_->uses_coverage(); }
   // The scorer's additive form (ScorerImpl::additive_form), or nothing.
   std::optional<AdditiveForm> additive_form() const { return scorer_ ? scorer_->additive_form() : std::nullopt; }
 

@@ -13,7 +13,8 @@
 namespace nmt {
 
 DecoderState DecoderState::index_select(const torch::Tensor& index) const {
-  return {hidden.index_select(1, index), attentional.index_select(0, index)};
+  return {hidden.index_select(1, index), attentional.index_select(0, index),
+          coverage.defined() ? coverage.index_select(0, index) : torch::Tensor(), position};
 }
 
 DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : options_(options) {
@@ -60,7 +61,9 @@ DecoderState DecoderImpl::initial_state(const EncodedSource& source) {
                              .transpose(0, 1)
                              .contiguous();  // [L, B, H]
   torch::Tensor attentional = torch::zeros({batch_size, options_.hidden_size}, source.summary.options());
-  return {hidden, attentional};
+  torch::Tensor coverage =
+      attention->uses_coverage() ? torch::zeros(source.mask.sizes(), source.summary.options()) : torch::Tensor();
+  return {hidden, attentional, coverage, 0};
 }
 
 DecoderImpl::StepMaps DecoderImpl::step_maps() const {
@@ -85,11 +88,12 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
     output = GruCellImpl::from_gates(gates, maps.hidden[layer](hidden), hidden);
     new_hidden.push_back(output);
   }
-  AttentionResult attended = attention(output, source);  // context [B, C]
-  torch::Tensor attentional =                            // [B, H]
+  AttentionResult attended = attention(output, source, AttentionStep{state.position, state.coverage});  // [B, C]
+  torch::Tensor attentional =                                                                           // [B, H]
       apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout,
                     is_training());
-  state = {torch::stack(new_hidden, 0), attentional};
+  torch::Tensor coverage = state.coverage.defined() ? state.coverage + attended.weights : torch::Tensor();
+  state = {torch::stack(new_hidden, 0), attentional, coverage, state.position + 1};
   return {attentional, attended.weights};
 }
 

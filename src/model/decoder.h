@@ -31,6 +31,9 @@ namespace nmt {
 struct DecoderState {
   torch::Tensor hidden;       // [L, B, H]
   torch::Tensor attentional;  // [B, H] a_{t-1}, fed to the next step
+  torch::Tensor coverage;     // [B, S] the sum of the attention weights so far; only for a scorer
+                              // that uses it (coverage = true), else undefined
+  int64_t position = 0;       // t, the target position of the next step (the same for every row)
 
   // The rows `index` [B'] (beam reordering).
   DecoderState index_select(const torch::Tensor& index) const;
@@ -59,7 +62,8 @@ class DecoderImpl : public torch::nn::Module {
   // Keys of the encoder states for EncodedSource::keys (once per batch).
   torch::Tensor project_keys(const torch::Tensor& states);
 
-  // Initial state from the encoder summary: h_0 = tanh(W_b summary + b_b) for every layer, a_0 = 0.
+  // Initial state from the encoder summary: h_0 = tanh(W_b summary + b_b) for every layer, a_0 = 0
+  // (and coverage 0).
   DecoderState initial_state(const EncodedSource& source);
 
   // One step from the previous tokens [B].

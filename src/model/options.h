@@ -20,11 +20,16 @@ struct EncoderOptions {
 };
 
 struct AttentionOptions {
-  std::string scorer = "additive";  // a name of model/scorers/registry.h, or kNoAttention
-  int64_t query_size = 256;         // decoder hidden size
-  int64_t key_size = 512;           // encoder state size (2 * encoder hidden size)
-  int64_t attention_size = 256;     // hidden size of the additive scorer's MLP
-  double cosine_sharpness = 0.0;    // cosine: fixed sharpness if > 0, learned if 0
+  std::string scorer = "additive";       // a name of model/scorers/registry.h, or kNoAttention
+  int64_t query_size = 256;              // decoder hidden size
+  int64_t key_size = 512;                // encoder state size (2 * encoder hidden size)
+  int64_t attention_size = 256;          // hidden size of the additive scorer's MLP
+  double cosine_sharpness = 0.0;         // cosine: fixed sharpness if > 0, learned if 0
+  int64_t heads = 4;                     // multi-head: heads (dividing attention_size and key_size)
+  bool coverage = false;                 // additive: a coverage vector fed to the scorer (Tu et al. 2016)
+  std::string local_scorer = "general";  // local-p, local-m: the content scorer inside the window
+  int64_t local_window = 10;             // local-p, local-m: D, the window is [p_t - D, p_t + D]
+  int64_t positions = 100;               // location: source positions scored (later ones share the last)
 };
 
 struct DecoderOptions {
@@ -45,9 +50,14 @@ struct ModelOptions {
   int64_t encoder_layers = 1;
   int64_t decoder_hidden_size = 256;
   int64_t decoder_layers = 1;
-  std::string attention = "additive";  // a scorer of model/scorers/registry.h, or kNoAttention
-  int64_t attention_size = 256;        // additive scorer only
-  double cosine_sharpness = 0.0;       // cosine scorer only: 0 = learned
+  std::string attention = "additive";    // a scorer of model/scorers/registry.h, or kNoAttention
+  int64_t attention_size = 256;          // additive scorer only
+  double cosine_sharpness = 0.0;         // cosine scorer only: 0 = learned
+  int64_t attention_heads = 4;           // multi-head scorer only
+  bool coverage = false;                 // additive scorer only: coverage vector (Tu et al. 2016)
+  std::string local_scorer = "general";  // local-p and local-m only: content scorer in the window
+  int64_t local_window = 10;             // local-p and local-m only: half-width D of the window
+  int64_t attention_positions = 100;     // location scorer only: source positions it scores
   double dropout = 0.3;
   double word_dropout = 0.0;  // source and target input positions (model/word_dropout.h)
   bool tie_embeddings = false;
@@ -56,8 +66,10 @@ struct ModelOptions {
     return {source_vocab_size, embedding_size, encoder_hidden_size, encoder_layers, dropout, word_dropout};
   }
   DecoderOptions decoder(int64_t target_vocab_size) const {
-    AttentionOptions attention_options{attention, decoder_hidden_size, 2 * encoder_hidden_size, attention_size,
-                                       cosine_sharpness};
+    AttentionOptions attention_options{attention,          decoder_hidden_size, 2 * encoder_hidden_size,
+                                       attention_size,     cosine_sharpness,    attention_heads,
+                                       coverage,           local_scorer,        local_window,
+                                       attention_positions};
     return {target_vocab_size, embedding_size, decoder_hidden_size, decoder_layers,
             dropout,           word_dropout,   tie_embeddings,      attention_options};
   }

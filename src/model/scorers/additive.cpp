@@ -1,6 +1,12 @@
 // Additive (concat) attention: score(s, h_j) = v^T tanh(W s + U h_j).
 // Bahdanau et al. 2015, eq. 6 and appendix A.1.2. U h_j does not depend on the decoder step, so
 // it is the key, computed once per batch (as the paper notes in A.1.2).
+//
+// With coverage = true: score(s, h_j) = v^T tanh(W s + U h_j + u c_j), where c_j is the coverage
+// of source position j, the sum of its weights at the earlier steps (Tu et al. 2016, "Modeling
+// Coverage for Neural Machine Translation", eq. 6 with the linguistic coverage of eq. 9 without
+// fertility). It tells the scorer what has been attended already, against repeating and dropping
+// source words. The decoder carries c in its state (DecoderState::coverage).
 #include <torch/torch.h>
 
 #include "model/fused_attention.h"
@@ -17,25 +23,39 @@ class AdditiveScorerImpl : public ScorerImpl {
             torch::nn::Linear(torch::nn::LinearOptions(options.query_size, options.attention_size).bias(false)))),
         key_layer_(register_module("key_layer", torch::nn::Linear(options.key_size, options.attention_size))),
         energy_layer_(register_module(
-            "energy_layer", torch::nn::Linear(torch::nn::LinearOptions(options.attention_size, 1).bias(false)))) {}
+            "energy_layer", torch::nn::Linear(torch::nn::LinearOptions(options.attention_size, 1).bias(false)))) {
+    if (options.coverage) {
+      coverage_layer_ = register_module(
+          "coverage_layer", torch::nn::Linear(torch::nn::LinearOptions(1, options.attention_size).bias(false)));
+    }
+  }
 
   torch::Tensor project_keys(const torch::Tensor& states) override {
     return key_layer_(states);  // [B, S, A]
   }
 
-  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys) override {
-    // v^T tanh(W s + k_j) for every j in one pass over the keys (model/fused_attention.h).
-    return additive_energy(keys, query_layer_(query), energy_layer_->weight.squeeze(0));  // [B, S]
+  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) override {
+    const torch::Tensor energy = energy_layer_->weight.squeeze(0);  // [A]
+    if (!coverage_layer_) {
+      // v^T tanh(W s + k_j) for every j in one pass over the keys (model/fused_attention.h).
+      return additive_energy(keys, query_layer_(query), energy);  // [B, S]
+    }
+    const torch::Tensor covered = step.coverage.unsqueeze(2) * coverage_layer_->weight.squeeze(1);  // [B, S, A]
+    return torch::matmul(torch::tanh(keys + covered + query_layer_(query).unsqueeze(1)), energy);   // [B, S]
   }
 
+  bool uses_coverage() const override { return static_cast<bool>(coverage_layer_); }
+
   std::optional<AdditiveForm> additive_form() const override {
+    if (coverage_layer_) return std::nullopt;
     return AdditiveForm{query_layer_->weight, energy_layer_->weight.squeeze(0)};
   }
 
  private:
-  torch::nn::Linear query_layer_;   // W: Q -> A
-  torch::nn::Linear key_layer_;     // U: C -> A
-  torch::nn::Linear energy_layer_;  // v: A -> 1
+  torch::nn::Linear query_layer_;              // W: Q -> A
+  torch::nn::Linear key_layer_;                // U: C -> A
+  torch::nn::Linear energy_layer_;             // v: A -> 1
+  torch::nn::Linear coverage_layer_{nullptr};  // u: 1 -> A, only with coverage
 };
 
 }  // namespace
@@ -43,11 +63,7 @@ class AdditiveScorerImpl : public ScorerImpl {
 ScorerEntry additive_scorer_entry() {
   return {"additive", "v^T tanh(W s + U h_j), Bahdanau et al. 2015, eq. 6",
           [](const AttentionOptions& options) { return std::make_shared<AdditiveScorerImpl>(options); },
-          [](const AttentionOptions& options) {
-            const auto attention = static_cast<double>(options.attention_size);
-            return ScorerArithmetic{static_cast<double>(options.key_size) * attention,
-                                    static_cast<double>(options.query_size) * attention, attention};
-          }};
+          additive_arithmetic};
 }
 
 }  // namespace nmt

@@ -36,7 +36,7 @@ class CosineScorerImpl : public ScorerImpl {
     return keys / keys.norm(2, /*dim=*/{2}, /*keepdim=*/true).clamp_min(kNormEpsilon);
   }
 
-  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys) override {
+  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) override {
     torch::Tensor unit_query = query / query.norm(2, /*dim=*/{1}, /*keepdim=*/true).clamp_min(kNormEpsilon);
     torch::Tensor cosine = batched_matvec(keys, unit_query);  // [B, S] in [-1, 1]
     return log_sharpness_.defined() ? cosine * log_sharpness_.exp() : cosine * fixed_sharpness_;

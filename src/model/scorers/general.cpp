@@ -18,7 +18,7 @@ class GeneralScorerImpl : public ScorerImpl {
     return key_layer_(states);  // [B, S, Q]
   }
 
-  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys) override {
+  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) override {
     return batched_matvec(keys, query);  // [B, S]
   }
 

@@ -9,11 +9,26 @@ ScorerEntry additive_scorer_entry();
 ScorerEntry dot_scorer_entry();
 ScorerEntry general_scorer_entry();
 ScorerEntry cosine_scorer_entry();
+ScorerEntry scaled_dot_scorer_entry();
+ScorerEntry location_scorer_entry();
+ScorerEntry local_p_scorer_entry();
+ScorerEntry local_m_scorer_entry();
+ScorerEntry multi_head_scorer_entry();
 
 const std::vector<ScorerEntry>& scorer_registry() {
-  static const std::vector<ScorerEntry> entries = {additive_scorer_entry(), dot_scorer_entry(), general_scorer_entry(),
-                                                   cosine_scorer_entry()};
+  static const std::vector<ScorerEntry> entries = {
+      additive_scorer_entry(), dot_scorer_entry(),        general_scorer_entry(),
+      cosine_scorer_entry(),   scaled_dot_scorer_entry(), location_scorer_entry(),
+      local_p_scorer_entry(),  local_m_scorer_entry(),    multi_head_scorer_entry()};
   return entries;
+}
+
+std::vector<std::string> content_scorer_names() {
+  std::vector<std::string> names;
+  for (const ScorerEntry& entry : scorer_registry()) {
+    if (entry.content) names.push_back(entry.name);
+  }
+  return names;
 }
 
 std::vector<std::string> attention_names() {

@@ -27,11 +27,19 @@ inline ScorerArithmetic state_key_arithmetic(const AttentionOptions& options) {
   return {key == query ? 0.0 : key * query, 0.0, query};
 }
 
+// The arithmetic of the additive form v^T tanh(W s + U h_j): additive, multi-head.
+inline ScorerArithmetic additive_arithmetic(const AttentionOptions& options) {
+  const auto attention = static_cast<double>(options.attention_size);
+  return {static_cast<double>(options.key_size) * attention, static_cast<double>(options.query_size) * attention,
+          attention};
+}
+
 struct ScorerEntry {
   std::string name;     // the value of the `attention` key
   std::string formula;  // score(s, h_j) and its source, for help texts
   std::function<std::shared_ptr<ScorerImpl>(const AttentionOptions&)> make;
   std::function<ScorerArithmetic(const AttentionOptions&)> arithmetic;
+  bool content = true;  // scores what a position holds, one score per position: local-scorer may name it
 };
 
 // Every registered scorer, in registration order.
@@ -42,5 +50,8 @@ const ScorerEntry& find_scorer(const std::string& name);
 
 // The values the `attention` key takes: every scorer's name, then kNoAttention.
 std::vector<std::string> attention_names();
+
+// The values the `local-scorer` key takes: the content scorers' names.
+std::vector<std::string> content_scorer_names();
 
 }  // namespace nmt
