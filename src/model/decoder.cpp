@@ -97,15 +97,10 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
   return {attentional, attended.weights};
 }
 
-std::optional<AdditiveForm> DecoderImpl::fused_loop_form(const torch::Tensor& token_gates,
-                                                         const EncodedSource& source) const {
-  if (options_.num_layers != 1 || token_gates.size(1) == 0) return std::nullopt;
-  std::optional<AdditiveForm> form = attention->additive_form();
-  if (!form || !kernels::kernels_take({token_gates, source.states, source.keys})) return std::nullopt;
-  if (!kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight})) {
-    return std::nullopt;
-  }
-  return form;
+bool DecoderImpl::takes_fused_loop(const torch::Tensor& token_gates, const EncodedSource& source) const {
+  if (options_.num_layers != 1 || token_gates.size(1) == 0 || !attention->has_scorer()) return false;
+  return kernels::kernels_take({token_gates, source.states, source.keys}) &&
+         kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight});
 }
 
 torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {
@@ -140,17 +135,19 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   if (always_reference) {
     // Every input token is known: embed and project all of them in one matrix multiply.
     const torch::Tensor token_gates = embedding_gates(embed(target_input));  // [B, T, 3H]
-    if (const std::optional<AdditiveForm> form = fused_loop_form(token_gates, source)) {
+    if (takes_fused_loop(token_gates, source)) {
+      // The additive form runs on the loop's own kernels; any other scorer runs its forward().
+      const std::optional<AdditiveForm> form = attention->additive_form();
       const FusedDecoderWeights fused{feed_gates->weight,
                                       cell_pointers_[0]->weight_hh,
                                       cell_pointers_[0]->bias_hh,
-                                      form->query_weight,
-                                      form->energy,
+                                      form ? form->query_weight : torch::Tensor(),
+                                      form ? form->energy : torch::Tensor(),
                                       combine->weight};
       // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
       const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);
-      FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden[0], source, fused, target_lengths,
-                                                     is_training() ? options_.dropout : 0.0);
+      FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden[0], source, fused, *attention,
+                                                     target_lengths, is_training() ? options_.dropout : 0.0);
       return {output.attentional, output.attention};
     }
     const StepMaps maps = step_maps();

@@ -56,20 +56,48 @@ float* row(const torch::Tensor& tensor, int64_t t, int64_t b) {  // &tensor[t][b
 struct LoopInputs {
   torch::Tensor gates;                                              // [T, B, 3H]
   torch::Tensor initial_hidden;                                     // [B, H]
-  torch::Tensor states, keys;                                       // [B, S, C], [B, S, A]
+  torch::Tensor states, keys;                                       // [B, S, C], [B, S, K]
   torch::Tensor mask;                                               // [B, S] bool
   torch::Tensor feed, hidden, hidden_bias, query, energy, combine;  // as FusedDecoderWeights
+
+  // The additive form runs on the loop's kernels; otherwise AttentionImpl::forward runs the step.
+  bool additive() const { return query.defined(); }
+  // The size of the vector the attention step reads: W_q h_t (A) for the additive form, else h_t.
+  int64_t query_size() const { return additive() ? keys.size(2) : initial_hidden.size(1); }
 };
 
-// The loop's four weights as the products use them: transposed in the forward (x W^T).
+// The loop's weights as the products use them: transposed in the forward (x W^T). W_q only for
+// the additive form.
 struct StepProducts {
   StepProducts(const LoopInputs& in, bool forward)
       : feed(forward ? in.feed.t() : in.feed),
         hidden(forward ? in.hidden.t() : in.hidden),
-        query(forward ? in.query.t() : in.query),
+        query(in.additive() ? LoopWeight(forward ? in.query.t() : in.query) : LoopWeight()),
         combine(forward ? in.combine.t() : in.combine) {}
   LoopWeight feed, hidden, query, combine;
 };
+
+// One thread's block of rows at one position, with autograd's record of its attention step
+// (the step of any scorer but the additive form).
+struct RecordedBlock {
+  int64_t first = 0, count = 0;                 // rows [first, first + count)
+  torch::Tensor query, keys, states, coverage;  // the block's inputs, leaves: [n, H], [n, S, K], [n, S, C], [n, S]
+  torch::Tensor context, weights;               // AttentionImpl::forward's outputs [n, C], [n, S]
+};
+
+// The attention steps the forward loop recorded, kept for the backward (in the autograd
+// context's saved_data, as a capsule).
+struct RecordedAttention : torch::CustomClassHolder {
+  AttentionImpl* attention = nullptr;
+  std::vector<torch::Tensor> parameters;          // the attention module's
+  std::vector<std::vector<RecordedBlock>> steps;  // [T][thread]
+};
+
+// The attention step of rows [first, first + count) at position t: AttentionImpl::forward on
+// leaves holding the block's h_t, keys, states and coverage, recorded by autograd; writes w_t into
+// record.attention, c_t into record.joined and the next coverage into record.coverage.
+void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64_t t, int64_t first, int64_t count,
+                  const struct LoopRecord& record, RecordedBlock& block);
 
 // What the forward loop writes: the outputs and what the backward needs.
 struct LoopRecord {
@@ -77,10 +105,38 @@ struct LoopRecord {
   torch::Tensor attention;    // [T, B, S] output w_t
   torch::Tensor joined;       // [T, B, H + C] [h_t; c_t], the combine layer's input; h_t read in place
   torch::Tensor gru_saved;    // [T, B, 4H] the GRU kernel's (r, z, n, gh_n)
-  torch::Tensor activations;  // [T, B, S, A] tanh(K + W_q h_t)
+  torch::Tensor activations;  // [T, B, S, A] tanh(K + W_q h_t); the additive form only
   torch::Tensor combined;     // [T, B, H] tanh(W_c [h_t; c_t]) before dropout
   torch::Tensor masks;        // [T, B, H] dropout masks; undefined without dropout
+  torch::Tensor coverage;     // [T, B, S] the coverage step t reads; for a scorer that uses it
 };
+
+void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64_t t, int64_t first, int64_t count,
+                  const LoopRecord& record, RecordedBlock& block) {
+  if (count == 0) return;
+  const int64_t size = in.initial_hidden.size(1), state_size = in.states.size(2);
+  const auto rows = [&](const torch::Tensor& tensor) { return tensor.narrow(0, first, count); };
+  block.first = first, block.count = count;
+  // Leaves of their own: h_t and the coverage copied (the loop writes on), keys and states
+  // detached from the outer graph, whose gradients this function returns itself.
+  block.query = rows(record.joined[t]).narrow(1, 0, size).clone().requires_grad_();
+  block.keys = rows(in.keys).detach().requires_grad_();
+  block.states = rows(in.states).detach().requires_grad_();
+  if (record.coverage.defined()) block.coverage = rows(record.coverage[t]).clone().requires_grad_();
+  EncodedSource source;
+  source.states = block.states, source.keys = block.keys, source.mask = rows(in.mask);
+  {
+    torch::AutoGradMode recording(true);
+    const AttentionResult result = recorded.attention->forward(block.query, source, AttentionStep{t, block.coverage});
+    block.context = result.context, block.weights = result.weights;
+  }
+  rows(record.attention[t]).copy_(block.weights);
+  rows(record.joined[t]).narrow(1, size, state_size).copy_(block.context);
+  if (record.coverage.defined() && t + 1 < record.coverage.size(0)) {
+    torch::Tensor next = rows(record.coverage[t + 1]);
+    torch::add_out(next, rows(record.coverage[t]), block.weights);
+  }
+}
 
 // Per-step scratch of the forward loop, shared by the team (each thread writes its own block).
 struct ForwardScratch {
@@ -103,11 +159,11 @@ void zero(float* to, int64_t count) { std::fill(to, to + count, 0.0f); }
 // One thread's part of the forward loop over every position. At position t only the rows
 // [0, active[t]) run; the rest have ended (target padding) and keep 0.
 void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::vector<int64_t>& active,
-                  const LoopRecord& out, const ForwardScratch& scratch, Team& team) {
+                  const LoopRecord& out, const ForwardScratch& scratch, RecordedAttention& recorded, Team& team) {
   const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
   const auto gate_columns = team.share(3 * size, kColumnMultiple);
-  const auto query_columns = team.share(key_size, kColumnMultiple);
+  const auto query_columns = team.share(in.additive() ? key_size : 0, kColumnMultiple);
   const auto hidden_columns = team.share(size, kColumnMultiple);
   const bool* source_mask = in.mask.data_ptr<bool>();
   for (int64_t t = 0; t < steps; ++t) {
@@ -132,21 +188,28 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
       }
       for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.joined, t, b), size + state_size);
     });
-    team.phase([&] {  // W_q h_t
-      weights.query.multiply(first(out.joined[t].narrow(1, 0, size), n), {}, first(scratch.query, n), query_columns);
-    });
-    team.phase([&] {  // w_t, and c_t into the last C columns of joined[t]
-      for (int64_t b = rows.first; b < rows.second; ++b) {
-        float* attention_weights = row(out.attention, t, b);
-        kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
-                                 scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
-                                 positions, key_size, attention_weights, row(out.activations, t, b));
-        kernels::prefix_softmax(attention_weights, real_positions(source_mask + b * positions, positions), positions);
-        kernels::weighted_sum(attention_weights, in.states.data_ptr<float>() + b * positions * state_size, 1, positions,
-                              state_size, row(out.joined, t, b) + size);
-      }
-      for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.activations, t, b), positions * key_size);
-    });
+    if (!in.additive()) {
+      team.phase([&] {  // any scorer: w_t and c_t of this thread's rows, recorded
+        attend_block(in, recorded, t, rows.first, rows.second - rows.first, out,
+                     recorded.steps[static_cast<size_t>(t)][static_cast<size_t>(team.index())]);
+      });
+    } else {
+      team.phase([&] {  // W_q h_t
+        weights.query.multiply(first(out.joined[t].narrow(1, 0, size), n), {}, first(scratch.query, n), query_columns);
+      });
+      team.phase([&] {  // w_t, and c_t into the last C columns of joined[t]
+        for (int64_t b = rows.first; b < rows.second; ++b) {
+          float* attention_weights = row(out.attention, t, b);
+          kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
+                                   scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
+                                   positions, key_size, attention_weights, row(out.activations, t, b));
+          kernels::prefix_softmax(attention_weights, real_positions(source_mask + b * positions, positions), positions);
+          kernels::weighted_sum(attention_weights, in.states.data_ptr<float>() + b * positions * state_size, 1,
+                                positions, state_size, row(out.joined, t, b) + size);
+        }
+        for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.activations, t, b), positions * key_size);
+      });
+    }
     team.phase([&] {  // a_t = dropout(tanh(W_c [h_t; c_t])), this thread's columns
       weights.combine.multiply(first(out.joined[t], n), {}, first(scratch.pre_activation, n), hidden_columns);
       const int64_t column = hidden_columns.first, count = hidden_columns.second - column;
@@ -162,13 +225,14 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
 // What the backward loop writes: per-position gradients (for the weight gradients after the
 // loop) and the gradients of the inputs that are not weights.
 struct LoopGradients {
-  torch::Tensor gates;           // [T, B, 3H] dL/dgi_t = dL/dG_t
-  torch::Tensor hidden_gates;    // [T, B, 3H] dL/d(W_h h_{t-1} + b_h)
-  torch::Tensor query;           // [T, B, A] dL/d(W_q h_t)
-  torch::Tensor scores;          // [T, B, S] dL/d energies
-  torch::Tensor pre_activation;  // [T, B, H] dL/d(W_c [h_t; c_t])
-  torch::Tensor states, keys;    // [B, S, C], [B, S, A], summed over positions
-  torch::Tensor initial_hidden;  // [B, H]
+  torch::Tensor gates;                                 // [T, B, 3H] dL/dgi_t = dL/dG_t
+  torch::Tensor hidden_gates;                          // [T, B, 3H] dL/d(W_h h_{t-1} + b_h)
+  torch::Tensor query;                                 // [T, B, A] dL/d(W_q h_t); any scorer: [T, B, H] its dL/dh_t
+  torch::Tensor scores;                                // [T, B, S] dL/d energies
+  torch::Tensor pre_activation;                        // [T, B, H] dL/d(W_c [h_t; c_t])
+  torch::Tensor states, keys;                          // [B, S, C], [B, S, A], summed over positions
+  torch::Tensor initial_hidden;                        // [B, H]
+  std::vector<std::vector<torch::Tensor>> parameters;  // [thread][parameter] the attention module's, summed
 };
 
 // Per-step scratch of the backward loop, and the carries from position t + 1 to t.
@@ -180,16 +244,53 @@ struct BackwardScratch {
   torch::Tensor carry_attentional;   // [B, H] dL/da_t, from the loss and from position t + 1
   torch::Tensor grad_joined;         // [B, H + C] dL/d[h_t; c_t] through a_t
   torch::Tensor grad_hidden_direct;  // [B, H] dL/dh_{t-1} through the GRU's z * h_{t-1}
+  torch::Tensor carry_coverage;      // [B, S] dL/d(coverage read at t + 1), for a scorer that uses it
 };
+
+// The backward of a recorded attention step (attend_block): from dL/dc_t (in grad_joined) and
+// dL/dw_t (the output's, plus the coverage carried from t + 1), dL/dh_t into grads.query[t], the
+// block's parts of the states' and keys' gradients added in, dL/d(coverage read at t) added to
+// the carry, and the parameters' gradients added to this thread's sums.
+void attend_block_backward(const RecordedBlock& block, const RecordedAttention& recorded, int64_t t,
+                           const torch::Tensor& grad_joined, const torch::Tensor& grad_attention,
+                           const torch::Tensor& carry_coverage, const LoopGradients& grads,
+                           std::vector<torch::Tensor>& parameter_gradients) {
+  if (block.count == 0) return;
+  const auto rows = [&](const torch::Tensor& tensor) { return tensor.narrow(0, block.first, block.count); };
+  const int64_t size = block.query.size(1);
+  torch::Tensor grad_weights =
+      carry_coverage.defined() ? rows(carry_coverage).clone() : torch::zeros_like(block.weights);
+  if (grad_attention.defined()) grad_weights.add_(rows(grad_attention[t]));
+  std::vector<torch::Tensor> inputs = {block.query, block.keys, block.states};
+  if (block.coverage.defined()) inputs.push_back(block.coverage);
+  const size_t first_parameter = inputs.size();
+  inputs.insert(inputs.end(), recorded.parameters.begin(), recorded.parameters.end());
+  const std::vector<torch::Tensor> gradients = torch::autograd::grad(
+      {block.context, block.weights}, inputs, {rows(grad_joined).narrow(1, size, block.states.size(2)), grad_weights},
+      /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+  const auto add = [](const torch::Tensor& to, const torch::Tensor& gradient) {
+    if (gradient.defined()) to.add_(gradient);
+  };
+  rows(grads.query[t]).copy_(gradients[0].defined() ? gradients[0] : torch::zeros_like(block.query));
+  add(rows(grads.keys), gradients[1]);
+  add(rows(grads.states), gradients[2]);
+  if (block.coverage.defined()) add(rows(carry_coverage), gradients[3]);
+  for (size_t i = first_parameter; i < gradients.size(); ++i) {
+    torch::Tensor& sum = parameter_gradients[i - first_parameter];
+    if (gradients[i].defined()) sum = sum.defined() ? sum.add_(gradients[i]) : gradients[i].clone();
+  }
+}
 
 // One thread's part of the backward loop over every position, last to first, from dL/da_t
 // [T, B, H] and dL/dw_t [T, B, S] (or undefined); only the rows [0, active[t]) at position t.
 // dL/dh_t is carried in grads.initial_hidden, which ends as dL/dh_0.
 void backward_loop(const LoopInputs& in, const StepProducts& weights, const std::vector<int64_t>& active,
                    const LoopRecord& record, const torch::Tensor& grad_attentional, const torch::Tensor& grad_attention,
-                   const LoopGradients& grads, const BackwardScratch& scratch, Team& team) {
+                   LoopGradients& grads, const BackwardScratch& scratch, const RecordedAttention& recorded,
+                   Team& team) {
   const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
+  const int64_t query_size = in.query_size();
   const auto hidden_columns = team.share(size, kColumnMultiple);
   const auto joined_columns = team.share(size + state_size, kColumnMultiple);
   const torch::Tensor& carry_hidden = grads.initial_hidden;
@@ -197,6 +298,7 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
     column_block(scratch.carry_attentional, hidden_columns)
         .copy_(column_block(grad_attentional[steps - 1], hidden_columns));
     column_block(carry_hidden, hidden_columns).zero_();
+    if (scratch.carry_coverage.defined()) column_block(scratch.carry_coverage, team.share(positions)).zero_();
   });
   for (int64_t t = steps - 1; t >= 0; --t) {
     const int64_t n = active[static_cast<size_t>(t)];
@@ -214,6 +316,15 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
       weights.combine.multiply(first(grads.pre_activation[t], n), {}, first(scratch.grad_joined, n), joined_columns);
     });
     team.phase([&] {  // attention: dL/dw_t, the energies, W_q h_t; the states' and keys' sums
+      if (!in.additive()) {
+        const std::vector<RecordedBlock>& blocks = recorded.steps[static_cast<size_t>(t)];
+        const auto [begin, end] = team.share(static_cast<int64_t>(blocks.size()));
+        for (int64_t k = begin; k < end; ++k) {
+          attend_block_backward(blocks[static_cast<size_t>(k)], recorded, t, scratch.grad_joined, grad_attention,
+                                scratch.carry_coverage, grads, grads.parameters[static_cast<size_t>(team.index())]);
+        }
+        return;
+      }
       for (int64_t b = rows.first; b < rows.second; ++b) {
         const float* attention_weights = row(record.attention, t, b);
         float* grad = row(grads.scores, t, b);
@@ -235,7 +346,13 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
     team.phase([&] {  // dL/dh_t: carried from t + 1, plus the combine layer's and the query's parts
       first(column_block(carry_hidden, hidden_columns), n)
           .add_(first(column_block(scratch.grad_joined, hidden_columns), n));
-      weights.query.multiply(first(grads.query[t], n), first(carry_hidden, n), first(carry_hidden, n), hidden_columns);
+      if (in.additive()) {
+        weights.query.multiply(first(grads.query[t], n), first(carry_hidden, n), first(carry_hidden, n),
+                               hidden_columns);
+      } else {
+        first(column_block(carry_hidden, hidden_columns), n)
+            .add_(first(column_block(grads.query[t], hidden_columns), n));
+      }
     });
     const torch::Tensor previous = t == 0 ? in.initial_hidden : record.joined[t - 1].narrow(1, 0, size);
     team.phase([&] {  // the GRU step's backward; ended rows get 0 in what the products after the loop read
@@ -248,8 +365,8 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
       for (int64_t b = ended.first; b < ended.second; ++b) {
         zero(row(grads.gates, t, b), 3 * size);
         zero(row(grads.hidden_gates, t, b), 3 * size);
-        zero(row(grads.query, t, b), key_size);
-        zero(row(grads.scores, t, b), positions);
+        zero(row(grads.query, t, b), query_size);
+        if (grads.scores.defined()) zero(row(grads.scores, t, b), positions);
         zero(row(grads.pre_activation, t, b), size);
       }
     });
@@ -279,12 +396,18 @@ std::vector<int64_t> active_rows(const torch::Tensor& lengths, int64_t steps) {
 }
 
 struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
-  // gates [T, B, 3H] contiguous; returns a_t [T, B, H] and w_t [T, B, S].
+  // gates [T, B, 3H] contiguous; returns a_t [T, B, H] and w_t [T, B, S]. query and energy are
+  // undefined for a scorer without the additive form; `parameters` are then the attention
+  // module's, whose gradients come back through this function.
   static tensor_list forward(AutogradContext* context, const torch::Tensor& gates, const torch::Tensor& initial_hidden,
                              const torch::Tensor& states, const torch::Tensor& keys, const torch::Tensor& mask,
                              const torch::Tensor& feed, const torch::Tensor& hidden, const torch::Tensor& hidden_bias,
-                             const torch::Tensor& query, const torch::Tensor& energy, const torch::Tensor& combine,
-                             const torch::Tensor& lengths, double dropout) {
+                             const c10::optional<torch::Tensor>& query_weight,
+                             const c10::optional<torch::Tensor>& energy_weight, const torch::Tensor& combine,
+                             at::TensorList parameters, AttentionImpl* attention, const torch::Tensor& lengths,
+                             double dropout) {
+    const torch::Tensor query = query_weight.value_or(torch::Tensor()),
+                        energy = energy_weight.value_or(torch::Tensor());
     const LoopInputs in{gates, initial_hidden, states, keys, mask, feed, hidden, hidden_bias, query, energy, combine};
     const int64_t steps = gates.size(0), batch = gates.size(1), size = initial_hidden.size(1);
     const int64_t positions = keys.size(1), key_size = keys.size(2), state_size = states.size(2);
@@ -294,7 +417,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     record.attention = torch::zeros({steps, batch, positions}, options);
     record.joined = torch::empty({steps, batch, size + state_size}, options);
     record.gru_saved = torch::empty({steps, batch, 4 * size}, options);
-    record.activations = torch::empty({steps, batch, positions, key_size}, options);
+    if (in.additive()) record.activations = torch::empty({steps, batch, positions, key_size}, options);
     record.combined = torch::empty({steps, batch, size}, options);
     if (dropout > 0) {
       // Drawn before the loop, one [B, H] mask per position in order, as the per-step path draws
@@ -302,18 +425,28 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       record.masks = torch::empty({steps, batch, size}, options);
       for (int64_t t = 0; t < steps; ++t) record.masks[t].copy_(dropout_mask({batch, size}, dropout, options));
     }
+    auto recorded = c10::make_intrusive<RecordedAttention>();
+    if (!in.additive()) {
+      recorded->attention = attention;
+      recorded->parameters = parameters.vec();
+      recorded->steps.assign(static_cast<size_t>(steps),
+                             std::vector<RecordedBlock>(static_cast<size_t>(std::max(1, at::get_num_threads()))));
+      if (attention->uses_coverage()) record.coverage = torch::zeros({steps, batch, positions}, options);
+    }
     const StepProducts weights(in, /*forward=*/true);
     const ForwardScratch scratch(batch, size, key_size, options);
     const std::vector<int64_t> active = active_rows(lengths, steps);
-    run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, team); });
+    run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, *recorded, team); });
 
     context->save_for_backward({gates, initial_hidden, states, keys, mask, feed, hidden, hidden_bias, query, energy,
                                 combine, record.attentional, record.attention, lengths});
     context->saved_data["joined"] = record.joined;
     context->saved_data["gru_saved"] = record.gru_saved;
-    context->saved_data["activations"] = record.activations;
+    if (record.activations.defined()) context->saved_data["activations"] = record.activations;
     context->saved_data["combined"] = record.combined;
     if (record.masks.defined()) context->saved_data["masks"] = record.masks;
+    context->saved_data["parameters"] = static_cast<int64_t>(parameters.size());
+    context->saved_data["recorded"] = c10::IValue::make_capsule(recorded);
     return {record.attentional, record.attention};
   }
 
@@ -328,9 +461,14 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     const std::vector<int64_t> active = active_rows(saved[13], in.gates.size(0));
     record.joined = context->saved_data["joined"].toTensor();
     record.gru_saved = context->saved_data["gru_saved"].toTensor();
-    record.activations = context->saved_data["activations"].toTensor();
+    if (context->saved_data.count("activations") != 0) {
+      record.activations = context->saved_data["activations"].toTensor();
+    }
     record.combined = context->saved_data["combined"].toTensor();
     if (context->saved_data.count("masks") != 0) record.masks = context->saved_data["masks"].toTensor();
+    const auto parameter_count = static_cast<size_t>(context->saved_data["parameters"].toInt());
+    const auto recorded =
+        c10::static_intrusive_pointer_cast<RecordedAttention>(context->saved_data["recorded"].toCapsule());
 
     const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
     const auto options = in.gates.options();
@@ -340,24 +478,33 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     LoopGradients grads;
     grads.gates = torch::empty({steps, batch, 3 * size}, options);
     grads.hidden_gates = torch::empty({steps, batch, 3 * size}, options);
-    grads.query = torch::empty({steps, batch, in.keys.size(2)}, options);
-    grads.scores = torch::empty({steps, batch, in.keys.size(1)}, options);
+    grads.query = torch::empty({steps, batch, in.query_size()}, options);
+    if (in.additive()) grads.scores = torch::empty({steps, batch, in.keys.size(1)}, options);
     grads.pre_activation = torch::empty({steps, batch, size}, options);
     grads.states = torch::zeros_like(in.states);
     grads.keys = torch::zeros_like(in.keys);
     grads.initial_hidden = torch::empty_like(in.initial_hidden);
-    const BackwardScratch scratch(batch, size, in.states.size(2), options);
+    grads.parameters.assign(static_cast<size_t>(std::max(1, at::get_num_threads())),
+                            std::vector<torch::Tensor>(parameter_count));
+    BackwardScratch scratch(batch, size, in.states.size(2), options);
+    if (!recorded->steps.empty() && recorded->attention->uses_coverage()) {
+      scratch.carry_coverage = torch::empty({batch, in.keys.size(1)}, options);
+    }
     const StepProducts weights(in, /*forward=*/false);
     run_as_team([&](Team& team) {
-      backward_loop(in, weights, active, record, grad_attentional, grad_attention, grads, scratch, team);
+      backward_loop(in, weights, active, record, grad_attentional, grad_attention, grads, scratch, *recorded, team);
     });
+    recorded->steps.clear();  // the recorded graphs are spent
 
     // Weight gradients: one product each over all positions.
     const auto rows = [](const torch::Tensor& tensor) { return tensor.flatten(0, 1); };  // [T, B, n] -> [T * B, n]
     const torch::Tensor hidden_states = record.joined.narrow(2, 0, size);                // h_1 .. h_T
     torch::Tensor grad_combine = rows(grads.pre_activation).t().mm(rows(record.joined));
-    torch::Tensor grad_query = rows(grads.query).t().mm(rows(hidden_states));
-    torch::Tensor grad_energy = record.activations.view({-1, in.keys.size(2)}).t().mv(grads.scores.view(-1));
+    torch::Tensor grad_query, grad_energy;
+    if (in.additive()) {
+      grad_query = rows(grads.query).t().mm(rows(hidden_states));
+      grad_energy = record.activations.view({-1, in.keys.size(2)}).t().mv(grads.scores.view(-1));
+    }
     torch::Tensor grad_hidden = grads.hidden_gates[0].t().mm(in.initial_hidden);  // h_0 feeds position 0
     torch::Tensor grad_feed = torch::zeros_like(in.feed);                         // a_0 = 0 feeds nothing
     if (steps > 1) {
@@ -366,9 +513,17 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       grad_feed.addmm_(rows(grads.gates.narrow(0, 1, steps - 1)).t(), rows(record.attentional.narrow(0, 0, steps - 1)));
     }
     torch::Tensor grad_hidden_bias = rows(grads.hidden_gates).sum(0);
-    return {grads.gates,  grads.initial_hidden, grads.states,     grads.keys, torch::Tensor(),
-            grad_feed,    grad_hidden,          grad_hidden_bias, grad_query, grad_energy,
-            grad_combine, torch::Tensor(),      torch::Tensor()};
+    tensor_list result = {grads.gates, grads.initial_hidden, grads.states, grads.keys,  torch::Tensor(), grad_feed,
+                          grad_hidden, grad_hidden_bias,     grad_query,   grad_energy, grad_combine};
+    for (size_t i = 0; i < parameter_count; ++i) {  // the threads' sums
+      torch::Tensor sum;
+      for (const auto& thread : grads.parameters) {
+        if (thread[i].defined()) sum = sum.defined() ? sum.add_(thread[i]) : thread[i];
+      }
+      result.push_back(sum);
+    }
+    result.insert(result.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()});  // attention, lengths, dropout
+    return result;
   }
 };
 
@@ -376,7 +531,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
 
 FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden,
                                       const EncodedSource& source, const FusedDecoderWeights& weights,
-                                      const torch::Tensor& target_lengths, double dropout) {
+                                      AttentionImpl& attention, const torch::Tensor& target_lengths, double dropout) {
   const int64_t size = initial_hidden.size(1);
   TORCH_CHECK(target_lengths.dim() == 1 && target_lengths.size(0) == token_gates.size(0) &&
                   target_lengths.scalar_type() == torch::kLong,
@@ -394,16 +549,22 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
   TORCH_CHECK(weights.feed.sizes() == torch::IntArrayRef({3 * size, size}) &&
                   weights.hidden.sizes() == torch::IntArrayRef({3 * size, size}) &&
                   weights.hidden_bias.sizes() == torch::IntArrayRef({3 * size}) &&
-                  weights.query.sizes() == torch::IntArrayRef({key_size, size}) &&
-                  weights.energy.sizes() == torch::IntArrayRef({key_size}) &&
+                  weights.query.defined() == weights.energy.defined() &&
+                  (!weights.query.defined() || (weights.query.sizes() == torch::IntArrayRef({key_size, size}) &&
+                                                weights.energy.sizes() == torch::IntArrayRef({key_size}))) &&
                   weights.combine.sizes() == torch::IntArrayRef({size, size + source.states.size(2)}),
               "fused decoder loop: weights of shapes W_f, W_h [3H, H], b_h [3H], W_q [A, H], v [A], W_c [H, H + C] "
               "expected");
+  const bool additive = weights.query.defined();
+  const auto contiguous = [](const torch::Tensor& tensor) {  // undefined: no input (the function sees nullopt)
+    return tensor.defined() ? c10::optional<torch::Tensor>(tensor.contiguous()) : c10::nullopt;
+  };
+  const std::vector<torch::Tensor> parameters = additive ? std::vector<torch::Tensor>() : attention.parameters();
   tensor_list outputs = DecoderLoop::apply(
       token_gates.transpose(0, 1).contiguous(), initial_hidden.contiguous(), source.states.contiguous(),
       source.keys.contiguous(), source.mask.contiguous(), weights.feed.contiguous(), weights.hidden.contiguous(),
-      weights.hidden_bias.contiguous(), weights.query.contiguous(), weights.energy.contiguous(),
-      weights.combine.contiguous(), target_lengths.cpu().contiguous(), dropout);
+      weights.hidden_bias.contiguous(), contiguous(weights.query), contiguous(weights.energy),
+      weights.combine.contiguous(), at::TensorList(parameters), &attention, target_lengths.cpu().contiguous(), dropout);
   return {outputs[0].transpose(0, 1), outputs[1].transpose(0, 1)};
 }
 

@@ -1,11 +1,19 @@
 // The decoder's teacher-forced training pass (decoder.h) as one autograd function, its forward
 // and backward written out step by step over the kernels of src/kernels/. The maths is
-// DecoderImpl::advance for one layer with additive attention, per target position t:
+// DecoderImpl::advance for one layer, per target position t:
 //   gi_t = G_t + W_f a_{t-1}           G_t: input gates from y_{t-1} (all positions, one product)
 //   h_t  = GRU(gi_t, W_h h_{t-1} + b_h, h_{t-1})
-//   w_t  = masked softmax(v^T tanh(K + W_q h_t))     K: the keys, once per batch
-//   c_t  = sum_s w_ts states_s
+//   w_t, c_t = attention(h_t)           the scorer's weights and context
 //   a_t  = dropout(tanh(W_c [h_t; c_t]))
+// The attention step comes in two kinds:
+//   - the additive form (model/attention.h, AdditiveForm), written out with the loop's kernels:
+//       w_t = masked softmax(v^T tanh(K + W_q h_t)),  c_t = sum_s w_ts states_s  (K: the keys);
+//   - any other scorer (and additive with coverage): AttentionImpl::forward itself, run by each
+//     thread on its block of rows with autograd recording just that step, whose gradients the
+//     backward loop takes block by block (torch::autograd::grad). The scorer's own operators are
+//     a few per step; what the fused loop saves (the recurrence, the combine layer, the running
+//     sums of the states' and keys' gradients) it saves for every scorer. The coverage vector
+//     (the sum of earlier weights) is carried forward in the loop, and its gradient backward.
 //
 // Why: the per-step path runs about 130 LibTorch operators and autograd nodes per target position
 // (forward and backward) on tensors of about 60 x 256 floats, and autograd adds each step's
@@ -16,8 +24,8 @@
 // per-step path).
 //
 // DecoderImpl::forward uses it whenever autograd records the pass (training) on a CPU with the
-// AVX2 kernels, for one decoder layer and additive attention (the recipe); everything else takes
-// the per-step path. Dropout masks are drawn in the order the per-step path draws them, so for a
+// AVX2 kernels, for one decoder layer and any scorer; `none` and deeper decoders take the
+// per-step path. Dropout masks are drawn in the order the per-step path draws them, so for a
 // seed both paths compute the same function; tests compare their values and gradients.
 //
 // Shapes: B batch, T target positions, S source length, H decoder hidden size, A attention
@@ -26,6 +34,7 @@
 
 #include <torch/types.h>
 
+#include "model/attention.h"
 #include "model/encoded_source.h"
 
 namespace nmt {
@@ -34,8 +43,8 @@ struct FusedDecoderWeights {
   torch::Tensor feed;         // [3H, H] W_f, input feeding of a_{t-1} into the first layer's gates
   torch::Tensor hidden;       // [3H, H] W_h of the cell
   torch::Tensor hidden_bias;  // [3H] b_h
-  torch::Tensor query;        // [A, H] W_q of the additive scorer
-  torch::Tensor energy;       // [A] v of the additive scorer
+  torch::Tensor query;        // [A, H] W_q of a scorer of the additive form; undefined: any scorer
+  torch::Tensor energy;       // [A] v of a scorer of the additive form; undefined: any scorer
   torch::Tensor combine;      // [H, H + C] W_c
 };
 
@@ -49,9 +58,10 @@ struct FusedDecoderOutput {
 // each row's target. At position t the loop runs only the rows up to the last one still going:
 // with rows in order of decreasing length (as make_batches leaves them) exactly the rows still
 // going. The positions it skips are target padding, which no loss reads. dropout: the
-// probability for a_t, 0 when not training.
+// probability for a_t, 0 when not training. `attention`: the decoder's, whose forward() runs the
+// attention step when weights.query is undefined.
 FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden,
                                       const EncodedSource& source, const FusedDecoderWeights& weights,
-                                      const torch::Tensor& target_lengths, double dropout);
+                                      AttentionImpl& attention, const torch::Tensor& target_lengths, double dropout);
 
 }  // namespace nmt

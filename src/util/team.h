@@ -98,6 +98,10 @@ class Team {
     return {begin + first, begin + last};
   }
 
+  // This thread's index in the team, and the team's size.
+  int64_t index() const { return index_; }
+  int64_t count() const { return count_; }
+
   // Runs this thread's part of a phase, then waits for the others. After an exception in any
   // thread the remaining phases are skipped.
   template <typename Work>
