@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "util/runtime.h"
+#include "util/team.h"
 
 using namespace nmt;
 
@@ -44,4 +45,18 @@ TEST_CASE("run_in_parallel rethrows a task's exception after all threads stop", 
                     "task 3 failed");
   CHECK(started < 100);  // the remaining tasks were skipped
   CHECK(torch::get_num_threads() == 2);
+}
+
+TEST_CASE("denormal floats count as 0 on the main thread, run_in_parallel's workers and a team's threads",
+          "[runtime]") {
+  // 1e-30 * 1e-10 = 1e-40 is a denormal float: 0 under flush-to-zero, about 1e-40 otherwise.
+  const auto underflows = [] { return (torch::full({4}, 1e-30f) * 1e-10f).max().item<float>() == 0.0f; };
+  set_threads(2);
+  CHECK(underflows());
+  std::vector<int> flushed(4, 0);
+  run_in_parallel(2, 4, [&](size_t task) { flushed[task] = underflows() ? 1 : 0; });
+  CHECK(flushed == std::vector<int>(4, 1));
+  std::atomic<int> team_flushed{0};
+  run_as_team([&](Team& team) { team.phase([&] { team_flushed += underflows() ? 1 : 0; }); });
+  CHECK(team_flushed.load() == std::max(1, at::get_num_threads()));
 }

@@ -33,7 +33,10 @@ void set_threads(int threads) {
   check_threads(threads);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(threads > 0 ? threads : std::min(cores, kMaxThreads));
+  flush_denormals();
 }
+
+void flush_denormals() { at::globalContext().setFlushDenormal(true); }
 
 void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size_t)>& task) {
   workers = std::max<size_t>(workers, 1);
@@ -49,6 +52,7 @@ void run_in_parallel(size_t workers, size_t tasks, const std::function<void(size
   auto work = [&](size_t worker) {
     try {
       torch::set_num_threads(1);
+      flush_denormals();
       for (size_t index = next++; index < tasks && !failed; index = next++) task(index);
     } catch (...) {
       errors[worker] = std::current_exception();

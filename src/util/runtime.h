@@ -17,8 +17,16 @@ constexpr int kMaxThreads = 128;
 void check_threads(int threads);
 
 // Sets LibTorch's intra-op threads after check_threads; 0 means the number of cores (at most
-// kMaxThreads).
+// kMaxThreads). Also flush_denormals() for the calling thread.
 void set_threads(int threads);
+
+// Makes this thread treat denormal floats (magnitudes below 1.2e-38) as 0, as inputs and as
+// results (x86's FTZ and DAZ; LibTorch's set_flush_denormal). A softmax over widely spread scores
+// (an unscaled dot product, say) leaves weights of that size, and on x86 every operation that
+// meets one runs many times slower; as 0 they change no result that matters. The mode is per
+// thread: set_threads sets it for the main thread, run_in_parallel for its workers and
+// run_as_team (util/team.h) for the fused loops' threads.
+void flush_denormals();
 
 // Runs task(0) ... task(tasks - 1) on `workers` threads (the calling one included), each taking
 // the next task as it finishes one, with LibTorch's operators single-threaded inside them; the

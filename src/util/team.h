@@ -22,6 +22,8 @@
 #include <thread>
 #include <utility>
 
+#include "util/runtime.h"
+
 namespace nmt {
 
 // A barrier for a team's threads that a failure can open for good: after break_open(), wait()
@@ -133,6 +135,7 @@ void run_as_team(const Body& body) {
     state.barrier.set_count(omp_get_num_threads());  // the team OpenMP gave (its implied barrier follows)
     try {
       torch::NoGradGuard no_grad;  // grad mode is per thread
+      flush_denormals();           // and so is the floating-point mode
       Team team(omp_get_thread_num(), omp_get_num_threads(), state);
       body(team);
     } catch (...) {  // between phases: the others must not wait for this thread
