@@ -157,9 +157,12 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
                     static_cast<double>(target_tokens) / static_cast<double>(sentences)};
   char padding[32];
   std::snprintf(padding, sizeof(padding), "%.0f%%", 100.0 * (1.0 - static_cast<double>(target_tokens) / target_cells));
-  Row row{"training", std::to_string(steps) + " steps, " + std::to_string(sentences / steps) + " sentences/batch, " +
-                          padding + " target padding, " + config.model.attention + ", " +
-                          std::to_string(torch::get_num_threads()) + " threads"};
+  Row row{"training",
+          std::to_string(steps) + " steps, " + std::to_string(sentences / steps) + " sentences/batch, " + padding +
+              " target padding, " + config.model.attention + (config.model.coverage ? " with coverage" : "") +
+              (config.model.decoder_layers > 1 ? ", " + std::to_string(config.model.decoder_layers) + " decoder layers"
+                                               : "") +
+              ", " + std::to_string(torch::get_num_threads()) + " threads"};
   row.sentences_per_second = static_cast<double>(sentences) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
   row.flops_per_token = training_flops_per_target_token(config.model, shapes);

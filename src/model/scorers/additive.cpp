@@ -40,8 +40,9 @@ class AdditiveScorerImpl : public ScorerImpl {
       // v^T tanh(W s + k_j) for every j in one pass over the keys (model/fused_attention.h).
       return additive_energy(keys, query_layer_(query), energy);  // [B, S]
     }
-    const torch::Tensor covered = step.coverage.unsqueeze(2) * coverage_layer_->weight.squeeze(1);  // [B, S, A]
-    return torch::matmul(torch::tanh(keys + covered + query_layer_(query).unsqueeze(1)), energy);   // [B, S]
+    // The coverage term joins the keys (one more pass over [B, S, A]), then the same fused energy.
+    const torch::Tensor covered = torch::addcmul(keys, step.coverage.unsqueeze(2), coverage_layer_->weight.squeeze(1));
+    return additive_energy(covered, query_layer_(query), energy);  // [B, S]
   }
 
   bool uses_coverage() const override { return static_cast<bool>(coverage_layer_); }
