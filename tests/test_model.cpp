@@ -301,71 +301,76 @@ TEST_CASE("the fused training pass of the decoder equals the per-step path, valu
   // through their recorded forward().
   for (const std::string& type : all_attention_types()) {
     if (type == kNoAttention) continue;
-    for (bool sorted : {true, false}) {
-      for (double dropout : {0.0, 0.3}) {
-        for (int threads : {1, 2}) {
-          DYNAMIC_SECTION(type << ", " << (sorted ? "rows by decreasing target length" : "rows in any order")
-                               << ", dropout " << dropout << ", " << threads << " threads") {
-            torch::set_num_threads(threads);
-            ModelOptions options = tiny_model_options(type, /*decoder_hidden=*/13);
-            options.dropout = dropout;
-            torch::manual_seed(91);
-            Seq2Seq fused(options, kVocab, kVocab);
-            Seq2Seq reference(options, kVocab, kVocab);
-            {
-              torch::NoGradGuard no_grad;
-              const auto fused_parameters = fused->named_parameters();
-              for (const auto& item : reference->named_parameters()) item.value().copy_(fused_parameters[item.key()]);
-            }
-            reference->to(torch::kFloat64);
-            fused->train();
-            reference->train();
-            auto [source, lengths] = random_source({6, 3, 5, 1, 6, 2, 4, 6, 3}, kVocab, 92);
-            const std::vector<int64_t> target_lengths = sorted ? std::vector<int64_t>{7, 7, 6, 5, 4, 4, 3, 2, 1}
-                                                               : std::vector<int64_t>{4, 7, 2, 7, 1, 5, 3, 6, 4};
-            torch::Tensor target_input = torch::randint(4, kVocab, {9, 7}, torch::kInt64);
-            target_input.select(1, 0).fill_(kBosId);
-            for (int64_t b = 0; b < 9; ++b)
-              target_input[b].narrow(0, target_lengths[b], 7 - target_lengths[b]).fill_(kPadId);
-            const torch::Tensor real = target_input.ne(kPadId).to(torch::kFloat64).unsqueeze(2);  // [B, T, 1]
-            const torch::Tensor output_weights = torch::randn({9, 7, 13}, torch::kFloat64);
-            const torch::Tensor attention_weights = torch::randn({9, 7, 6}, torch::kFloat64);
+    for (int64_t layers : {1, 2}) {
+      for (bool sorted : {true, false}) {
+        for (double dropout : {0.0, 0.3}) {
+          for (int threads : {1, 2}) {
+            DYNAMIC_SECTION(type << ", " << layers << " decoder layers, "
+                                 << (sorted ? "rows by decreasing target length" : "rows in any order") << ", dropout "
+                                 << dropout << ", " << threads << " threads") {
+              torch::set_num_threads(threads);
+              ModelOptions options = tiny_model_options(type, /*decoder_hidden=*/13);
+              options.decoder_layers = layers;
+              options.dropout = dropout;
+              torch::manual_seed(91);
+              Seq2Seq fused(options, kVocab, kVocab);
+              Seq2Seq reference(options, kVocab, kVocab);
+              {
+                torch::NoGradGuard no_grad;
+                const auto fused_parameters = fused->named_parameters();
+                for (const auto& item : reference->named_parameters()) item.value().copy_(fused_parameters[item.key()]);
+              }
+              reference->to(torch::kFloat64);
+              fused->train();
+              reference->train();
+              auto [source, lengths] = random_source({6, 3, 5, 1, 6, 2, 4, 6, 3}, kVocab, 92);
+              const std::vector<int64_t> target_lengths = sorted ? std::vector<int64_t>{7, 7, 6, 5, 4, 4, 3, 2, 1}
+                                                                 : std::vector<int64_t>{4, 7, 2, 7, 1, 5, 3, 6, 4};
+              torch::Tensor target_input = torch::randint(4, kVocab, {9, 7}, torch::kInt64);
+              target_input.select(1, 0).fill_(kBosId);
+              for (int64_t b = 0; b < 9; ++b)
+                target_input[b].narrow(0, target_lengths[b], 7 - target_lengths[b]).fill_(kPadId);
+              const torch::Tensor real = target_input.ne(kPadId).to(torch::kFloat64).unsqueeze(2);  // [B, T, 1]
+              const torch::Tensor output_weights = torch::randn({9, 7, 13}, torch::kFloat64);
+              const torch::Tensor attention_weights = torch::randn({9, 7, 6}, torch::kFloat64);
 
-            torch::manual_seed(93);
-            DecoderOutput ours = fused(source, lengths, target_input);
-            torch::manual_seed(93);
-            DecoderOutput theirs = reference(source, lengths, target_input);
-            // The fused function made the output (under the transpose to [B, T, H]), not a stack of steps.
-            REQUIRE(ours.attentional.grad_fn() != nullptr);
-            CHECK(ours.attentional.grad_fn()->next_edges().at(0).function->name().find("DecoderLoop") !=
-                  std::string::npos);
-            const torch::Tensor our_attentional = ours.attentional.to(torch::kFloat64);
-            const torch::Tensor our_attention = ours.attention.to(torch::kFloat64);
-            CHECK(torch::allclose(our_attentional * real, theirs.attentional * real, 1e-4, 1e-5));
-            CHECK(torch::allclose(our_attention * real, theirs.attention * real, 1e-4, 1e-5));
-            CHECK(ours.attention[3].narrow(1, 1, 5).abs().max().item<float>() == 0.0f);  // source padding: exactly 0
-            if (sorted) {  // every skipped position is padding, and is 0
-              CHECK((our_attentional * (1 - real)).abs().max().item<double>() == 0.0);
-              CHECK((our_attention * (1 - real)).abs().max().item<double>() == 0.0);
-            }
-            if (dropout > 0) CHECK((ours.attentional == 0).sum().item<int64_t>() > 0);  // dropout did drop
+              torch::manual_seed(93);
+              DecoderOutput ours = fused(source, lengths, target_input);
+              torch::manual_seed(93);
+              DecoderOutput theirs = reference(source, lengths, target_input);
+              // The fused function made the output (under the transpose to [B, T, H]), not a stack of steps.
+              REQUIRE(ours.attentional.grad_fn() != nullptr);
+              CHECK(ours.attentional.grad_fn()->next_edges().at(0).function->name().find("DecoderLoop") !=
+                    std::string::npos);
+              const torch::Tensor our_attentional = ours.attentional.to(torch::kFloat64);
+              const torch::Tensor our_attention = ours.attention.to(torch::kFloat64);
+              CHECK(torch::allclose(our_attentional * real, theirs.attentional * real, 1e-4, 1e-5));
+              CHECK(torch::allclose(our_attention * real, theirs.attention * real, 1e-4, 1e-5));
+              CHECK(ours.attention[3].narrow(1, 1, 5).abs().max().item<float>() == 0.0f);  // source padding: exactly 0
+              if (sorted) {  // every skipped position is padding, and is 0
+                CHECK((our_attentional * (1 - real)).abs().max().item<double>() == 0.0);
+                CHECK((our_attention * (1 - real)).abs().max().item<double>() == 0.0);
+              }
+              if (dropout > 0) CHECK((ours.attentional == 0).sum().item<int64_t>() > 0);  // dropout did drop
 
-            // A loss on both outputs at the real positions: every parameter's gradient, encoder
-            // included (through the states, the keys and the initial state). With sorted rows the
-            // fused side's loss also weighs the skipped positions: they are 0 and constant, so the
-            // gradients that reach them must change nothing.
-            const torch::Tensor our_mask = sorted ? torch::ones_like(real) : real;
-            ((our_attentional * output_weights * our_mask).sum() + (our_attention * attention_weights * our_mask).sum())
-                .backward();
-            ((theirs.attentional * output_weights * real).sum() + (theirs.attention * attention_weights * real).sum())
-                .backward();
-            const auto reference_parameters = reference->named_parameters();
-            for (const auto& item : fused->named_parameters()) {
-              INFO(item.key());
-              const torch::Tensor& expected = reference_parameters[item.key()].grad();
-              REQUIRE(item.value().grad().defined() == expected.defined());  // the output layer is not in this loss
-              if (expected.defined()) {
-                CHECK(torch::allclose(item.value().grad().to(torch::kFloat64), expected, 1e-3, 1e-4));
+              // A loss on both outputs at the real positions: every parameter's gradient, encoder
+              // included (through the states, the keys and the initial state). With sorted rows the
+              // fused side's loss also weighs the skipped positions: they are 0 and constant, so the
+              // gradients that reach them must change nothing.
+              const torch::Tensor our_mask = sorted ? torch::ones_like(real) : real;
+              ((our_attentional * output_weights * our_mask).sum() +
+               (our_attention * attention_weights * our_mask).sum())
+                  .backward();
+              ((theirs.attentional * output_weights * real).sum() + (theirs.attention * attention_weights * real).sum())
+                  .backward();
+              const auto reference_parameters = reference->named_parameters();
+              for (const auto& item : fused->named_parameters()) {
+                INFO(item.key());
+                const torch::Tensor& expected = reference_parameters[item.key()].grad();
+                REQUIRE(item.value().grad().defined() == expected.defined());  // the output layer is not in this loss
+                if (expected.defined()) {
+                  CHECK(torch::allclose(item.value().grad().to(torch::kFloat64), expected, 1e-3, 1e-4));
+                }
               }
             }
           }

@@ -98,7 +98,7 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
 }
 
 bool DecoderImpl::takes_fused_loop(const torch::Tensor& token_gates, const EncodedSource& source) const {
-  if (options_.num_layers != 1 || token_gates.size(1) == 0 || !attention->has_scorer()) return false;
+  if (token_gates.size(1) == 0 || !attention->has_scorer()) return false;
   return kernels::kernels_take({token_gates, source.states, source.keys}) &&
          kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight});
 }
@@ -138,15 +138,21 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
     if (takes_fused_loop(token_gates, source)) {
       // The additive form runs on the loop's own kernels; any other scorer runs its forward().
       const std::optional<AdditiveForm> form = attention->additive_form();
-      const FusedDecoderWeights fused{feed_gates->weight,
-                                      cell_pointers_[0]->weight_hh,
-                                      cell_pointers_[0]->bias_hh,
-                                      form ? form->query_weight : torch::Tensor(),
-                                      form ? form->energy : torch::Tensor(),
-                                      combine->weight};
+      FusedDecoderWeights fused;
+      fused.feed = feed_gates->weight;
+      for (const GruCellImpl* cell : cell_pointers_) {
+        fused.hidden.push_back(cell->weight_hh);
+        fused.hidden_bias.push_back(cell->bias_hh);
+      }
+      for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) {
+        fused.layer_gates.push_back(gates->weight);
+        fused.layer_bias.push_back(gates->bias);
+      }
+      if (form) fused.query = form->query_weight, fused.energy = form->energy;
+      fused.combine = combine->weight;
       // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
       const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);
-      FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden[0], source, fused, *attention,
+      FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden, source, fused, *attention,
                                                      target_lengths, is_training() ? options_.dropout : 0.0);
       return {output.attentional, output.attention};
     }

@@ -4,9 +4,8 @@
 //   a_t   = tanh(W_c [h_t; c_t])                    Luong et al. 2015, eq. 5
 //   p(y_t)= softmax(W_o a_t + b_o)                  eq. 6
 // advance() is the one place this runs; step() (both searches) and forward() (teacher forcing)
-// use it. The one exception is training one decoder layer with a scorer on a CPU with the AVX2
-// kernels: forward() then runs the same maths as one fused function with a hand-written backward
-// (decoder_fused.h), tested against advance().
+// use it. The one exception is training with a scorer on a CPU with the AVX2 kernels: forward() then runs the same
+// maths as one fused function with a hand-written backward (decoder_fused.h), tested against advance().
 //
 // Shapes: B batch (or batch * beam), S source length, T target length, E embedding size,
 // H decoder hidden size, L layers, C encoder state size, V target vocabulary.
@@ -105,7 +104,7 @@ class DecoderImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
                                                   const EncodedSource& source, const StepMaps& maps);
   // Whether forward() runs as one fused function (decoder_fused.h): while autograd records, with
-  // the kernels on (kernels/dispatch.h), for one layer and any scorer.
+  // the kernels on (kernels/dispatch.h), for any scorer and number of layers.
   bool takes_fused_loop(const torch::Tensor& token_gates, const EncodedSource& source) const;
   // Embeddings of tokens [...] -> [..., E], with word dropout and dropout while training.
   torch::Tensor embed(const torch::Tensor& tokens);

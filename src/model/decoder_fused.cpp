@@ -54,16 +54,21 @@ float* row(const torch::Tensor& tensor, int64_t t, int64_t b) {  // &tensor[t][b
 
 // The function's inputs (all contiguous).
 struct LoopInputs {
-  torch::Tensor gates;                                              // [T, B, 3H]
-  torch::Tensor initial_hidden;                                     // [B, H]
-  torch::Tensor states, keys;                                       // [B, S, C], [B, S, K]
-  torch::Tensor mask;                                               // [B, S] bool
-  torch::Tensor feed, hidden, hidden_bias, query, energy, combine;  // as FusedDecoderWeights
+  torch::Tensor gates;                                 // [T, B, 3H]
+  torch::Tensor initial_hidden;                        // [L, B, H]
+  torch::Tensor states, keys;                          // [B, S, C], [B, S, K]
+  torch::Tensor mask;                                  // [B, S] bool
+  torch::Tensor feed;                                  // as FusedDecoderWeights, and the rest below
+  std::vector<torch::Tensor> hidden, hidden_bias;      // L
+  std::vector<torch::Tensor> layer_gates, layer_bias;  // L - 1
+  torch::Tensor query, energy, combine;
 
+  int64_t layers() const { return static_cast<int64_t>(hidden.size()); }
+  int64_t size() const { return initial_hidden.size(2); }
   // The additive form runs on the loop's kernels; otherwise AttentionImpl::forward runs the step.
   bool additive() const { return query.defined(); }
   // The size of the vector the attention step reads: W_q h_t (A) for the additive form, else h_t.
-  int64_t query_size() const { return additive() ? keys.size(2) : initial_hidden.size(1); }
+  int64_t query_size() const { return additive() ? keys.size(2) : size(); }
 };
 
 // The loop's weights as the products use them: transposed in the forward (x W^T). W_q only for
@@ -71,10 +76,15 @@ struct LoopInputs {
 struct StepProducts {
   StepProducts(const LoopInputs& in, bool forward)
       : feed(forward ? in.feed.t() : in.feed),
-        hidden(forward ? in.hidden.t() : in.hidden),
         query(in.additive() ? LoopWeight(forward ? in.query.t() : in.query) : LoopWeight()),
-        combine(forward ? in.combine.t() : in.combine) {}
-  LoopWeight feed, hidden, query, combine;
+        combine(forward ? in.combine.t() : in.combine) {
+    for (const torch::Tensor& weight : in.hidden) hidden.emplace_back(forward ? weight.t() : weight);
+    for (const torch::Tensor& weight : in.layer_gates) layer_gates.emplace_back(forward ? weight.t() : weight);
+  }
+  LoopWeight feed;
+  std::vector<LoopWeight> hidden;       // W_h of each layer
+  std::vector<LoopWeight> layer_gates;  // W_l of each layer above the first (its input h^{l-1}_t)
+  LoopWeight query, combine;
 };
 
 // One thread's block of rows at one position, with autograd's record of its attention step
@@ -101,20 +111,32 @@ void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64
 
 // What the forward loop writes: the outputs and what the backward needs.
 struct LoopRecord {
-  torch::Tensor attentional;  // [T, B, H] output a_t
-  torch::Tensor attention;    // [T, B, S] output w_t
-  torch::Tensor joined;       // [T, B, H + C] [h_t; c_t], the combine layer's input; h_t read in place
-  torch::Tensor gru_saved;    // [T, B, 4H] the GRU kernel's (r, z, n, gh_n)
-  torch::Tensor activations;  // [T, B, S, A] tanh(K + W_q h_t); the additive form only
-  torch::Tensor combined;     // [T, B, H] tanh(W_c [h_t; c_t]) before dropout
-  torch::Tensor masks;        // [T, B, H] dropout masks; undefined without dropout
-  torch::Tensor coverage;     // [T, B, S] the coverage step t reads; for a scorer that uses it
+  torch::Tensor attentional;   // [T, B, H] output a_t
+  torch::Tensor attention;     // [T, B, S] output w_t
+  torch::Tensor joined;        // [T, B, H + C] [h_t; c_t] of the top layer, the combine layer's input
+  torch::Tensor lower;         // [L - 1, T, B, H] h^l_t of the layers below the top
+  torch::Tensor layer_inputs;  // [L - 1, T, B, H] dropout(h^{l-1}_t), the input of layer l >= 1
+  torch::Tensor layer_masks;   // [L - 1, T, B, H] its dropout masks; undefined without dropout
+  torch::Tensor gru_saved;     // [L, T, B, 4H] the GRU kernel's (r, z, n, gh_n)
+  torch::Tensor activations;   // [T, B, S, A] tanh(K + W_q h_t); the additive form only
+  torch::Tensor combined;      // [T, B, H] tanh(W_c [h_t; c_t]) before dropout
+  torch::Tensor masks;         // [T, B, H] dropout masks; undefined without dropout
+  torch::Tensor coverage;      // [T, B, S] the coverage step t reads; for a scorer that uses it
+
+  // h^layer_t [B, H] (a view), and h^layer_{t-1} (the initial state at t = 0).
+  torch::Tensor output(int64_t layer, int64_t t) const {
+    return layer == gru_saved.size(0) - 1 ? joined[t].narrow(1, 0, hidden_size) : lower[layer][t];
+  }
+  torch::Tensor previous(const torch::Tensor& initial_hidden, int64_t layer, int64_t t) const {
+    return t == 0 ? initial_hidden[layer] : output(layer, t - 1);
+  }
+  int64_t hidden_size = 0;  // H
 };
 
 void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64_t t, int64_t first, int64_t count,
                   const LoopRecord& record, RecordedBlock& block) {
   if (count == 0) return;
-  const int64_t size = in.initial_hidden.size(1), state_size = in.states.size(2);
+  const int64_t size = in.size(), state_size = in.states.size(2);
   const auto rows = [&](const torch::Tensor& tensor) { return tensor.narrow(0, first, count); };
   block.first = first, block.count = count;
   // Leaves of their own: h_t and the coverage copied (the loop writes on), keys and states
@@ -160,7 +182,7 @@ void zero(float* to, int64_t count) { std::fill(to, to + count, 0.0f); }
 // [0, active[t]) run; the rest have ended (target padding) and keep 0.
 void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::vector<int64_t>& active,
                   const LoopRecord& out, const ForwardScratch& scratch, RecordedAttention& recorded, Team& team) {
-  const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
+  const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.size(), layers = in.layers();
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
   const auto gate_columns = team.share(3 * size, kColumnMultiple);
   const auto query_columns = team.share(in.additive() ? key_size : 0, kColumnMultiple);
@@ -169,25 +191,39 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
   for (int64_t t = 0; t < steps; ++t) {
     const int64_t n = active[static_cast<size_t>(t)];
     const auto rows = team.rows(0, n), ended = team.rows(n, batch);
-    // h_{t-1}: the initial state, or the first H columns of the previous joined rows.
-    const torch::Tensor previous = t == 0 ? in.initial_hidden : out.joined[t - 1].narrow(1, 0, size);
-    const torch::Tensor& gi = t == 0 ? in.gates[0] : scratch.input_gates;
-    team.phase([&] {  // gi_t = G_t + W_f a_{t-1} and W_h h_{t-1} + b_h
-      if (t > 0) {
-        weights.feed.multiply(first(out.attentional[t - 1], n), first(in.gates[t], n), first(scratch.input_gates, n),
-                              gate_columns);
-      }
-      weights.hidden.multiply(first(previous, n), in.hidden_bias, first(scratch.hidden_gates, n), gate_columns);
-    });
-    team.phase([&] {  // h_t, into the first H columns of joined[t]
-      for (int64_t b = rows.first; b < rows.second; ++b) {
-        kernels::gru_step(gi.data_ptr<float>() + b * gi.stride(0),
-                          scratch.hidden_gates.data_ptr<float>() + b * 3 * size,
-                          previous.data_ptr<float>() + b * previous.stride(0), 1, size, row(out.joined, t, b),
-                          row(out.gru_saved, t, b));
-      }
-      for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.joined, t, b), size + state_size);
-    });
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      const torch::Tensor previous = out.previous(in.initial_hidden, layer, t);  // h^l_{t-1}
+      const torch::Tensor output = out.output(layer, t);                         // h^l_t, written here
+      const auto l = static_cast<size_t>(layer);
+      const torch::Tensor& gi = layer == 0 && t == 0 ? in.gates[0] : scratch.input_gates;
+      team.phase([&] {  // the input gates (layer 0: G_t + W_f a_{t-1}; above: W_l x + b_l) and W_h h_{t-1} + b_h
+        if (layer > 0) {
+          weights.layer_gates[l - 1].multiply(first(out.layer_inputs[layer - 1][t], n), in.layer_bias[l - 1],
+                                              first(scratch.input_gates, n), gate_columns);
+        } else if (t > 0) {
+          weights.feed.multiply(first(out.attentional[t - 1], n), first(in.gates[t], n), first(scratch.input_gates, n),
+                                gate_columns);
+        }
+        weights.hidden[l].multiply(first(previous, n), in.hidden_bias[l], first(scratch.hidden_gates, n), gate_columns);
+      });
+      team.phase([&] {  // h^l_t (the top layer's into the first H columns of joined[t]); the next layer's input
+        for (int64_t b = rows.first; b < rows.second; ++b) {
+          float* h = output.data_ptr<float>() + b * output.stride(0);
+          kernels::gru_step(
+              gi.data_ptr<float>() + b * gi.stride(0), scratch.hidden_gates.data_ptr<float>() + b * 3 * size,
+              previous.data_ptr<float>() + b * previous.stride(0), 1, size, h, row(out.gru_saved[layer], t, b));
+          if (layer + 1 < layers) {  // dropout between layers
+            float* input = row(out.layer_inputs[layer], t, b);
+            const float* mask = out.layer_masks.defined() ? row(out.layer_masks[layer], t, b) : nullptr;
+            for (int64_t i = 0; i < size; ++i) input[i] = mask != nullptr ? h[i] * mask[i] : h[i];
+          }
+        }
+        for (int64_t b = ended.first; b < ended.second; ++b) {
+          zero(output.data_ptr<float>() + b * output.stride(0), layer + 1 < layers ? size : size + state_size);
+          if (layer + 1 < layers) zero(row(out.layer_inputs[layer], t, b), size);
+        }
+      });
+    }
     if (!in.additive()) {
       team.phase([&] {  // any scorer: w_t and c_t of this thread's rows, recorded
         attend_block(in, recorded, t, rows.first, rows.second - rows.first, out,
@@ -225,13 +261,14 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
 // What the backward loop writes: per-position gradients (for the weight gradients after the
 // loop) and the gradients of the inputs that are not weights.
 struct LoopGradients {
-  torch::Tensor gates;                                 // [T, B, 3H] dL/dgi_t = dL/dG_t
-  torch::Tensor hidden_gates;                          // [T, B, 3H] dL/d(W_h h_{t-1} + b_h)
+  torch::Tensor gates;                                 // [T, B, 3H] dL/dgi_t = dL/dG_t, the first layer's
+  torch::Tensor layer_gates;                           // [L - 1, T, B, 3H] dL/d(W_l x + b_l), the layers above
+  torch::Tensor hidden_gates;                          // [L, T, B, 3H] dL/d(W_h h_{t-1} + b_h)
   torch::Tensor query;                                 // [T, B, A] dL/d(W_q h_t); any scorer: [T, B, H] its dL/dh_t
   torch::Tensor scores;                                // [T, B, S] dL/d energies
   torch::Tensor pre_activation;                        // [T, B, H] dL/d(W_c [h_t; c_t])
   torch::Tensor states, keys;                          // [B, S, C], [B, S, A], summed over positions
-  torch::Tensor initial_hidden;                        // [B, H]
+  torch::Tensor initial_hidden;                        // [L, B, H]; in the loop, the carries dL/dh^l_t
   std::vector<std::vector<torch::Tensor>> parameters;  // [thread][parameter] the attention module's, summed
 };
 
@@ -240,10 +277,12 @@ struct BackwardScratch {
   BackwardScratch(int64_t batch, int64_t size, int64_t state_size, const torch::TensorOptions& options)
       : carry_attentional(torch::empty({batch, size}, options)),
         grad_joined(torch::empty({batch, size + state_size}, options)),
-        grad_hidden_direct(torch::empty({batch, size}, options)) {}
+        grad_hidden_direct(torch::empty({batch, size}, options)),
+        grad_input(torch::empty({batch, size}, options)) {}
   torch::Tensor carry_attentional;   // [B, H] dL/da_t, from the loss and from position t + 1
   torch::Tensor grad_joined;         // [B, H + C] dL/d[h_t; c_t] through a_t
   torch::Tensor grad_hidden_direct;  // [B, H] dL/dh_{t-1} through the GRU's z * h_{t-1}
+  torch::Tensor grad_input;          // [B, H] dL/dx^l_t, x^l_t = dropout(h^{l-1}_t) the input of layer l >= 1
   torch::Tensor carry_coverage;      // [B, S] dL/d(coverage read at t + 1), for a scorer that uses it
 };
 
@@ -265,9 +304,11 @@ void attend_block_backward(const RecordedBlock& block, const RecordedAttention& 
   if (block.coverage.defined()) inputs.push_back(block.coverage);
   const size_t first_parameter = inputs.size();
   inputs.insert(inputs.end(), recorded.parameters.begin(), recorded.parameters.end());
+  // retain_graph: the outer graph may be walked again (backward with retain_graph); the recorded
+  // steps go when the function's node does.
   const std::vector<torch::Tensor> gradients = torch::autograd::grad(
       {block.context, block.weights}, inputs, {rows(grad_joined).narrow(1, size, block.states.size(2)), grad_weights},
-      /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+      /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
   const auto add = [](const torch::Tensor& to, const torch::Tensor& gradient) {
     if (gradient.defined()) to.add_(gradient);
   };
@@ -288,16 +329,18 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
                    const LoopRecord& record, const torch::Tensor& grad_attentional, const torch::Tensor& grad_attention,
                    LoopGradients& grads, const BackwardScratch& scratch, const RecordedAttention& recorded,
                    Team& team) {
-  const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
+  const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.size(), layers = in.layers();
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
   const int64_t query_size = in.query_size();
   const auto hidden_columns = team.share(size, kColumnMultiple);
   const auto joined_columns = team.share(size + state_size, kColumnMultiple);
-  const torch::Tensor& carry_hidden = grads.initial_hidden;
+  const torch::Tensor& carries = grads.initial_hidden;  // [L, B, H] dL/dh^l_t
+  const torch::Tensor top_carry = carries[layers - 1];  // the top layer's, which attention reads
+  const torch::Tensor& carry_hidden = top_carry;
   team.phase([&] {  // a row's carries start when it does: dL/da from the loss, dL/dh 0
     column_block(scratch.carry_attentional, hidden_columns)
         .copy_(column_block(grad_attentional[steps - 1], hidden_columns));
-    column_block(carry_hidden, hidden_columns).zero_();
+    column_block(carries, hidden_columns).zero_();
     if (scratch.carry_coverage.defined()) column_block(scratch.carry_coverage, team.share(positions)).zero_();
   });
   for (int64_t t = steps - 1; t >= 0; --t) {
@@ -354,33 +397,50 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
             .add_(first(column_block(grads.query[t], hidden_columns), n));
       }
     });
-    const torch::Tensor previous = t == 0 ? in.initial_hidden : record.joined[t - 1].narrow(1, 0, size);
-    team.phase([&] {  // the GRU step's backward; ended rows get 0 in what the products after the loop read
-      for (int64_t b = rows.first; b < rows.second; ++b) {
-        kernels::gru_step_backward(carry_hidden.data_ptr<float>() + b * size, row(record.gru_saved, t, b),
-                                   previous.data_ptr<float>() + b * previous.stride(0), 1, size, row(grads.gates, t, b),
-                                   row(grads.hidden_gates, t, b),
-                                   scratch.grad_hidden_direct.data_ptr<float>() + b * size);
-      }
-      for (int64_t b = ended.first; b < ended.second; ++b) {
-        zero(row(grads.gates, t, b), 3 * size);
-        zero(row(grads.hidden_gates, t, b), 3 * size);
-        zero(row(grads.query, t, b), query_size);
-        if (grads.scores.defined()) zero(row(grads.scores, t, b), positions);
-        zero(row(grads.pre_activation, t, b), size);
-      }
-    });
-    team.phase([&] {  // the carries to t - 1, this thread's columns
-      weights.hidden.multiply(first(grads.hidden_gates[t], n), first(scratch.grad_hidden_direct, n),
-                              first(carry_hidden, n), hidden_columns);
-      if (t > 0) {  // dL/da_{t-1}: from the loss, and from input feeding into position t
-        weights.feed.multiply(first(grads.gates[t], n), first(grad_attentional[t - 1], n),
-                              first(scratch.carry_attentional, n), hidden_columns);
-        const int64_t rest = batch - n;  // rows that start at t - 1 (or later): the loss's part only
-        column_block(scratch.carry_attentional.narrow(0, n, rest), hidden_columns)
-            .copy_(column_block(grad_attentional[t - 1].narrow(0, n, rest), hidden_columns));
-      }
-    });
+    for (int64_t layer = layers - 1; layer >= 0; --layer) {  // top to bottom
+      const auto l = static_cast<size_t>(layer);
+      const torch::Tensor previous = record.previous(in.initial_hidden, layer, t);
+      const torch::Tensor carry = carries[layer];
+      // dL/d of this layer's input gates: the first layer's are G_t's (and W_f a_{t-1}'s)
+      const torch::Tensor input_gates = layer == 0 ? grads.gates[t] : grads.layer_gates[layer - 1][t];
+      team.phase([&] {  // the GRU step's backward; ended rows get 0 in what the products after the loop read
+        for (int64_t b = rows.first; b < rows.second; ++b) {
+          kernels::gru_step_backward(carry.data_ptr<float>() + b * size, row(record.gru_saved[layer], t, b),
+                                     previous.data_ptr<float>() + b * previous.stride(0), 1, size,
+                                     input_gates.data_ptr<float>() + b * 3 * size, row(grads.hidden_gates[layer], t, b),
+                                     scratch.grad_hidden_direct.data_ptr<float>() + b * size);
+        }
+        for (int64_t b = ended.first; b < ended.second; ++b) {
+          zero(input_gates.data_ptr<float>() + b * 3 * size, 3 * size);
+          zero(row(grads.hidden_gates[layer], t, b), 3 * size);
+          if (layer == layers - 1) {
+            zero(row(grads.query, t, b), query_size);
+            if (grads.scores.defined()) zero(row(grads.scores, t, b), positions);
+            zero(row(grads.pre_activation, t, b), size);
+          }
+        }
+      });
+      team.phase([&] {  // the carries to t - 1 (and to the layer below at t), this thread's columns
+        weights.hidden[l].multiply(first(grads.hidden_gates[layer][t], n), first(scratch.grad_hidden_direct, n),
+                                   first(carry, n), hidden_columns);
+        if (layer > 0) {  // dL/dh^{l-1}_t += mask * W_l^T dL/dgi^l_t
+          weights.layer_gates[l - 1].multiply(first(input_gates, n), {}, first(scratch.grad_input, n), hidden_columns);
+          const torch::Tensor below = first(column_block(carries[layer - 1], hidden_columns), n);
+          const torch::Tensor gradient = first(column_block(scratch.grad_input, hidden_columns), n);
+          if (record.layer_masks.defined()) {
+            below.addcmul_(gradient, first(column_block(record.layer_masks[layer - 1][t], hidden_columns), n));
+          } else {
+            below.add_(gradient);
+          }
+        } else if (t > 0) {  // dL/da_{t-1}: from the loss, and from input feeding into position t
+          weights.feed.multiply(first(grads.gates[t], n), first(grad_attentional[t - 1], n),
+                                first(scratch.carry_attentional, n), hidden_columns);
+          const int64_t rest = batch - n;  // rows that start at t - 1 (or later): the loss's part only
+          column_block(scratch.carry_attentional.narrow(0, n, rest), hidden_columns)
+              .copy_(column_block(grad_attentional[t - 1].narrow(0, n, rest), hidden_columns));
+        }
+      });
+    }
   }
 }
 
@@ -395,35 +455,57 @@ std::vector<int64_t> active_rows(const torch::Tensor& lengths, int64_t steps) {
   return active;
 }
 
+// The lists of per-layer weights travel through the autograd function as one list each; their
+// counts are L (hidden, hidden_bias) and L - 1 (layer_gates, layer_bias).
 struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
   // gates [T, B, 3H] contiguous; returns a_t [T, B, H] and w_t [T, B, S]. query and energy are
-  // undefined for a scorer without the additive form; `parameters` are then the attention
+  // nullopt for a scorer without the additive form; `parameters` are then the attention
   // module's, whose gradients come back through this function.
   static tensor_list forward(AutogradContext* context, const torch::Tensor& gates, const torch::Tensor& initial_hidden,
                              const torch::Tensor& states, const torch::Tensor& keys, const torch::Tensor& mask,
-                             const torch::Tensor& feed, const torch::Tensor& hidden, const torch::Tensor& hidden_bias,
+                             const torch::Tensor& feed, at::TensorList hidden, at::TensorList hidden_bias,
+                             at::TensorList layer_gates, at::TensorList layer_bias,
                              const c10::optional<torch::Tensor>& query_weight,
                              const c10::optional<torch::Tensor>& energy_weight, const torch::Tensor& combine,
                              at::TensorList parameters, AttentionImpl* attention, const torch::Tensor& lengths,
                              double dropout) {
-    const torch::Tensor query = query_weight.value_or(torch::Tensor()),
-                        energy = energy_weight.value_or(torch::Tensor());
-    const LoopInputs in{gates, initial_hidden, states, keys, mask, feed, hidden, hidden_bias, query, energy, combine};
-    const int64_t steps = gates.size(0), batch = gates.size(1), size = initial_hidden.size(1);
+    const LoopInputs in{gates,
+                        initial_hidden,
+                        states,
+                        keys,
+                        mask,
+                        feed,
+                        hidden.vec(),
+                        hidden_bias.vec(),
+                        layer_gates.vec(),
+                        layer_bias.vec(),
+                        query_weight.value_or(torch::Tensor()),
+                        energy_weight.value_or(torch::Tensor()),
+                        combine};
+    const int64_t steps = gates.size(0), batch = gates.size(1), size = in.size(), layers = in.layers();
     const int64_t positions = keys.size(1), key_size = keys.size(2), state_size = states.size(2);
     const auto options = gates.options();
     LoopRecord record;
+    record.hidden_size = size;
     record.attentional = torch::zeros({steps, batch, size}, options);  // stays 0 where a row has ended
     record.attention = torch::zeros({steps, batch, positions}, options);
     record.joined = torch::empty({steps, batch, size + state_size}, options);
-    record.gru_saved = torch::empty({steps, batch, 4 * size}, options);
+    record.lower = torch::empty({layers - 1, steps, batch, size}, options);
+    record.layer_inputs = torch::empty({layers - 1, steps, batch, size}, options);
+    record.gru_saved = torch::empty({layers, steps, batch, 4 * size}, options);
     if (in.additive()) record.activations = torch::empty({steps, batch, positions, key_size}, options);
     record.combined = torch::empty({steps, batch, size}, options);
     if (dropout > 0) {
-      // Drawn before the loop, one [B, H] mask per position in order, as the per-step path draws
-      // them one per step (nothing else in a step draws).
+      // Drawn before the loop in the order the per-step path draws them: per position, one [B, H]
+      // mask for the input of each layer above the first, then one for a_t.
       record.masks = torch::empty({steps, batch, size}, options);
-      for (int64_t t = 0; t < steps; ++t) record.masks[t].copy_(dropout_mask({batch, size}, dropout, options));
+      if (layers > 1) record.layer_masks = torch::empty({layers - 1, steps, batch, size}, options);
+      for (int64_t t = 0; t < steps; ++t) {
+        for (int64_t layer = 1; layer < layers; ++layer) {
+          record.layer_masks[layer - 1][t].copy_(dropout_mask({batch, size}, dropout, options));
+        }
+        record.masks[t].copy_(dropout_mask({batch, size}, dropout, options));
+      }
     }
     auto recorded = c10::make_intrusive<RecordedAttention>();
     if (!in.additive()) {
@@ -438,13 +520,22 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     const std::vector<int64_t> active = active_rows(lengths, steps);
     run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, *recorded, team); });
 
-    context->save_for_backward({gates, initial_hidden, states, keys, mask, feed, hidden, hidden_bias, query, energy,
-                                combine, record.attentional, record.attention, lengths});
+    std::vector<torch::Tensor> saved = {
+        gates,   initial_hidden,     states,           keys,   mask, feed, in.query, in.energy,
+        combine, record.attentional, record.attention, lengths};
+    for (const auto* list : {&in.hidden, &in.hidden_bias, &in.layer_gates, &in.layer_bias}) {
+      saved.insert(saved.end(), list->begin(), list->end());
+    }
+    context->save_for_backward(saved);
+    context->saved_data["layers"] = layers;
     context->saved_data["joined"] = record.joined;
+    context->saved_data["lower"] = record.lower;
+    context->saved_data["layer_inputs"] = record.layer_inputs;
     context->saved_data["gru_saved"] = record.gru_saved;
     if (record.activations.defined()) context->saved_data["activations"] = record.activations;
     context->saved_data["combined"] = record.combined;
     if (record.masks.defined()) context->saved_data["masks"] = record.masks;
+    if (record.layer_masks.defined()) context->saved_data["layer_masks"] = record.layer_masks;
     context->saved_data["parameters"] = static_cast<int64_t>(parameters.size());
     context->saved_data["recorded"] = c10::IValue::make_capsule(recorded);
     return {record.attentional, record.attention};
@@ -453,31 +544,52 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
   static tensor_list backward(AutogradContext* context, tensor_list gradients) {
     TORCH_CHECK(!torch::GradMode::is_enabled(), "fused decoder loop: no second derivatives (create_graph)");
     const auto saved = context->get_saved_variables();
-    const LoopInputs in{saved[0], saved[1], saved[2], saved[3], saved[4], saved[5],
-                        saved[6], saved[7], saved[8], saved[9], saved[10]};
+    const int64_t layers = context->saved_data["layers"].toInt();
+    const auto per_layer = [&](int64_t begin, int64_t count) {
+      return std::vector<torch::Tensor>(saved.begin() + begin, saved.begin() + begin + count);
+    };
+    const LoopInputs in{saved[0],
+                        saved[1],
+                        saved[2],
+                        saved[3],
+                        saved[4],
+                        saved[5],
+                        per_layer(12, layers),
+                        per_layer(12 + layers, layers),
+                        per_layer(12 + 2 * layers, layers - 1),
+                        per_layer(11 + 3 * layers, layers - 1),
+                        saved[6],
+                        saved[7],
+                        saved[8]};
     LoopRecord record;
-    record.attentional = saved[11];
-    record.attention = saved[12];
-    const std::vector<int64_t> active = active_rows(saved[13], in.gates.size(0));
-    record.joined = context->saved_data["joined"].toTensor();
-    record.gru_saved = context->saved_data["gru_saved"].toTensor();
-    if (context->saved_data.count("activations") != 0) {
-      record.activations = context->saved_data["activations"].toTensor();
-    }
-    record.combined = context->saved_data["combined"].toTensor();
-    if (context->saved_data.count("masks") != 0) record.masks = context->saved_data["masks"].toTensor();
+    record.attentional = saved[9];
+    record.attention = saved[10];
+    const std::vector<int64_t> active = active_rows(saved[11], in.gates.size(0));
+    const auto saved_tensor = [&](const char* name) {
+      return context->saved_data.count(name) != 0 ? context->saved_data[name].toTensor() : torch::Tensor();
+    };
+    record.hidden_size = in.size();
+    record.joined = saved_tensor("joined");
+    record.lower = saved_tensor("lower");
+    record.layer_inputs = saved_tensor("layer_inputs");
+    record.gru_saved = saved_tensor("gru_saved");
+    record.activations = saved_tensor("activations");
+    record.combined = saved_tensor("combined");
+    record.masks = saved_tensor("masks");
+    record.layer_masks = saved_tensor("layer_masks");
     const auto parameter_count = static_cast<size_t>(context->saved_data["parameters"].toInt());
     const auto recorded =
         c10::static_intrusive_pointer_cast<RecordedAttention>(context->saved_data["recorded"].toCapsule());
 
-    const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.initial_hidden.size(1);
+    const int64_t steps = in.gates.size(0), batch = in.gates.size(1), size = in.size();
     const auto options = in.gates.options();
     const torch::Tensor grad_attentional =
         gradients[0].defined() ? gradients[0].contiguous() : torch::zeros_like(record.attentional);
     const torch::Tensor grad_attention = gradients[1].defined() ? gradients[1].contiguous() : torch::Tensor();
     LoopGradients grads;
     grads.gates = torch::empty({steps, batch, 3 * size}, options);
-    grads.hidden_gates = torch::empty({steps, batch, 3 * size}, options);
+    grads.layer_gates = torch::empty({layers - 1, steps, batch, 3 * size}, options);
+    grads.hidden_gates = torch::empty({layers, steps, batch, 3 * size}, options);
     grads.query = torch::empty({steps, batch, in.query_size()}, options);
     if (in.additive()) grads.scores = torch::empty({steps, batch, in.keys.size(1)}, options);
     grads.pre_activation = torch::empty({steps, batch, size}, options);
@@ -494,28 +606,45 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     run_as_team([&](Team& team) {
       backward_loop(in, weights, active, record, grad_attentional, grad_attention, grads, scratch, *recorded, team);
     });
-    recorded->steps.clear();  // the recorded graphs are spent
 
     // Weight gradients: one product each over all positions.
     const auto rows = [](const torch::Tensor& tensor) { return tensor.flatten(0, 1); };  // [T, B, n] -> [T * B, n]
-    const torch::Tensor hidden_states = record.joined.narrow(2, 0, size);                // h_1 .. h_T
-    torch::Tensor grad_combine = rows(grads.pre_activation).t().mm(rows(record.joined));
-    torch::Tensor grad_query, grad_energy;
-    if (in.additive()) {
-      grad_query = rows(grads.query).t().mm(rows(hidden_states));
-      grad_energy = record.activations.view({-1, in.keys.size(2)}).t().mv(grads.scores.view(-1));
-    }
-    torch::Tensor grad_hidden = grads.hidden_gates[0].t().mm(in.initial_hidden);  // h_0 feeds position 0
-    torch::Tensor grad_feed = torch::zeros_like(in.feed);                         // a_0 = 0 feeds nothing
+    const auto outputs = [&](int64_t layer) {                                            // h^l_1 .. h^l_T [T, B, H]
+      return layer == layers - 1 ? record.joined.narrow(2, 0, size) : record.lower[layer];
+    };
+    tensor_list result = {grads.gates, grads.initial_hidden, grads.states, grads.keys, torch::Tensor()};
+    torch::Tensor grad_feed = torch::zeros_like(in.feed);  // a_0 = 0 feeds nothing
     if (steps > 1) {
-      grad_hidden.addmm_(rows(grads.hidden_gates.narrow(0, 1, steps - 1)).t(),
-                         rows(hidden_states.narrow(0, 0, steps - 1)));
       grad_feed.addmm_(rows(grads.gates.narrow(0, 1, steps - 1)).t(), rows(record.attentional.narrow(0, 0, steps - 1)));
     }
-    torch::Tensor grad_hidden_bias = rows(grads.hidden_gates).sum(0);
-    tensor_list result = {grads.gates, grads.initial_hidden, grads.states, grads.keys,  torch::Tensor(), grad_feed,
-                          grad_hidden, grad_hidden_bias,     grad_query,   grad_energy, grad_combine};
-    for (size_t i = 0; i < parameter_count; ++i) {  // the threads' sums
+    result.push_back(grad_feed);
+    std::vector<torch::Tensor> grad_hidden_bias, grad_layer_gates, grad_layer_bias;
+    for (int64_t layer = 0; layer < layers; ++layer) {  // W_h: h^l_0 feeds position 0, h^l_{t-1} position t
+      const torch::Tensor hidden_gates = grads.hidden_gates[layer];
+      torch::Tensor grad_hidden = hidden_gates[0].t().mm(in.initial_hidden[layer]);
+      if (steps > 1) {
+        grad_hidden.addmm_(rows(hidden_gates.narrow(0, 1, steps - 1)).t(),
+                           rows(outputs(layer).narrow(0, 0, steps - 1)));
+      }
+      result.push_back(grad_hidden);
+      grad_hidden_bias.push_back(rows(hidden_gates).sum(0));
+      if (layer > 0) {  // W_l, b_l: the layer's input x^l_t at every position
+        const torch::Tensor input_gates = grads.layer_gates[layer - 1];
+        grad_layer_gates.push_back(rows(input_gates).t().mm(rows(record.layer_inputs[layer - 1])));
+        grad_layer_bias.push_back(rows(input_gates).sum(0));
+      }
+    }
+    for (const auto* list : {&grad_hidden_bias, &grad_layer_gates, &grad_layer_bias}) {
+      result.insert(result.end(), list->begin(), list->end());
+    }
+    if (in.additive()) {
+      result.push_back(rows(grads.query).t().mm(rows(outputs(layers - 1))));
+      result.push_back(record.activations.view({-1, in.keys.size(2)}).t().mv(grads.scores.view(-1)));
+    } else {
+      result.insert(result.end(), {torch::Tensor(), torch::Tensor()});
+    }
+    result.push_back(rows(grads.pre_activation).t().mm(rows(record.joined)));  // W_c
+    for (size_t i = 0; i < parameter_count; ++i) {                             // the threads' sums
       torch::Tensor sum;
       for (const auto& thread : grads.parameters) {
         if (thread[i].defined()) sum = sum.defined() ? sum.add_(thread[i]) : thread[i];
@@ -532,39 +661,61 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
 FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden,
                                       const EncodedSource& source, const FusedDecoderWeights& weights,
                                       AttentionImpl& attention, const torch::Tensor& target_lengths, double dropout) {
-  const int64_t size = initial_hidden.size(1);
+  const auto layers = static_cast<int64_t>(weights.hidden.size());
+  TORCH_CHECK(layers >= 1 && initial_hidden.dim() == 3 && initial_hidden.size(0) == layers &&
+                  static_cast<int64_t>(weights.hidden_bias.size()) == layers &&
+                  static_cast<int64_t>(weights.layer_gates.size()) == layers - 1 &&
+                  static_cast<int64_t>(weights.layer_bias.size()) == layers - 1,
+              "fused decoder loop: initial_hidden [L, B, H], L hidden weights and biases, L - 1 layer input weights "
+              "and biases expected");
+  const int64_t size = initial_hidden.size(2);
   TORCH_CHECK(target_lengths.dim() == 1 && target_lengths.size(0) == token_gates.size(0) &&
                   target_lengths.scalar_type() == torch::kLong,
               "fused decoder loop: target_lengths [B] int64 expected");
-  TORCH_CHECK(token_gates.dim() == 3 && token_gates.size(0) == initial_hidden.size(0) &&
+  TORCH_CHECK(token_gates.dim() == 3 && token_gates.size(0) == initial_hidden.size(1) &&
                   token_gates.size(2) == 3 * size && token_gates.size(1) > 0,
-              "fused decoder loop: token_gates [B, T, 3H] (T > 0) and initial_hidden [B, H] expected");
-  const int64_t batch = initial_hidden.size(0);
+              "fused decoder loop: token_gates [B, T, 3H] (T > 0) and initial_hidden [L, B, H] expected");
+  const int64_t batch = initial_hidden.size(1);
   TORCH_CHECK(source.states.dim() == 3 && source.keys.dim() == 3 && source.states.size(0) == batch &&
                   source.keys.size(0) == batch && source.keys.size(1) == source.states.size(1) &&
                   source.mask.sizes() == torch::IntArrayRef({batch, source.states.size(1)}) &&
                   source.mask.scalar_type() == torch::kBool,
               "fused decoder loop: encoder states [B, S, C], keys [B, S, A] and a bool mask [B, S] expected");
   const int64_t key_size = source.keys.size(2);
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    const auto l = static_cast<size_t>(layer);
+    TORCH_CHECK(weights.hidden[l].sizes() == torch::IntArrayRef({3 * size, size}) &&
+                    weights.hidden_bias[l].sizes() == torch::IntArrayRef({3 * size}) &&
+                    (layer == 0 || (weights.layer_gates[l - 1].sizes() == torch::IntArrayRef({3 * size, size}) &&
+                                    weights.layer_bias[l - 1].sizes() == torch::IntArrayRef({3 * size}))),
+                "fused decoder loop: layer weights W_h, W_l [3H, H] and biases b_h, b_l [3H] expected");
+  }
   TORCH_CHECK(weights.feed.sizes() == torch::IntArrayRef({3 * size, size}) &&
-                  weights.hidden.sizes() == torch::IntArrayRef({3 * size, size}) &&
-                  weights.hidden_bias.sizes() == torch::IntArrayRef({3 * size}) &&
                   weights.query.defined() == weights.energy.defined() &&
                   (!weights.query.defined() || (weights.query.sizes() == torch::IntArrayRef({key_size, size}) &&
                                                 weights.energy.sizes() == torch::IntArrayRef({key_size}))) &&
                   weights.combine.sizes() == torch::IntArrayRef({size, size + source.states.size(2)}),
-              "fused decoder loop: weights of shapes W_f, W_h [3H, H], b_h [3H], W_q [A, H], v [A], W_c [H, H + C] "
-              "expected");
+              "fused decoder loop: weights of shapes W_f [3H, H], W_q [A, H], v [A], W_c [H, H + C] expected");
   const bool additive = weights.query.defined();
   const auto contiguous = [](const torch::Tensor& tensor) {  // undefined: no input (the function sees nullopt)
     return tensor.defined() ? c10::optional<torch::Tensor>(tensor.contiguous()) : c10::nullopt;
   };
   const std::vector<torch::Tensor> parameters = additive ? std::vector<torch::Tensor>() : attention.parameters();
+  const auto all_contiguous = [](const std::vector<torch::Tensor>& tensors) {
+    std::vector<torch::Tensor> result;
+    for (const torch::Tensor& tensor : tensors) result.push_back(tensor.contiguous());
+    return result;
+  };
+  const std::vector<torch::Tensor> hidden = all_contiguous(weights.hidden);
+  const std::vector<torch::Tensor> hidden_bias = all_contiguous(weights.hidden_bias);
+  const std::vector<torch::Tensor> layer_gates = all_contiguous(weights.layer_gates);
+  const std::vector<torch::Tensor> layer_bias = all_contiguous(weights.layer_bias);
   tensor_list outputs = DecoderLoop::apply(
       token_gates.transpose(0, 1).contiguous(), initial_hidden.contiguous(), source.states.contiguous(),
-      source.keys.contiguous(), source.mask.contiguous(), weights.feed.contiguous(), weights.hidden.contiguous(),
-      weights.hidden_bias.contiguous(), contiguous(weights.query), contiguous(weights.energy),
-      weights.combine.contiguous(), at::TensorList(parameters), &attention, target_lengths.cpu().contiguous(), dropout);
+      source.keys.contiguous(), source.mask.contiguous(), weights.feed.contiguous(), at::TensorList(hidden),
+      at::TensorList(hidden_bias), at::TensorList(layer_gates), at::TensorList(layer_bias), contiguous(weights.query),
+      contiguous(weights.energy), weights.combine.contiguous(), at::TensorList(parameters), &attention,
+      target_lengths.cpu().contiguous(), dropout);
   return {outputs[0].transpose(0, 1), outputs[1].transpose(0, 1)};
 }
 

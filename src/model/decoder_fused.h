@@ -1,9 +1,10 @@
 // The decoder's teacher-forced training pass (decoder.h) as one autograd function, its forward
 // and backward written out step by step over the kernels of src/kernels/. The maths is
-// DecoderImpl::advance for one layer, per target position t:
-//   gi_t = G_t + W_f a_{t-1}           G_t: input gates from y_{t-1} (all positions, one product)
-//   h_t  = GRU(gi_t, W_h h_{t-1} + b_h, h_{t-1})
-//   w_t, c_t = attention(h_t)           the scorer's weights and context
+// DecoderImpl::advance, per target position t and layer l of L:
+//   gi^0_t = G_t + W_f a_{t-1}          G_t: input gates from y_{t-1} (all positions, one product)
+//   gi^l_t = W_l dropout(h^{l-1}_t) + b_l                        (l >= 1)
+//   h^l_t  = GRU(gi^l_t, W_h^l h^l_{t-1} + b_h^l, h^l_{t-1})
+//   w_t, c_t = attention(h_t)           h_t = h^{L-1}_t; the scorer's weights and context
 //   a_t  = dropout(tanh(W_c [h_t; c_t]))
 // The attention step comes in two kinds:
 //   - the additive form (model/attention.h, AdditiveForm), written out with the loop's kernels:
@@ -24,9 +25,9 @@
 // per-step path).
 //
 // DecoderImpl::forward uses it whenever autograd records the pass (training) on a CPU with the
-// AVX2 kernels, for one decoder layer and any scorer; `none` and deeper decoders take the
-// per-step path. Dropout masks are drawn in the order the per-step path draws them, so for a
-// seed both paths compute the same function; tests compare their values and gradients.
+// AVX2 kernels, for any number of decoder layers and any scorer; `none` takes the per-step path. Dropout masks are
+// drawn in the order the per-step path draws them, so for a seed both paths compute the same function; tests compare
+// their values and gradients.
 //
 // Shapes: B batch, T target positions, S source length, H decoder hidden size, A attention
 // size, C encoder state size.
@@ -34,18 +35,22 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 #include "model/attention.h"
 #include "model/encoded_source.h"
 
 namespace nmt {
 
 struct FusedDecoderWeights {
-  torch::Tensor feed;         // [3H, H] W_f, input feeding of a_{t-1} into the first layer's gates
-  torch::Tensor hidden;       // [3H, H] W_h of the cell
-  torch::Tensor hidden_bias;  // [3H] b_h
-  torch::Tensor query;        // [A, H] W_q of a scorer of the additive form; undefined: any scorer
-  torch::Tensor energy;       // [A] v of a scorer of the additive form; undefined: any scorer
-  torch::Tensor combine;      // [H, H + C] W_c
+  torch::Tensor feed;                      // [3H, H] W_f, input feeding of a_{t-1} into the first layer's gates
+  std::vector<torch::Tensor> hidden;       // L x [3H, H] W_h of each layer's cell
+  std::vector<torch::Tensor> hidden_bias;  // L x [3H] b_h
+  std::vector<torch::Tensor> layer_gates;  // L - 1 x [3H, H] W_l, each upper layer's input gates
+  std::vector<torch::Tensor> layer_bias;   // L - 1 x [3H] b_l
+  torch::Tensor query;                     // [A, H] W_q of a scorer of the additive form; undefined: any scorer
+  torch::Tensor energy;                    // [A] v of a scorer of the additive form; undefined: any scorer
+  torch::Tensor combine;                   // [H, H + C] W_c
 };
 
 struct FusedDecoderOutput {
@@ -53,7 +58,7 @@ struct FusedDecoderOutput {
   torch::Tensor attention;    // [B, T, S] w_t, exactly 0 at padded source positions; 0 where skipped
 };
 
-// token_gates [B, T, 3H] (G_t above), initial_hidden [B, H] (h_0), float32 on the CPU; call only
+// token_gates [B, T, 3H] (G_t above), initial_hidden [L, B, H] (h^l_0), float32 on the CPU; call only
 // when kernels::kernels_take() says yes for them. target_lengths [B] int64: the real positions of
 // each row's target. At position t the loop runs only the rows up to the last one still going:
 // with rows in order of decreasing length (as make_batches leaves them) exactly the rows still
