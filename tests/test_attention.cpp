@@ -223,6 +223,27 @@ TEST_CASE("fused attention steps: same values and gradients as the LibTorch expr
     torch::NoGradGuard no_grad;  // inference keeps no activations: the same scores
     CHECK(torch::allclose(additive_energy(keys, query, v), reference, 1e-5, 1e-6));
   }
+  SECTION("additive energy per head (multi-head)") {
+    // 21 = 3 heads of 7 (a tail only); 42 = 2 heads of 21 (lanes and a tail); 48 = 3 of 16.
+    for (int64_t size : {21, 42, 48}) {
+      const int64_t heads = size == 42 ? 2 : 3;
+      const torch::Tensor head_keys = torch::randn({5, 7, size}).requires_grad_();
+      const torch::Tensor head_query = (2 * torch::randn({5, size})).requires_grad_();
+      const torch::Tensor head_v = torch::randn({size}).requires_grad_();
+      torch::Tensor ours = additive_energy(head_keys, head_query, head_v, heads);
+      torch::Tensor reference =
+          (torch::tanh(head_keys + head_query.unsqueeze(1)) * head_v).view({5, 7, heads, -1}).sum(3);
+      REQUIRE(ours.sizes() == torch::IntArrayRef({5, 7, heads}));
+      CHECK(torch::allclose(ours, reference, 1e-5, 1e-6));
+      torch::Tensor upstream = torch::randn({5, 7, heads});
+      auto our_grads = torch::autograd::grad({ours}, {head_keys, head_query, head_v}, {upstream});
+      auto reference_grads = torch::autograd::grad({reference}, {head_keys, head_query, head_v}, {upstream});
+      for (size_t i = 0; i < 3; ++i) {
+        INFO("size " << size << ", input " << i);
+        CHECK(torch::allclose(our_grads[i], reference_grads[i], 1e-4, 1e-5));
+      }
+    }
+  }
   SECTION("weighted sum") {
     torch::Tensor ours = weighted_sum(weights, states);
     torch::Tensor reference = (weights.unsqueeze(2) * states).sum(1);

@@ -15,54 +15,64 @@ namespace nmt::kernels {
 using namespace vec;
 
 void additive_energy(const float* keys, const float* query, const float* v, int64_t batch, int64_t positions,
-                     int64_t size, float* scores, float* activations) {
+                     int64_t size, int64_t heads, float* scores, float* activations) {
+  const int64_t slice = size / heads;
   for (int64_t b = 0; b < batch; ++b) {
-    const float* q = query + b * size;
     for (int64_t s = 0; s < positions; ++s) {
       const int64_t row = b * positions + s;
-      const float* k = keys + row * size;
-      float* t = activations != nullptr ? activations + row * size : nullptr;
-      Floats sum8 = splat(0.0f);
-      int64_t a = 0;
-      for (; a + kLanes <= size; a += kLanes) {
-        const Floats value = vec::tanh(load(k + a) + load(q + a));
-        if (t != nullptr) store(t + a, value);
-        sum8 += value * load(v + a);
+      for (int64_t head = 0; head < heads; ++head) {
+        const int64_t offset = head * slice;
+        const float* q = query + b * size + offset;
+        const float* k = keys + row * size + offset;
+        const float* w = v + offset;
+        float* t = activations != nullptr ? activations + row * size + offset : nullptr;
+        Floats sum8 = splat(0.0f);
+        int64_t a = 0;
+        for (; a + kLanes <= slice; a += kLanes) {
+          const Floats value = vec::tanh(load(k + a) + load(q + a));
+          if (t != nullptr) store(t + a, value);
+          sum8 += value * load(w + a);
+        }
+        float sum = lane_sum(sum8);
+        for (; a < slice; ++a) {
+          const float value = ::tanhf(k[a] + q[a]);
+          if (t != nullptr) t[a] = value;
+          sum += value * w[a];
+        }
+        scores[row * heads + head] = sum;
       }
-      float sum = lane_sum(sum8);
-      for (; a < size; ++a) {
-        const float value = ::tanhf(k[a] + q[a]);
-        if (t != nullptr) t[a] = value;
-        sum += value * v[a];
-      }
-      scores[row] = sum;
     }
   }
 }
 
 void additive_energy_backward(const float* activations, const float* v, const float* grad_scores, int64_t batch,
-                              int64_t positions, int64_t size, float* grad_keys, float* grad_query,
+                              int64_t positions, int64_t size, int64_t heads, float* grad_keys, float* grad_query,
                               bool accumulate_keys) {
+  const int64_t slice = size / heads;
   for (int64_t b = 0; b < batch; ++b) {
-    float* dq = grad_query + b * size;
-    fill_zero(dq, size);
+    fill_zero(grad_query + b * size, size);
     for (int64_t s = 0; s < positions; ++s) {
       const int64_t row = b * positions + s;
-      const float* t = activations + row * size;
-      float* dk = grad_keys + row * size;
-      const float g = grad_scores[row];
-      const Floats g8 = splat(g);
-      int64_t a = 0;
-      for (; a + kLanes <= size; a += kLanes) {
-        const Floats value = load(t + a);
-        const Floats d = g8 * load(v + a) * (1.0f - value * value);
-        store(dk + a, accumulate_keys ? load(dk + a) + d : d);
-        store(dq + a, load(dq + a) + d);
-      }
-      for (; a < size; ++a) {
-        const float d = g * v[a] * (1.0f - t[a] * t[a]);
-        dk[a] = accumulate_keys ? dk[a] + d : d;
-        dq[a] += d;
+      for (int64_t head = 0; head < heads; ++head) {
+        const int64_t offset = head * slice;
+        const float* t = activations + row * size + offset;
+        const float* w = v + offset;
+        float* dk = grad_keys + row * size + offset;
+        float* dq = grad_query + b * size + offset;
+        const float g = grad_scores[row * heads + head];
+        const Floats g8 = splat(g);
+        int64_t a = 0;
+        for (; a + kLanes <= slice; a += kLanes) {
+          const Floats value = load(t + a);
+          const Floats d = g8 * load(w + a) * (1.0f - value * value);
+          store(dk + a, accumulate_keys ? load(dk + a) + d : d);
+          store(dq + a, load(dq + a) + d);
+        }
+        for (; a < slice; ++a) {
+          const float d = g * w[a] * (1.0f - t[a] * t[a]);
+          dk[a] = accumulate_keys ? dk[a] + d : d;
+          dq[a] += d;
+        }
       }
     }
   }
@@ -142,11 +152,11 @@ void attentional_vector_backward(const float* grad_attentional, const float* act
 
 #else  // not x86-64: avx2_kernels_available() says no, and these are never called
 
-void additive_energy(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) {
+void additive_energy(const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*, float*) {
   throw std::logic_error("additive_energy: not built");
 }
-void additive_energy_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*, float*,
-                              bool) {
+void additive_energy_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*,
+                              float*, bool) {
   throw std::logic_error("additive_energy_backward: not built");
 }
 void weighted_sum(const float*, const float*, int64_t, int64_t, int64_t, float*) {

@@ -15,19 +15,21 @@
 
 namespace nmt::kernels {
 
-// scores[b, s] = sum_a v[a] * tanh(keys[b, s, a] + query[b, a]).
-// keys [batch, S, A], query [batch, A], v [A] -> scores [batch, S]. When activations is not null,
-// the tanh values are written there ([batch, S, A]) for the backward.
+// scores[b, s, n] = sum_{a in head n} v[a] * tanh(keys[b, s, a] + query[b, a]), head n holding
+// the A / heads elements [n A / heads, (n + 1) A / heads) (multi-head attention; heads = 1: the
+// additive scorer's energy). keys [batch, S, A], query [batch, A], v [A] -> scores
+// [batch, S, heads]. When activations is not null, the tanh values are written there
+// ([batch, S, A]) for the backward.
 void additive_energy(const float* keys, const float* query, const float* v, int64_t batch, int64_t positions,
-                     int64_t size, float* scores, float* activations);
+                     int64_t size, int64_t heads, float* scores, float* activations);
 
 // The backward of additive_energy for the keys and the query, given the activations it wrote:
-// grad_keys[b, s, a] = grad_scores[b, s] * v[a] * (1 - t[b, s, a]^2), grad_query[b, a] =
-// sum_s grad_keys[b, s, a]. (The gradient for v is one matrix-vector product, left to the caller.)
-// With accumulate_keys, grad_keys is added to instead of overwritten (a gradient summed over the
-// decoder's steps).
+// grad_keys[b, s, a] = grad_scores[b, s, head of a] * v[a] * (1 - t[b, s, a]^2), grad_query[b, a] =
+// sum_s grad_keys[b, s, a]. (The gradient for v is a product of the activations and grad_scores,
+// left to the caller.) With accumulate_keys, grad_keys is added to instead of overwritten (a
+// gradient summed over the decoder's steps).
 void additive_energy_backward(const float* activations, const float* v, const float* grad_scores, int64_t batch,
-                              int64_t positions, int64_t size, float* grad_keys, float* grad_query,
+                              int64_t positions, int64_t size, int64_t heads, float* grad_keys, float* grad_query,
                               bool accumulate_keys);
 
 // context[b, c] = sum_s weights[b, s] * states[b, s, c].

@@ -238,7 +238,7 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
           float* attention_weights = row(out.attention, t, b);
           kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
                                    scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
-                                   positions, key_size, attention_weights, row(out.activations, t, b));
+                                   positions, key_size, /*heads=*/1, attention_weights, row(out.activations, t, b));
           kernels::prefix_softmax(attention_weights, real_positions(source_mask + b * positions, positions), positions);
           kernels::weighted_sum(attention_weights, in.states.data_ptr<float>() + b * positions * state_size, 1,
                                 positions, state_size, row(out.joined, t, b) + size);
@@ -382,7 +382,8 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
         }
         softmax_row_backward(attention_weights, grad, positions);  // 0 at padded positions, whose weight is 0
         kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1,
-                                          positions, key_size, grads.keys.data_ptr<float>() + b * positions * key_size,
+                                          positions, key_size, /*heads=*/1,
+                                          grads.keys.data_ptr<float>() + b * positions * key_size,
                                           row(grads.query, t, b), /*accumulate_keys=*/true);
       }
     });

@@ -16,15 +16,17 @@ using torch::autograd::tensor_list;
 constexpr int64_t kGrain = 4;
 
 // keys, query, v contiguous float; activations [B, S, A] or undefined (inference).
+// keys, query, v contiguous float; activations [B, S, A] or undefined (inference). Scores
+// [B, S, heads].
 torch::Tensor additive_energy_forward(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
-                                      const torch::Tensor& activations) {
+                                      int64_t heads, const torch::Tensor& activations) {
   const int64_t positions = keys.size(1), size = keys.size(2);
-  torch::Tensor scores = torch::empty({keys.size(0), positions}, keys.options());
+  torch::Tensor scores = torch::empty({keys.size(0), positions, heads}, keys.options());
   float* t = activations.defined() ? activations.data_ptr<float>() : nullptr;
   at::parallel_for(0, keys.size(0), kGrain, [&](int64_t begin, int64_t end) {
     kernels::additive_energy(keys.data_ptr<float>() + begin * positions * size, query.data_ptr<float>() + begin * size,
-                             v.data_ptr<float>(), end - begin, positions, size,
-                             scores.data_ptr<float>() + begin * positions,
+                             v.data_ptr<float>(), end - begin, positions, size, heads,
+                             scores.data_ptr<float>() + begin * positions * heads,
                              t != nullptr ? t + begin * positions * size : nullptr);
   });
   return scores;
@@ -32,10 +34,11 @@ torch::Tensor additive_energy_forward(const torch::Tensor& keys, const torch::Te
 
 struct AdditiveEnergy : public torch::autograd::Function<AdditiveEnergy> {
   static torch::Tensor forward(AutogradContext* context, const torch::Tensor& keys, const torch::Tensor& query,
-                               const torch::Tensor& v) {
+                               const torch::Tensor& v, int64_t heads) {
     torch::Tensor activations = torch::empty_like(keys);  // tanh(keys + query), kept for backward
-    torch::Tensor scores = additive_energy_forward(keys, query, v, activations);
+    torch::Tensor scores = additive_energy_forward(keys, query, v, heads, activations);
     context->save_for_backward({activations, v});
+    context->saved_data["heads"] = heads;
     return scores;
   }
 
@@ -43,21 +46,26 @@ struct AdditiveEnergy : public torch::autograd::Function<AdditiveEnergy> {
     const auto saved = context->get_saved_variables();
     const torch::Tensor& activations = saved[0];  // [B, S, A]
     const torch::Tensor& v = saved[1];
-    const torch::Tensor grad_scores = gradients[0].contiguous();  // [B, S]
+    const int64_t heads = context->saved_data["heads"].toInt();
+    const torch::Tensor grad_scores = gradients[0].contiguous();  // [B, S, heads]
     const int64_t batch = activations.size(0), positions = activations.size(1), size = activations.size(2);
     torch::Tensor grad_keys = torch::empty_like(activations);
     torch::Tensor grad_query = torch::empty({batch, size}, activations.options());
     at::parallel_for(0, batch, kGrain, [&](int64_t begin, int64_t end) {
       kernels::additive_energy_backward(activations.data_ptr<float>() + begin * positions * size, v.data_ptr<float>(),
-                                        grad_scores.data_ptr<float>() + begin * positions, end - begin, positions, size,
-                                        grad_keys.data_ptr<float>() + begin * positions * size,
+                                        grad_scores.data_ptr<float>() + begin * positions * heads, end - begin,
+                                        positions, size, heads, grad_keys.data_ptr<float>() + begin * positions * size,
                                         grad_query.data_ptr<float>() + begin * size, /*accumulate_keys=*/false);
     });
-    // dL/dv = sum over (b, s) of grad_scores[b, s] * t[b, s]: one matrix-vector product.
-    torch::Tensor grad_v = context->needs_input_grad(2)
-                               ? activations.view({batch * positions, size}).t().mv(grad_scores.view(-1))
-                               : torch::Tensor();
-    return {grad_keys, grad_query, grad_v};
+    // dL/dv[a] = sum over (b, s) of grad_scores[b, s, head of a] * t[b, s, a]: with one head, one
+    // matrix-vector product.
+    torch::Tensor grad_v;
+    if (context->needs_input_grad(2)) {
+      const torch::Tensor rows = activations.view({batch * positions, heads, size / heads});
+      grad_v = heads == 1 ? rows.view({-1, size}).t().mv(grad_scores.view(-1))
+                          : (rows * grad_scores.view({-1, heads, 1})).sum(0).view({size});
+    }
+    return {grad_keys, grad_query, grad_v, torch::Tensor()};
   }
 };
 
@@ -99,15 +107,24 @@ struct WeightedSum : public torch::autograd::Function<WeightedSum> {
 
 }  // namespace
 
-torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v) {
+torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
+                              int64_t heads) {
   TORCH_CHECK(keys.dim() == 3 && query.dim() == 2 && v.dim() == 1 && query.size(0) == keys.size(0) &&
-                  query.size(1) == keys.size(2) && v.size(0) == keys.size(2),
-              "additive_energy: keys [B, S, A], query [B, A] and v [A] expected");
-  if (!kernels::kernels_take({keys, query, v})) return torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v);
-  if (!kernels::autograd_records({keys, query, v})) {
-    return additive_energy_forward(keys.contiguous(), query.contiguous(), v.contiguous(), torch::Tensor());
+                  query.size(1) == keys.size(2) && v.size(0) == keys.size(2) && heads >= 1 &&
+                  keys.size(2) % heads == 0,
+              "additive_energy: keys [B, S, A], query [B, A], v [A] and heads dividing A expected");
+  torch::Tensor scores;  // [B, S, heads]
+  if (!kernels::kernels_take({keys, query, v})) {
+    if (heads == 1) return torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v);
+    const torch::Tensor energies = torch::tanh(keys + query.unsqueeze(1)) * v;  // [B, S, A]
+    return energies.view({keys.size(0), keys.size(1), heads, -1}).sum(3);
   }
-  return AdditiveEnergy::apply(keys.contiguous(), query.contiguous(), v.contiguous());
+  if (!kernels::autograd_records({keys, query, v})) {
+    scores = additive_energy_forward(keys.contiguous(), query.contiguous(), v.contiguous(), heads, torch::Tensor());
+  } else {
+    scores = AdditiveEnergy::apply(keys.contiguous(), query.contiguous(), v.contiguous(), heads);
+  }
+  return heads == 1 ? scores.squeeze(2) : scores;
 }
 
 torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& states) {

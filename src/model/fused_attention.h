@@ -10,7 +10,10 @@ namespace nmt {
 
 // v^T tanh(keys + query) at every source position: keys [B, S, A], query [B, A], v [A] -> [B, S].
 // = torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v)
-torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v);
+// With heads > 1 (dividing A), each head's sum over its A / heads slice: -> [B, S, heads].
+// = (torch::tanh(keys + query.unsqueeze(1)) * v).view({B, S, heads, A / heads}).sum(3)
+torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
+                              int64_t heads = 1);
 
 // sum_s weights[b, s] states[b, s]: weights [B, S], states [B, S, C] -> [B, C].
 // = (weights.unsqueeze(2) * states).sum(1)

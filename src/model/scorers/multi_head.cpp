@@ -9,6 +9,7 @@
 // keeps the size the decoder's combine layer takes. Heatmaps show the mean of the heads' weights.
 #include <torch/torch.h>
 
+#include "model/fused_attention.h"
 #include "model/scorers/registry.h"
 
 namespace nmt {
@@ -33,10 +34,8 @@ class MultiHeadScorerImpl : public ScorerImpl {
   }
 
   torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) override {
-    const int64_t batch = keys.size(0), positions = keys.size(1);
-    const torch::Tensor activations = torch::tanh(keys + query_layer_(query).unsqueeze(1));  // [B, S, A]
-    const torch::Tensor energies = activations * energy_layer_->weight.squeeze(0);           // v_j a_j
-    return energies.view({batch, positions, heads_, -1}).sum(3).transpose(1, 2);             // [B, N, S]
+    // Each head's energy in one pass over the keys (model/fused_attention.h).
+    return additive_energy(keys, query_layer_(query), energy_layer_->weight.squeeze(0), heads_).transpose(1, 2);
   }
 
   int64_t heads() const override { return heads_; }
