@@ -1,5 +1,7 @@
 #include "model/attention.h"
 
+#include <torch/nn/functional/linear.h>
+
 #include <torch/torch.h>
 
 #include <limits>
@@ -35,6 +37,11 @@ torch::Tensor AttentionImpl::project_keys(const torch::Tensor& states) {
   return scorer_ ? scorer_->project_keys(states) : torch::Tensor();
 }
 
+torch::Tensor project_query(const ScorerImpl& scorer, const torch::Tensor& query) {
+  const torch::Tensor weight = scorer.query_weight();
+  return weight.defined() ? torch::nn::functional::linear(query, weight) : torch::Tensor();
+}
+
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask) {
   // -inf before the softmax makes padded weights exactly 0 (exp(-inf) = 0); every row has at
   // least one real position (the source EOS), so no row is all -inf.
@@ -49,7 +56,9 @@ AttentionResult AttentionImpl::forward(const torch::Tensor& query, const Encoded
               "attention: query [B, Q] and keys [B, S, K] expected");
   TORCH_CHECK(!scorer_->uses_coverage() || step.coverage.sizes() == source.mask.sizes(),
               "attention: this scorer needs the coverage [B, S]");
-  torch::Tensor weights = scorer_->attend(query, source, step);  // [B, S] or [B, N, S]
+  AttentionStep projected_step = step;
+  if (!step.projected.defined()) projected_step.projected = project_query(*scorer_, query);
+  torch::Tensor weights = scorer_->attend(query, source, projected_step);  // [B, S] or [B, N, S]
   const int64_t heads = scorer_->heads();
   if (heads == 1) return {weighted_sum(weights, source.states), weights, torch::Tensor()};  // sum_j w_j h_j
   // Head n mixes columns [n C/N, (n + 1) C/N) of the states: [B, N, S] x [B, S, N, C/N] -> [B, N, C/N].

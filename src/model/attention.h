@@ -41,8 +41,10 @@ struct AdditiveForm {
 
 // What a scorer may read at one decoder step besides the query and the source.
 struct AttentionStep {
-  int64_t position = 0;    // the target position t (0-based): local-m's aligned source position
-  torch::Tensor coverage;  // [B, S] the sum of the earlier steps' weights; defined for uses_coverage()
+  int64_t position = 0;     // the target position t (0-based): local-m's aligned source position
+  torch::Tensor coverage;   // [B, S] the sum of the earlier steps' weights; defined for uses_coverage()
+  torch::Tensor projected;  // [B, P] W s, the scorer's query_weight() applied to the query (filled in
+                            // by AttentionImpl::forward, or by the fused training loop's own product)
 };
 
 // The attention weights over source positions from scores [B, S] (or [B, N, S]): a softmax over
@@ -59,6 +61,10 @@ class ScorerImpl : public torch::nn::Module {
   virtual torch::Tensor attend(const torch::Tensor& query, const EncodedSource& source, const AttentionStep& step) {
     return masked_softmax(score(query, source.keys, step), source.mask);
   }
+  // W [P, Q] of a scorer that first maps the query by a bias-free linear map (W s of additive,
+  // multi-head, location, local-p), or undefined. Its scores then read AttentionStep::projected,
+  // so that the fused training loop can run W s as one of its packed products.
+  virtual torch::Tensor query_weight() const { return {}; }
   // Heads N: each mixes its slice of C / N columns of the encoder states (multi-head), else 1.
   virtual int64_t heads() const { return 1; }
   // Whether score() reads AttentionStep::coverage (the decoder then carries it in its state).
@@ -67,6 +73,9 @@ class ScorerImpl : public torch::nn::Module {
   // its per-step path).
   virtual std::optional<AdditiveForm> additive_form() const { return std::nullopt; }
 };
+
+// W s for a scorer with a query_weight() (AttentionStep::projected), else undefined.
+torch::Tensor project_query(const ScorerImpl& scorer, const torch::Tensor& query);
 
 // The scorer named options.scorer (model/scorers/registry.h), or null for kNoAttention.
 std::shared_ptr<ScorerImpl> make_scorer(const AttentionOptions& options);
@@ -95,6 +104,8 @@ class AttentionImpl : public torch::nn::Module {
 
   bool has_scorer() const { return scorer_ != nullptr; }
   bool uses_coverage() const { return scorer_ && scorer_->uses_coverage(); }
+  // The scorer's query_weight(), or undefined.
+  torch::Tensor query_weight() const { return scorer_ ? scorer_->query_weight() : torch::Tensor(); }
   // The scorer's additive form (ScorerImpl::additive_form), or nothing.
   std::optional<AdditiveForm> additive_form() const { return scorer_ ? scorer_->additive_form() : std::nullopt; }
 

@@ -61,7 +61,9 @@ struct LoopInputs {
   torch::Tensor feed;                                  // as FusedDecoderWeights, and the rest below
   std::vector<torch::Tensor> hidden, hidden_bias;      // L
   std::vector<torch::Tensor> layer_gates, layer_bias;  // L - 1
-  torch::Tensor query, energy, combine;
+  torch::Tensor query, energy;
+  torch::Tensor projection;  // [P, H] any other scorer's query_weight(), or undefined
+  torch::Tensor combine;
 
   int64_t layers() const { return static_cast<int64_t>(hidden.size()); }
   int64_t size() const { return initial_hidden.size(2); }
@@ -77,6 +79,7 @@ struct StepProducts {
   StepProducts(const LoopInputs& in, bool forward)
       : feed(forward ? in.feed.t() : in.feed),
         query(in.additive() ? LoopWeight(forward ? in.query.t() : in.query) : LoopWeight()),
+        projection(in.projection.defined() ? LoopWeight(forward ? in.projection.t() : in.projection) : LoopWeight()),
         combine(forward ? in.combine.t() : in.combine) {
     for (const torch::Tensor& weight : in.hidden) hidden.emplace_back(forward ? weight.t() : weight);
     for (const torch::Tensor& weight : in.layer_gates) layer_gates.emplace_back(forward ? weight.t() : weight);
@@ -84,15 +87,16 @@ struct StepProducts {
   LoopWeight feed;
   std::vector<LoopWeight> hidden;       // W_h of each layer
   std::vector<LoopWeight> layer_gates;  // W_l of each layer above the first (its input h^{l-1}_t)
-  LoopWeight query, combine;
+  LoopWeight query, projection, combine;
 };
 
 // One thread's block of rows at one position, with autograd's record of its attention step
 // (the step of any scorer but the additive form).
 struct RecordedBlock {
-  int64_t first = 0, count = 0;                 // rows [first, first + count)
-  torch::Tensor query, keys, states, coverage;  // the block's inputs, leaves: [n, H], [n, S, K], [n, S, C], [n, S]
-  torch::Tensor context, weights;               // AttentionImpl::forward's outputs [n, C], [n, S]
+  int64_t first = 0, count = 0;                            // rows [first, first + count)
+  torch::Tensor query, projected, keys, states, coverage;  // the block's inputs, leaves: [n, H], [n, P],
+                                                           // [n, S, K], [n, S, C], [n, S]
+  torch::Tensor context, weights;                          // AttentionImpl::forward's outputs [n, C], [n, S]
 };
 
 // The attention steps the forward loop recorded, kept for the backward (in the autograd
@@ -122,6 +126,7 @@ struct LoopRecord {
   torch::Tensor combined;      // [T, B, H] tanh(W_c [h_t; c_t]) before dropout
   torch::Tensor masks;         // [T, B, H] dropout masks; undefined without dropout
   torch::Tensor coverage;      // [T, B, S] the coverage step t reads; for a scorer that uses it
+  torch::Tensor projected;     // [T, B, P] W h_t for a scorer with a query_weight()
 
   // h^layer_t [B, H] (a view), and h^layer_{t-1} (the initial state at t = 0).
   torch::Tensor output(int64_t layer, int64_t t) const {
@@ -145,11 +150,13 @@ void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64
   block.keys = rows(in.keys).detach().requires_grad_();
   block.states = rows(in.states).detach().requires_grad_();
   if (record.coverage.defined()) block.coverage = rows(record.coverage[t]).clone().requires_grad_();
+  if (record.projected.defined()) block.projected = rows(record.projected[t]).clone().requires_grad_();
   EncodedSource source;
   source.states = block.states, source.keys = block.keys, source.mask = rows(in.mask);
   {
     torch::AutoGradMode recording(true);
-    const AttentionResult result = recorded.attention->forward(block.query, source, AttentionStep{t, block.coverage});
+    const AttentionResult result =
+        recorded.attention->forward(block.query, source, AttentionStep{t, block.coverage, block.projected});
     block.context = result.context, block.weights = result.weights;
   }
   rows(record.attention[t]).copy_(block.weights);
@@ -186,6 +193,7 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
   const int64_t positions = in.keys.size(1), key_size = in.keys.size(2), state_size = in.states.size(2);
   const auto gate_columns = team.share(3 * size, kColumnMultiple);
   const auto query_columns = team.share(in.additive() ? key_size : 0, kColumnMultiple);
+  const auto projection_columns = team.share(in.projection.defined() ? in.projection.size(0) : 0, kColumnMultiple);
   const auto hidden_columns = team.share(size, kColumnMultiple);
   const bool* source_mask = in.mask.data_ptr<bool>();
   for (int64_t t = 0; t < steps; ++t) {
@@ -222,6 +230,12 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
           zero(output.data_ptr<float>() + b * output.stride(0), layer + 1 < layers ? size : size + state_size);
           if (layer + 1 < layers) zero(row(out.layer_inputs[layer], t, b), size);
         }
+      });
+    }
+    if (in.projection.defined()) {
+      team.phase([&] {  // W h_t of a scorer with a query weight
+        weights.projection.multiply(first(out.joined[t].narrow(1, 0, size), n), {}, first(out.projected[t], n),
+                                    projection_columns);
       });
     }
     if (!in.additive()) {
@@ -265,6 +279,7 @@ struct LoopGradients {
   torch::Tensor layer_gates;                           // [L - 1, T, B, 3H] dL/d(W_l x + b_l), the layers above
   torch::Tensor hidden_gates;                          // [L, T, B, 3H] dL/d(W_h h_{t-1} + b_h)
   torch::Tensor query;                                 // [T, B, A] dL/d(W_q h_t); any scorer: [T, B, H] its dL/dh_t
+  torch::Tensor projected;                             // [T, B, P] dL/d(W h_t), a scorer with a query weight
   torch::Tensor scores;                                // [T, B, S] dL/d energies
   torch::Tensor pre_activation;                        // [T, B, H] dL/d(W_c [h_t; c_t])
   torch::Tensor states, keys;                          // [B, S, C], [B, S, A], summed over positions
@@ -302,6 +317,7 @@ void attend_block_backward(const RecordedBlock& block, const RecordedAttention& 
   if (grad_attention.defined()) grad_weights.add_(rows(grad_attention[t]));
   std::vector<torch::Tensor> inputs = {block.query, block.keys, block.states};
   if (block.coverage.defined()) inputs.push_back(block.coverage);
+  if (block.projected.defined()) inputs.push_back(block.projected);
   const size_t first_parameter = inputs.size();
   inputs.insert(inputs.end(), recorded.parameters.begin(), recorded.parameters.end());
   // retain_graph: the outer graph may be walked again (backward with retain_graph); the recorded
@@ -316,6 +332,10 @@ void attend_block_backward(const RecordedBlock& block, const RecordedAttention& 
   add(rows(grads.keys), gradients[1]);
   add(rows(grads.states), gradients[2]);
   if (block.coverage.defined()) add(rows(carry_coverage), gradients[3]);
+  if (block.projected.defined()) {
+    const torch::Tensor& gradient = gradients[block.coverage.defined() ? 4 : 3];
+    rows(grads.projected[t]).copy_(gradient.defined() ? gradient : torch::zeros_like(block.projected));
+  }
   for (size_t i = first_parameter; i < gradients.size(); ++i) {
     torch::Tensor& sum = parameter_gradients[i - first_parameter];
     if (gradients[i].defined()) sum = sum.defined() ? sum.add_(gradients[i]) : gradients[i].clone();
@@ -381,10 +401,9 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
           for (int64_t s = 0; s < positions; ++s) grad[s] += extra[s];
         }
         softmax_row_backward(attention_weights, grad, positions);  // 0 at padded positions, whose weight is 0
-        kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1,
-                                          positions, key_size, /*heads=*/1,
-                                          grads.keys.data_ptr<float>() + b * positions * key_size,
-                                          row(grads.query, t, b), /*accumulate_keys=*/true);
+        kernels::additive_energy_backward(
+            row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1, positions, key_size, /*heads=*/1,
+            grads.keys.data_ptr<float>() + b * positions * key_size, row(grads.query, t, b), /*accumulate_keys=*/true);
       }
     });
     team.phase([&] {  // dL/dh_t: carried from t + 1, plus the combine layer's and the query's parts
@@ -396,6 +415,10 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
       } else {
         first(column_block(carry_hidden, hidden_columns), n)
             .add_(first(column_block(grads.query[t], hidden_columns), n));
+        if (in.projection.defined()) {  // and through W h_t
+          weights.projection.multiply(first(grads.projected[t], n), first(carry_hidden, n), first(carry_hidden, n),
+                                      hidden_columns);
+        }
       }
     });
     for (int64_t layer = layers - 1; layer >= 0; --layer) {  // top to bottom
@@ -416,6 +439,7 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
           zero(row(grads.hidden_gates[layer], t, b), 3 * size);
           if (layer == layers - 1) {
             zero(row(grads.query, t, b), query_size);
+            if (grads.projected.defined()) zero(row(grads.projected, t, b), grads.projected.size(2));
             if (grads.scores.defined()) zero(row(grads.scores, t, b), positions);
             zero(row(grads.pre_activation, t, b), size);
           }
@@ -467,7 +491,8 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                              const torch::Tensor& feed, at::TensorList hidden, at::TensorList hidden_bias,
                              at::TensorList layer_gates, at::TensorList layer_bias,
                              const c10::optional<torch::Tensor>& query_weight,
-                             const c10::optional<torch::Tensor>& energy_weight, const torch::Tensor& combine,
+                             const c10::optional<torch::Tensor>& energy_weight,
+                             const c10::optional<torch::Tensor>& projection, const torch::Tensor& combine,
                              at::TensorList parameters, AttentionImpl* attention, const torch::Tensor& lengths,
                              double dropout) {
     const LoopInputs in{gates,
@@ -482,6 +507,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                         layer_bias.vec(),
                         query_weight.value_or(torch::Tensor()),
                         energy_weight.value_or(torch::Tensor()),
+                        projection.value_or(torch::Tensor()),
                         combine};
     const int64_t steps = gates.size(0), batch = gates.size(1), size = in.size(), layers = in.layers();
     const int64_t positions = keys.size(1), key_size = keys.size(2), state_size = states.size(2);
@@ -515,6 +541,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       recorded->steps.assign(static_cast<size_t>(steps),
                              std::vector<RecordedBlock>(static_cast<size_t>(std::max(1, at::get_num_threads()))));
       if (attention->uses_coverage()) record.coverage = torch::zeros({steps, batch, positions}, options);
+      if (in.projection.defined()) record.projected = torch::empty({steps, batch, in.projection.size(0)}, options);
     }
     const StepProducts weights(in, /*forward=*/true);
     const ForwardScratch scratch(batch, size, key_size, options);
@@ -522,7 +549,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, *recorded, team); });
 
     std::vector<torch::Tensor> saved = {
-        gates,   initial_hidden,     states,           keys,   mask, feed, in.query, in.energy,
+        gates,   initial_hidden,     states,           keys,   mask, feed, in.query, in.energy, in.projection,
         combine, record.attentional, record.attention, lengths};
     for (const auto* list : {&in.hidden, &in.hidden_bias, &in.layer_gates, &in.layer_bias}) {
       saved.insert(saved.end(), list->begin(), list->end());
@@ -534,6 +561,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     context->saved_data["layer_inputs"] = record.layer_inputs;
     context->saved_data["gru_saved"] = record.gru_saved;
     if (record.activations.defined()) context->saved_data["activations"] = record.activations;
+    if (record.projected.defined()) context->saved_data["projected"] = record.projected;
     context->saved_data["combined"] = record.combined;
     if (record.masks.defined()) context->saved_data["masks"] = record.masks;
     if (record.layer_masks.defined()) context->saved_data["layer_masks"] = record.layer_masks;
@@ -555,17 +583,18 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                         saved[3],
                         saved[4],
                         saved[5],
-                        per_layer(12, layers),
-                        per_layer(12 + layers, layers),
-                        per_layer(12 + 2 * layers, layers - 1),
-                        per_layer(11 + 3 * layers, layers - 1),
+                        per_layer(13, layers),
+                        per_layer(13 + layers, layers),
+                        per_layer(13 + 2 * layers, layers - 1),
+                        per_layer(12 + 3 * layers, layers - 1),
                         saved[6],
                         saved[7],
-                        saved[8]};
+                        saved[8],
+                        saved[9]};
     LoopRecord record;
-    record.attentional = saved[9];
-    record.attention = saved[10];
-    const std::vector<int64_t> active = active_rows(saved[11], in.gates.size(0));
+    record.attentional = saved[10];
+    record.attention = saved[11];
+    const std::vector<int64_t> active = active_rows(saved[12], in.gates.size(0));
     const auto saved_tensor = [&](const char* name) {
       return context->saved_data.count(name) != 0 ? context->saved_data[name].toTensor() : torch::Tensor();
     };
@@ -575,6 +604,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     record.layer_inputs = saved_tensor("layer_inputs");
     record.gru_saved = saved_tensor("gru_saved");
     record.activations = saved_tensor("activations");
+    record.projected = saved_tensor("projected");
     record.combined = saved_tensor("combined");
     record.masks = saved_tensor("masks");
     record.layer_masks = saved_tensor("layer_masks");
@@ -593,6 +623,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     grads.hidden_gates = torch::empty({layers, steps, batch, 3 * size}, options);
     grads.query = torch::empty({steps, batch, in.query_size()}, options);
     if (in.additive()) grads.scores = torch::empty({steps, batch, in.keys.size(1)}, options);
+    if (in.projection.defined()) grads.projected = torch::empty({steps, batch, in.projection.size(0)}, options);
     grads.pre_activation = torch::empty({steps, batch, size}, options);
     grads.states = torch::zeros_like(in.states);
     grads.keys = torch::zeros_like(in.keys);
@@ -644,6 +675,9 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     } else {
       result.insert(result.end(), {torch::Tensor(), torch::Tensor()});
     }
+    // W of a scorer's query map: one product over all positions, as W_q's
+    result.push_back(in.projection.defined() ? rows(grads.projected).t().mm(rows(outputs(layers - 1)))
+                                             : torch::Tensor());
     result.push_back(rows(grads.pre_activation).t().mm(rows(record.joined)));  // W_c
     for (size_t i = 0; i < parameter_count; ++i) {                             // the threads' sums
       torch::Tensor sum;
@@ -715,8 +749,8 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
       token_gates.transpose(0, 1).contiguous(), initial_hidden.contiguous(), source.states.contiguous(),
       source.keys.contiguous(), source.mask.contiguous(), weights.feed.contiguous(), at::TensorList(hidden),
       at::TensorList(hidden_bias), at::TensorList(layer_gates), at::TensorList(layer_bias), contiguous(weights.query),
-      contiguous(weights.energy), weights.combine.contiguous(), at::TensorList(parameters), &attention,
-      target_lengths.cpu().contiguous(), dropout);
+      contiguous(weights.energy), contiguous(additive ? torch::Tensor() : attention.query_weight()),
+      weights.combine.contiguous(), at::TensorList(parameters), &attention, target_lengths.cpu().contiguous(), dropout);
   return {outputs[0].transpose(0, 1), outputs[1].transpose(0, 1)};
 }
 

@@ -110,8 +110,7 @@ struct WeightedSum : public torch::autograd::Function<WeightedSum> {
 torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
                               int64_t heads) {
   TORCH_CHECK(keys.dim() == 3 && query.dim() == 2 && v.dim() == 1 && query.size(0) == keys.size(0) &&
-                  query.size(1) == keys.size(2) && v.size(0) == keys.size(2) && heads >= 1 &&
-                  keys.size(2) % heads == 0,
+                  query.size(1) == keys.size(2) && v.size(0) == keys.size(2) && heads >= 1 && keys.size(2) % heads == 0,
               "additive_energy: keys [B, S, A], query [B, A], v [A] and heads dividing A expected");
   torch::Tensor scores;  // [B, S, heads]
   if (!kernels::kernels_take({keys, query, v})) {

@@ -37,9 +37,15 @@ class LocalScorerImpl : public ScorerImpl {
 
   torch::Tensor project_keys(const torch::Tensor& states) override { return content_->project_keys(states); }
 
+  torch::Tensor query_weight() const override {  // W_p, local-p's
+    return position_query_ ? position_query_->weight : torch::Tensor();
+  }
+
   // The content scorer's scores over every position (attend() restricts them to the window).
   torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) override {
-    return content_->score(query, keys, step);
+    AttentionStep content_step = step;  // the content scorer's own W s, not W_p s
+    content_step.projected = project_query(*content_, query);
+    return content_->score(query, keys, content_step);
   }
 
   torch::Tensor attend(const torch::Tensor& query, const EncodedSource& source, const AttentionStep& step) override {
@@ -47,7 +53,7 @@ class LocalScorerImpl : public ScorerImpl {
     const torch::Tensor last = source.mask.sum(1, /*keepdim=*/true).to(query.scalar_type()) - 1;  // [B, 1] S - 1
     torch::Tensor aligned;                                                                        // [B, 1] p_t
     if (predictive_) {
-      aligned = last * torch::sigmoid(position_energy_(torch::tanh(position_query_(query))));
+      aligned = last * torch::sigmoid(position_energy_(torch::tanh(step.projected)));  // W_p s projected
     } else {
       aligned = last.clamp_max(static_cast<double>(step.position));
     }

@@ -22,9 +22,11 @@ class LocationScorerImpl : public ScorerImpl {
 
   torch::Tensor project_keys(const torch::Tensor& states) override { return states; }
 
-  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) override {
+  torch::Tensor query_weight() const override { return position_layer_->weight; }
+
+  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) override {
     const int64_t source_length = keys.size(1);
-    const torch::Tensor scores = position_layer_(query);  // [B, P]
+    const torch::Tensor& scores = step.projected;  // [B, P] W s
     if (source_length <= positions_) return scores.narrow(1, 0, source_length);
     const torch::Tensor rows =  // 0, 1, .., P - 1, P - 1, ..
         torch::arange(source_length, torch::TensorOptions().dtype(torch::kInt64).device(query.device()))

@@ -33,11 +33,12 @@ class MultiHeadScorerImpl : public ScorerImpl {
     return key_layer_(states);  // [B, S, A]
   }
 
-  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) override {
+  torch::Tensor score(const torch::Tensor&, const torch::Tensor& keys, const AttentionStep& step) override {
     // Each head's energy in one pass over the keys (model/fused_attention.h).
-    return additive_energy(keys, query_layer_(query), energy_layer_->weight.squeeze(0), heads_).transpose(1, 2);
+    return additive_energy(keys, step.projected, energy_layer_->weight.squeeze(0), heads_).transpose(1, 2);
   }
 
+  torch::Tensor query_weight() const override { return query_layer_->weight; }
   int64_t heads() const override { return heads_; }
 
  private:
