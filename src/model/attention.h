@@ -32,11 +32,13 @@
 
 namespace nmt {
 
-// The parameters of a scorer of the additive form v^T tanh(W q + k_j), which the decoder's fused
-// training loop (decoder_fused.h) runs without calling the scorer.
+// The parameters of a scorer of the additive form v^T tanh(W q + k_j + u c_j) (u c_j with
+// coverage only), which the decoder's fused training loop (decoder_fused.h) runs without calling
+// the scorer.
 struct AdditiveForm {
   torch::Tensor query_weight;  // W [A, Q]
   torch::Tensor energy;        // v [A]
+  torch::Tensor coverage;      // u [A]; undefined without coverage
 };
 
 // What a scorer may read at one decoder step besides the query and the source.

@@ -88,8 +88,9 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
     output = GruCellImpl::from_gates(gates, maps.hidden[layer](hidden), hidden);
     new_hidden.push_back(output);
   }
-  AttentionResult attended = attention(output, source, AttentionStep{state.position, state.coverage});  // [B, C]
-  torch::Tensor attentional =                                                                           // [B, H]
+  AttentionResult attended =
+      attention(output, source, AttentionStep{state.position, state.coverage, torch::Tensor()});  // [B, C]
+  torch::Tensor attentional =                                                                     // [B, H]
       apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout,
                     is_training());
   torch::Tensor coverage = state.coverage.defined() ? state.coverage + attended.weights : torch::Tensor();
@@ -148,7 +149,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
         fused.layer_gates.push_back(gates->weight);
         fused.layer_bias.push_back(gates->bias);
       }
-      if (form) fused.query = form->query_weight, fused.energy = form->energy;
+      if (form) fused.query = form->query_weight, fused.energy = form->energy, fused.coverage = form->coverage;
       fused.combine = combine->weight;
       // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
       const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);

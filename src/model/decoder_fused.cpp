@@ -62,13 +62,15 @@ struct LoopInputs {
   std::vector<torch::Tensor> hidden, hidden_bias;      // L
   std::vector<torch::Tensor> layer_gates, layer_bias;  // L - 1
   torch::Tensor query, energy;
-  torch::Tensor projection;  // [P, H] any other scorer's query_weight(), or undefined
+  torch::Tensor coverage_weight;  // [A] u of the additive form with coverage, or undefined
+  torch::Tensor projection;       // [P, H] any other scorer's query_weight(), or undefined
   torch::Tensor combine;
 
   int64_t layers() const { return static_cast<int64_t>(hidden.size()); }
   int64_t size() const { return initial_hidden.size(2); }
   // The additive form runs on the loop's kernels; otherwise AttentionImpl::forward runs the step.
   bool additive() const { return query.defined(); }
+  bool covered() const { return coverage_weight.defined(); }  // the additive form with coverage
   // The size of the vector the attention step reads: W_q h_t (A) for the additive form, else h_t.
   int64_t query_size() const { return additive() ? keys.size(2) : size(); }
 };
@@ -93,10 +95,10 @@ struct StepProducts {
 // One thread's block of rows at one position, with autograd's record of its attention step
 // (the step of any scorer but the additive form).
 struct RecordedBlock {
-  int64_t first = 0, count = 0;                            // rows [first, first + count)
-  torch::Tensor query, projected, keys, states, coverage;  // the block's inputs, leaves: [n, H], [n, P],
-                                                           // [n, S, K], [n, S, C], [n, S]
-  torch::Tensor context, weights;                          // AttentionImpl::forward's outputs [n, C], [n, S]
+  int64_t first = 0, count = 0;                  // rows [first, first + count)
+  torch::Tensor query, projected, keys, states;  // the block's inputs, leaves: [n, H], [n, P], [n, S, K],
+                                                 // [n, S, C]
+  torch::Tensor context, weights;                // AttentionImpl::forward's outputs [n, C], [n, S]
 };
 
 // The attention steps the forward loop recorded, kept for the backward (in the autograd
@@ -108,8 +110,8 @@ struct RecordedAttention : torch::CustomClassHolder {
 };
 
 // The attention step of rows [first, first + count) at position t: AttentionImpl::forward on
-// leaves holding the block's h_t, keys, states and coverage, recorded by autograd; writes w_t into
-// record.attention, c_t into record.joined and the next coverage into record.coverage.
+// leaves holding the block's h_t (and W h_t), keys and states, recorded by autograd; writes w_t
+// into record.attention and c_t into record.joined.
 void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64_t t, int64_t first, int64_t count,
                   const struct LoopRecord& record, RecordedBlock& block);
 
@@ -125,7 +127,7 @@ struct LoopRecord {
   torch::Tensor activations;   // [T, B, S, A] tanh(K + W_q h_t); the additive form only
   torch::Tensor combined;      // [T, B, H] tanh(W_c [h_t; c_t]) before dropout
   torch::Tensor masks;         // [T, B, H] dropout masks; undefined without dropout
-  torch::Tensor coverage;      // [T, B, S] the coverage step t reads; for a scorer that uses it
+  torch::Tensor coverage;      // [T, B, S] cov_t, the coverage step t reads; the additive form with coverage
   torch::Tensor projected;     // [T, B, P] W h_t for a scorer with a query_weight()
 
   // h^layer_t [B, H] (a view), and h^layer_{t-1} (the initial state at t = 0).
@@ -144,27 +146,22 @@ void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64
   const int64_t size = in.size(), state_size = in.states.size(2);
   const auto rows = [&](const torch::Tensor& tensor) { return tensor.narrow(0, first, count); };
   block.first = first, block.count = count;
-  // Leaves of their own: h_t and the coverage copied (the loop writes on), keys and states
-  // detached from the outer graph, whose gradients this function returns itself.
+  // Leaves of their own: h_t and W h_t copied (the loop writes on), keys and states detached
+  // from the outer graph, whose gradients this function returns itself.
   block.query = rows(record.joined[t]).narrow(1, 0, size).clone().requires_grad_();
   block.keys = rows(in.keys).detach().requires_grad_();
   block.states = rows(in.states).detach().requires_grad_();
-  if (record.coverage.defined()) block.coverage = rows(record.coverage[t]).clone().requires_grad_();
   if (record.projected.defined()) block.projected = rows(record.projected[t]).clone().requires_grad_();
   EncodedSource source;
   source.states = block.states, source.keys = block.keys, source.mask = rows(in.mask);
   {
     torch::AutoGradMode recording(true);
     const AttentionResult result =
-        recorded.attention->forward(block.query, source, AttentionStep{t, block.coverage, block.projected});
+        recorded.attention->forward(block.query, source, AttentionStep{t, torch::Tensor(), block.projected});
     block.context = result.context, block.weights = result.weights;
   }
   rows(record.attention[t]).copy_(block.weights);
   rows(record.joined[t]).narrow(1, size, state_size).copy_(block.context);
-  if (record.coverage.defined() && t + 1 < record.coverage.size(0)) {
-    torch::Tensor next = rows(record.coverage[t + 1]);
-    torch::add_out(next, rows(record.coverage[t]), block.weights);
-  }
 }
 
 // Per-step scratch of the forward loop, shared by the team (each thread writes its own block).
@@ -177,6 +174,7 @@ struct ForwardScratch {
   torch::Tensor input_gates, hidden_gates;  // [B, 3H] gi_t, W_h h_{t-1} + b_h
   torch::Tensor query;                      // [B, A] W_q h_t
   torch::Tensor pre_activation;             // [B, H] W_c [h_t; c_t]
+  torch::Tensor covered_keys;               // [B, S, A] K + u cov_t; the additive form with coverage
 };
 
 // The first n rows of a [B, ...] tensor.
@@ -250,12 +248,27 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
       team.phase([&] {  // w_t, and c_t into the last C columns of joined[t]
         for (int64_t b = rows.first; b < rows.second; ++b) {
           float* attention_weights = row(out.attention, t, b);
-          kernels::additive_energy(in.keys.data_ptr<float>() + b * positions * key_size,
-                                   scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
+          const float* keys = in.keys.data_ptr<float>() + b * positions * key_size;
+          if (in.covered()) {  // K + u cov_t
+            float* covered = scratch.covered_keys.data_ptr<float>() + b * positions * key_size;
+            const float* coverage = row(out.coverage, t, b);
+            const float* u = in.coverage_weight.data_ptr<float>();
+            for (int64_t s = 0; s < positions; ++s) {
+              for (int64_t a = 0; a < key_size; ++a)
+                covered[s * key_size + a] = keys[s * key_size + a] + coverage[s] * u[a];
+            }
+            keys = covered;
+          }
+          kernels::additive_energy(keys, scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
                                    positions, key_size, /*heads=*/1, attention_weights, row(out.activations, t, b));
           kernels::prefix_softmax(attention_weights, real_positions(source_mask + b * positions, positions), positions);
           kernels::weighted_sum(attention_weights, in.states.data_ptr<float>() + b * positions * state_size, 1,
                                 positions, state_size, row(out.joined, t, b) + size);
+          if (in.covered() && t + 1 < steps) {  // cov_{t+1} = cov_t + w_t
+            const float* coverage = row(out.coverage, t, b);
+            float* next = row(out.coverage, t + 1, b);
+            for (int64_t s = 0; s < positions; ++s) next[s] = coverage[s] + attention_weights[s];
+          }
         }
         for (int64_t b = ended.first; b < ended.second; ++b) zero(row(out.activations, t, b), positions * key_size);
       });
@@ -283,6 +296,7 @@ struct LoopGradients {
   torch::Tensor scores;                                // [T, B, S] dL/d energies
   torch::Tensor pre_activation;                        // [T, B, H] dL/d(W_c [h_t; c_t])
   torch::Tensor states, keys;                          // [B, S, C], [B, S, A], summed over positions
+  torch::Tensor coverage_weight;                       // [B, A] dL/du per row, summed over positions
   torch::Tensor initial_hidden;                        // [L, B, H]; in the loop, the carries dL/dh^l_t
   std::vector<std::vector<torch::Tensor>> parameters;  // [thread][parameter] the attention module's, summed
 };
@@ -298,25 +312,23 @@ struct BackwardScratch {
   torch::Tensor grad_joined;         // [B, H + C] dL/d[h_t; c_t] through a_t
   torch::Tensor grad_hidden_direct;  // [B, H] dL/dh_{t-1} through the GRU's z * h_{t-1}
   torch::Tensor grad_input;          // [B, H] dL/dx^l_t, x^l_t = dropout(h^{l-1}_t) the input of layer l >= 1
-  torch::Tensor carry_coverage;      // [B, S] dL/d(coverage read at t + 1), for a scorer that uses it
+  torch::Tensor carry_coverage;      // [B, S] dL/dcov_{t+1}; the additive form with coverage
+  torch::Tensor grad_keys;           // [B, S, A] dL/d(K + u cov_t) of position t alone; with coverage
 };
 
 // The backward of a recorded attention step (attend_block): from dL/dc_t (in grad_joined) and
-// dL/dw_t (the output's, plus the coverage carried from t + 1), dL/dh_t into grads.query[t], the
-// block's parts of the states' and keys' gradients added in, dL/d(coverage read at t) added to
-// the carry, and the parameters' gradients added to this thread's sums.
+// dL/dw_t (the output's), dL/dh_t into grads.query[t] (and dL/d(W h_t) into grads.projected[t]),
+// the block's parts of the states' and keys' gradients added in, and the parameters' gradients
+// added to this thread's sums.
 void attend_block_backward(const RecordedBlock& block, const RecordedAttention& recorded, int64_t t,
                            const torch::Tensor& grad_joined, const torch::Tensor& grad_attention,
-                           const torch::Tensor& carry_coverage, const LoopGradients& grads,
-                           std::vector<torch::Tensor>& parameter_gradients) {
+                           const LoopGradients& grads, std::vector<torch::Tensor>& parameter_gradients) {
   if (block.count == 0) return;
   const auto rows = [&](const torch::Tensor& tensor) { return tensor.narrow(0, block.first, block.count); };
   const int64_t size = block.query.size(1);
-  torch::Tensor grad_weights =
-      carry_coverage.defined() ? rows(carry_coverage).clone() : torch::zeros_like(block.weights);
-  if (grad_attention.defined()) grad_weights.add_(rows(grad_attention[t]));
+  const torch::Tensor grad_weights =
+      grad_attention.defined() ? rows(grad_attention[t]) : torch::zeros_like(block.weights);
   std::vector<torch::Tensor> inputs = {block.query, block.keys, block.states};
-  if (block.coverage.defined()) inputs.push_back(block.coverage);
   if (block.projected.defined()) inputs.push_back(block.projected);
   const size_t first_parameter = inputs.size();
   inputs.insert(inputs.end(), recorded.parameters.begin(), recorded.parameters.end());
@@ -331,9 +343,8 @@ void attend_block_backward(const RecordedBlock& block, const RecordedAttention& 
   rows(grads.query[t]).copy_(gradients[0].defined() ? gradients[0] : torch::zeros_like(block.query));
   add(rows(grads.keys), gradients[1]);
   add(rows(grads.states), gradients[2]);
-  if (block.coverage.defined()) add(rows(carry_coverage), gradients[3]);
   if (block.projected.defined()) {
-    const torch::Tensor& gradient = gradients[block.coverage.defined() ? 4 : 3];
+    const torch::Tensor& gradient = gradients[3];
     rows(grads.projected[t]).copy_(gradient.defined() ? gradient : torch::zeros_like(block.projected));
   }
   for (size_t i = first_parameter; i < gradients.size(); ++i) {
@@ -383,8 +394,8 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
         const std::vector<RecordedBlock>& blocks = recorded.steps[static_cast<size_t>(t)];
         const auto [begin, end] = team.share(static_cast<int64_t>(blocks.size()));
         for (int64_t k = begin; k < end; ++k) {
-          attend_block_backward(blocks[static_cast<size_t>(k)], recorded, t, scratch.grad_joined, grad_attention,
-                                scratch.carry_coverage, grads, grads.parameters[static_cast<size_t>(team.index())]);
+          attend_block_backward(blocks[static_cast<size_t>(k)], recorded, t, scratch.grad_joined, grad_attention, grads,
+                                grads.parameters[static_cast<size_t>(team.index())]);
         }
         return;
       }
@@ -400,10 +411,37 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
           const float* extra = row(grad_attention, t, b);
           for (int64_t s = 0; s < positions; ++s) grad[s] += extra[s];
         }
+        float* carry = in.covered() ? scratch.carry_coverage.data_ptr<float>() + b * positions : nullptr;
+        if (in.covered()) {  // w_t is in every later coverage: dL/dcov_{t+1}
+          for (int64_t s = 0; s < positions; ++s) grad[s] += carry[s];
+        }
         softmax_row_backward(attention_weights, grad, positions);  // 0 at padded positions, whose weight is 0
-        kernels::additive_energy_backward(
-            row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1, positions, key_size, /*heads=*/1,
-            grads.keys.data_ptr<float>() + b * positions * key_size, row(grads.query, t, b), /*accumulate_keys=*/true);
+        float* grad_keys = grads.keys.data_ptr<float>() + b * positions * key_size;
+        if (!in.covered()) {
+          kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1,
+                                            positions, key_size, /*heads=*/1, grad_keys, row(grads.query, t, b),
+                                            /*accumulate_keys=*/true);
+          continue;
+        }
+        // With coverage the kernel's key gradient is dL/d(K + u cov_t): added to K's, and read for
+        // dL/du and dL/dcov_t (carried on to t - 1 with the part from t + 1).
+        float* step_keys = scratch.grad_keys.data_ptr<float>() + b * positions * key_size;
+        kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1,
+                                          positions, key_size, /*heads=*/1, step_keys, row(grads.query, t, b),
+                                          /*accumulate_keys=*/false);
+        const float* coverage = row(record.coverage, t, b);
+        const float* u = in.coverage_weight.data_ptr<float>();
+        float* grad_u = grads.coverage_weight.data_ptr<float>() + b * key_size;
+        for (int64_t s = 0; s < positions; ++s) {
+          const float* g = step_keys + s * key_size;
+          float dot = 0;
+          for (int64_t a = 0; a < key_size; ++a) {
+            grad_keys[s * key_size + a] += g[a];
+            grad_u[a] += coverage[s] * g[a];
+            dot += g[a] * u[a];
+          }
+          carry[s] += dot;
+        }
       }
     });
     team.phase([&] {  // dL/dh_t: carried from t + 1, plus the combine layer's and the query's parts
@@ -492,6 +530,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                              at::TensorList layer_gates, at::TensorList layer_bias,
                              const c10::optional<torch::Tensor>& query_weight,
                              const c10::optional<torch::Tensor>& energy_weight,
+                             const c10::optional<torch::Tensor>& coverage_weight,
                              const c10::optional<torch::Tensor>& projection, const torch::Tensor& combine,
                              at::TensorList parameters, AttentionImpl* attention, const torch::Tensor& lengths,
                              double dropout) {
@@ -507,6 +546,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                         layer_bias.vec(),
                         query_weight.value_or(torch::Tensor()),
                         energy_weight.value_or(torch::Tensor()),
+                        coverage_weight.value_or(torch::Tensor()),
                         projection.value_or(torch::Tensor()),
                         combine};
     const int64_t steps = gates.size(0), batch = gates.size(1), size = in.size(), layers = in.layers();
@@ -540,17 +580,31 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       recorded->parameters = parameters.vec();
       recorded->steps.assign(static_cast<size_t>(steps),
                              std::vector<RecordedBlock>(static_cast<size_t>(std::max(1, at::get_num_threads()))));
-      if (attention->uses_coverage()) record.coverage = torch::zeros({steps, batch, positions}, options);
       if (in.projection.defined()) record.projected = torch::empty({steps, batch, in.projection.size(0)}, options);
     }
+    ForwardScratch scratch(batch, size, key_size, options);
+    if (in.covered()) {
+      record.coverage = torch::zeros({steps, batch, positions}, options);  // cov_0 = 0
+      scratch.covered_keys = torch::empty_like(keys);
+    }
     const StepProducts weights(in, /*forward=*/true);
-    const ForwardScratch scratch(batch, size, key_size, options);
     const std::vector<int64_t> active = active_rows(lengths, steps);
     run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, *recorded, team); });
 
-    std::vector<torch::Tensor> saved = {
-        gates,   initial_hidden,     states,           keys,   mask, feed, in.query, in.energy, in.projection,
-        combine, record.attentional, record.attention, lengths};
+    std::vector<torch::Tensor> saved = {gates,
+                                        initial_hidden,
+                                        states,
+                                        keys,
+                                        mask,
+                                        feed,
+                                        in.query,
+                                        in.energy,
+                                        in.coverage_weight,
+                                        in.projection,
+                                        combine,
+                                        record.attentional,
+                                        record.attention,
+                                        lengths};
     for (const auto* list : {&in.hidden, &in.hidden_bias, &in.layer_gates, &in.layer_bias}) {
       saved.insert(saved.end(), list->begin(), list->end());
     }
@@ -562,6 +616,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     context->saved_data["gru_saved"] = record.gru_saved;
     if (record.activations.defined()) context->saved_data["activations"] = record.activations;
     if (record.projected.defined()) context->saved_data["projected"] = record.projected;
+    if (record.coverage.defined()) context->saved_data["coverage"] = record.coverage;
     context->saved_data["combined"] = record.combined;
     if (record.masks.defined()) context->saved_data["masks"] = record.masks;
     if (record.layer_masks.defined()) context->saved_data["layer_masks"] = record.layer_masks;
@@ -583,18 +638,19 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                         saved[3],
                         saved[4],
                         saved[5],
-                        per_layer(13, layers),
-                        per_layer(13 + layers, layers),
-                        per_layer(13 + 2 * layers, layers - 1),
-                        per_layer(12 + 3 * layers, layers - 1),
+                        per_layer(14, layers),
+                        per_layer(14 + layers, layers),
+                        per_layer(14 + 2 * layers, layers - 1),
+                        per_layer(13 + 3 * layers, layers - 1),
                         saved[6],
                         saved[7],
                         saved[8],
-                        saved[9]};
+                        saved[9],
+                        saved[10]};
     LoopRecord record;
-    record.attentional = saved[10];
-    record.attention = saved[11];
-    const std::vector<int64_t> active = active_rows(saved[12], in.gates.size(0));
+    record.attentional = saved[11];
+    record.attention = saved[12];
+    const std::vector<int64_t> active = active_rows(saved[13], in.gates.size(0));
     const auto saved_tensor = [&](const char* name) {
       return context->saved_data.count(name) != 0 ? context->saved_data[name].toTensor() : torch::Tensor();
     };
@@ -605,6 +661,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     record.gru_saved = saved_tensor("gru_saved");
     record.activations = saved_tensor("activations");
     record.projected = saved_tensor("projected");
+    record.coverage = saved_tensor("coverage");
     record.combined = saved_tensor("combined");
     record.masks = saved_tensor("masks");
     record.layer_masks = saved_tensor("layer_masks");
@@ -631,8 +688,10 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     grads.parameters.assign(static_cast<size_t>(std::max(1, at::get_num_threads())),
                             std::vector<torch::Tensor>(parameter_count));
     BackwardScratch scratch(batch, size, in.states.size(2), options);
-    if (!recorded->steps.empty() && recorded->attention->uses_coverage()) {
+    if (in.covered()) {
       scratch.carry_coverage = torch::empty({batch, in.keys.size(1)}, options);
+      scratch.grad_keys = torch::empty_like(in.keys);
+      grads.coverage_weight = torch::zeros({batch, in.keys.size(2)}, options);
     }
     const StepProducts weights(in, /*forward=*/false);
     run_as_team([&](Team& team) {
@@ -672,8 +731,9 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     if (in.additive()) {
       result.push_back(rows(grads.query).t().mm(rows(outputs(layers - 1))));
       result.push_back(record.activations.view({-1, in.keys.size(2)}).t().mv(grads.scores.view(-1)));
+      result.push_back(in.covered() ? grads.coverage_weight.sum(0) : torch::Tensor());  // u: the rows' sums
     } else {
-      result.insert(result.end(), {torch::Tensor(), torch::Tensor()});
+      result.insert(result.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()});
     }
     // W of a scorer's query map: one product over all positions, as W_q's
     result.push_back(in.projection.defined() ? rows(grads.projected).t().mm(rows(outputs(layers - 1)))
@@ -729,8 +789,12 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
                   weights.query.defined() == weights.energy.defined() &&
                   (!weights.query.defined() || (weights.query.sizes() == torch::IntArrayRef({key_size, size}) &&
                                                 weights.energy.sizes() == torch::IntArrayRef({key_size}))) &&
+                  (!weights.coverage.defined() ||
+                   (weights.query.defined() && weights.coverage.sizes() == torch::IntArrayRef({key_size}))) &&
                   weights.combine.sizes() == torch::IntArrayRef({size, size + source.states.size(2)}),
-              "fused decoder loop: weights of shapes W_f [3H, H], W_q [A, H], v [A], W_c [H, H + C] expected");
+              "fused decoder loop: weights of shapes W_f [3H, H], W_q [A, H], v [A], u [A], W_c [H, H + C] expected");
+  TORCH_CHECK(!attention.uses_coverage() || weights.coverage.defined(),
+              "fused decoder loop: coverage is carried for the additive form only (FusedDecoderWeights::coverage)");
   const bool additive = weights.query.defined();
   const auto contiguous = [](const torch::Tensor& tensor) {  // undefined: no input (the function sees nullopt)
     return tensor.defined() ? c10::optional<torch::Tensor>(tensor.contiguous()) : c10::nullopt;
@@ -749,8 +813,9 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
       token_gates.transpose(0, 1).contiguous(), initial_hidden.contiguous(), source.states.contiguous(),
       source.keys.contiguous(), source.mask.contiguous(), weights.feed.contiguous(), at::TensorList(hidden),
       at::TensorList(hidden_bias), at::TensorList(layer_gates), at::TensorList(layer_bias), contiguous(weights.query),
-      contiguous(weights.energy), contiguous(additive ? torch::Tensor() : attention.query_weight()),
-      weights.combine.contiguous(), at::TensorList(parameters), &attention, target_lengths.cpu().contiguous(), dropout);
+      contiguous(weights.energy), contiguous(weights.coverage),
+      contiguous(additive ? torch::Tensor() : attention.query_weight()), weights.combine.contiguous(),
+      at::TensorList(parameters), &attention, target_lengths.cpu().contiguous(), dropout);
   return {outputs[0].transpose(0, 1), outputs[1].transpose(0, 1)};
 }
 

@@ -8,13 +8,15 @@
 //   a_t  = dropout(tanh(W_c [h_t; c_t]))
 // The attention step comes in two kinds:
 //   - the additive form (model/attention.h, AdditiveForm), written out with the loop's kernels:
-//       w_t = masked softmax(v^T tanh(K + W_q h_t)),  c_t = sum_s w_ts states_s  (K: the keys);
-//   - any other scorer (and additive with coverage): AttentionImpl::forward itself, run by each
-//     thread on its block of rows with autograd recording just that step, whose gradients the
-//     backward loop takes block by block (torch::autograd::grad). The scorer's own operators are
-//     a few per step; what the fused loop saves (the recurrence, the combine layer, the running
-//     sums of the states' and keys' gradients) it saves for every scorer. The coverage vector
-//     (the sum of earlier weights) is carried forward in the loop, and its gradient backward.
+//       w_t = masked softmax(v^T tanh(K + W_q h_t)),  c_t = sum_s w_ts states_s  (K: the keys),
+//     with coverage K + u cov_t in place of K, the coverage cov_t = w_0 + .. + w_{t-1} carried
+//     forward in the loop and its gradient backward;
+//   - any other scorer: AttentionImpl::forward itself, run by each thread on its block of rows
+//     with autograd recording just that step, whose gradients the backward loop takes block by
+//     block (torch::autograd::grad). A scorer's query map W h_t (ScorerImpl::query_weight) is one
+//     of the loop's packed products. The scorer's own operators are a few per step; what the fused
+//     loop saves (the recurrence, the combine layer, the running sums of the states' and keys'
+//     gradients) it saves for every scorer.
 //
 // Why: the per-step path runs about 130 LibTorch operators and autograd nodes per target position
 // (forward and backward) on tensors of about 60 x 256 floats, and autograd adds each step's
@@ -50,6 +52,7 @@ struct FusedDecoderWeights {
   std::vector<torch::Tensor> layer_bias;   // L - 1 x [3H] b_l
   torch::Tensor query;                     // [A, H] W_q of a scorer of the additive form; undefined: any scorer
   torch::Tensor energy;                    // [A] v of a scorer of the additive form; undefined: any scorer
+  torch::Tensor coverage;                  // [A] u of the additive form with coverage; else undefined
   torch::Tensor combine;                   // [H, H + C] W_c
 };
 

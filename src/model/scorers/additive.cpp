@@ -34,7 +34,7 @@ class AdditiveScorerImpl : public ScorerImpl {
     return key_layer_(states);  // [B, S, A]
   }
 
-  torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) override {
+  torch::Tensor score(const torch::Tensor&, const torch::Tensor& keys, const AttentionStep& step) override {
     const torch::Tensor energy = energy_layer_->weight.squeeze(0);  // [A]
     if (!coverage_layer_) {
       // v^T tanh(W s + k_j) for every j in one pass over the keys (model/fused_attention.h).
@@ -50,8 +50,8 @@ class AdditiveScorerImpl : public ScorerImpl {
   bool uses_coverage() const override { return static_cast<bool>(coverage_layer_); }
 
   std::optional<AdditiveForm> additive_form() const override {
-    if (coverage_layer_) return std::nullopt;
-    return AdditiveForm{query_layer_->weight, energy_layer_->weight.squeeze(0)};
+    return AdditiveForm{query_layer_->weight, energy_layer_->weight.squeeze(0),
+                        coverage_layer_ ? coverage_layer_->weight.squeeze(1) : torch::Tensor()};
   }
 
  private:
