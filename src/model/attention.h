@@ -39,6 +39,7 @@ struct AdditiveForm {
   torch::Tensor query_weight;  // W [A, Q]
   torch::Tensor energy;        // v [A]
   torch::Tensor coverage;      // u [A]; undefined without coverage
+  int64_t heads = 1;           // N heads over slices of A / N (multi-head): v_n^T tanh(W_n q + k_jn)
 };
 
 // What a scorer may read at one decoder step besides the query and the source.

@@ -149,7 +149,10 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
         fused.layer_gates.push_back(gates->weight);
         fused.layer_bias.push_back(gates->bias);
       }
-      if (form) fused.query = form->query_weight, fused.energy = form->energy, fused.coverage = form->coverage;
+      if (form) {
+        fused.query = form->query_weight, fused.energy = form->energy, fused.coverage = form->coverage;
+        fused.heads = form->heads;
+      }
       fused.combine = combine->weight;
       // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
       const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);

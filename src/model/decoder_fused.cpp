@@ -48,6 +48,53 @@ void softmax_row_backward(const float* weights, float* grad, int64_t positions) 
   for (int64_t s = 0; s < positions; ++s) grad[s] = weights[s] * (grad[s] - dot);
 }
 
+// Multi-head attention of one row from its energies scores [S, N]: head n's weights
+// head_weights[n] [S] = the softmax of scores[:, n] over the `length` real positions, its context
+// the weighted sum of its slice of C / N state columns (into context [C]); mean_weights [S] the
+// heads' mean (the weights the decoder returns).
+void heads_forward(const float* scores, int64_t length, int64_t positions, int64_t heads, const float* states,
+                   int64_t state_size, float* head_weights, float* context, float* mean_weights) {
+  const int64_t slice = state_size / heads;
+  std::fill(context, context + state_size, 0.0f);
+  std::fill(mean_weights, mean_weights + positions, 0.0f);
+  for (int64_t n = 0; n < heads; ++n) {
+    float* weights = head_weights + n * positions;
+    for (int64_t s = 0; s < positions; ++s) weights[s] = scores[s * heads + n];
+    kernels::prefix_softmax(weights, length, positions);
+    float* head_context = context + n * slice;
+    for (int64_t s = 0; s < length; ++s) {
+      const float* head_states = states + s * state_size + n * slice;
+      for (int64_t i = 0; i < slice; ++i) head_context[i] += weights[s] * head_states[i];
+      mean_weights[s] += weights[s] / static_cast<float>(heads);
+    }
+  }
+}
+
+// Its backward: from dL/dcontext [C] and dL/dmean_weights [S] (or null), dL/dscores [S, N] into
+// grad_scores, and each head's part of dL/dstates added to grad_states [S, C]. grad_weights: [S]
+// scratch.
+void heads_backward(const float* head_weights, const float* states, const float* grad_context,
+                    const float* grad_mean_weights, int64_t positions, int64_t heads, int64_t state_size,
+                    float* grad_weights, float* grad_scores, float* grad_states) {
+  const int64_t slice = state_size / heads;
+  for (int64_t n = 0; n < heads; ++n) {
+    const float* weights = head_weights + n * positions;
+    const float* head_grad = grad_context + n * slice;
+    for (int64_t s = 0; s < positions; ++s) {
+      const float* head_states = states + s * state_size + n * slice;
+      float* head_grad_states = grad_states + s * state_size + n * slice;
+      float dot = 0;
+      for (int64_t i = 0; i < slice; ++i) {
+        dot += head_grad[i] * head_states[i];
+        head_grad_states[i] += weights[s] * head_grad[i];
+      }
+      grad_weights[s] = dot + (grad_mean_weights != nullptr ? grad_mean_weights[s] / static_cast<float>(heads) : 0.0f);
+    }
+    softmax_row_backward(weights, grad_weights, positions);
+    for (int64_t s = 0; s < positions; ++s) grad_scores[s * heads + n] = grad_weights[s];
+  }
+}
+
 float* row(const torch::Tensor& tensor, int64_t t, int64_t b) {  // &tensor[t][b][0] of a [T, B, ...] tensor
   return tensor.data_ptr<float>() + t * tensor.stride(0) + b * tensor.stride(1);
 }
@@ -65,6 +112,7 @@ struct LoopInputs {
   torch::Tensor coverage_weight;  // [A] u of the additive form with coverage, or undefined
   torch::Tensor projection;       // [P, H] any other scorer's query_weight(), or undefined
   torch::Tensor combine;
+  int64_t heads = 1;  // the additive form's (AdditiveForm::heads)
 
   int64_t layers() const { return static_cast<int64_t>(hidden.size()); }
   int64_t size() const { return initial_hidden.size(2); }
@@ -125,6 +173,7 @@ struct LoopRecord {
   torch::Tensor layer_masks;   // [L - 1, T, B, H] its dropout masks; undefined without dropout
   torch::Tensor gru_saved;     // [L, T, B, 4H] the GRU kernel's (r, z, n, gh_n)
   torch::Tensor activations;   // [T, B, S, A] tanh(K + W_q h_t); the additive form only
+  torch::Tensor head_weights;  // [T, B, N, S] each head's weights; the additive form with N > 1 heads
   torch::Tensor combined;      // [T, B, H] tanh(W_c [h_t; c_t]) before dropout
   torch::Tensor masks;         // [T, B, H] dropout masks; undefined without dropout
   torch::Tensor coverage;      // [T, B, S] cov_t, the coverage step t reads; the additive form with coverage
@@ -175,6 +224,7 @@ struct ForwardScratch {
   torch::Tensor query;                      // [B, A] W_q h_t
   torch::Tensor pre_activation;             // [B, H] W_c [h_t; c_t]
   torch::Tensor covered_keys;               // [B, S, A] K + u cov_t; the additive form with coverage
+  torch::Tensor head_scores;                // [B, S, N] the energies of N > 1 heads
 };
 
 // The first n rows of a [B, ...] tensor.
@@ -259,11 +309,20 @@ void forward_loop(const LoopInputs& in, const StepProducts& weights, const std::
             }
             keys = covered;
           }
+          const int64_t length = real_positions(source_mask + b * positions, positions);
+          const float* states = in.states.data_ptr<float>() + b * positions * state_size;
+          if (in.heads > 1) {
+            float* scores = scratch.head_scores.data_ptr<float>() + b * positions * in.heads;
+            kernels::additive_energy(keys, scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(),
+                                     1, positions, key_size, in.heads, scores, row(out.activations, t, b));
+            heads_forward(scores, length, positions, in.heads, states, state_size, row(out.head_weights, t, b),
+                          row(out.joined, t, b) + size, attention_weights);
+            continue;
+          }
           kernels::additive_energy(keys, scratch.query.data_ptr<float>() + b * key_size, in.energy.data_ptr<float>(), 1,
                                    positions, key_size, /*heads=*/1, attention_weights, row(out.activations, t, b));
-          kernels::prefix_softmax(attention_weights, real_positions(source_mask + b * positions, positions), positions);
-          kernels::weighted_sum(attention_weights, in.states.data_ptr<float>() + b * positions * state_size, 1,
-                                positions, state_size, row(out.joined, t, b) + size);
+          kernels::prefix_softmax(attention_weights, length, positions);
+          kernels::weighted_sum(attention_weights, states, 1, positions, state_size, row(out.joined, t, b) + size);
           if (in.covered() && t + 1 < steps) {  // cov_{t+1} = cov_t + w_t
             const float* coverage = row(out.coverage, t, b);
             float* next = row(out.coverage, t + 1, b);
@@ -314,6 +373,7 @@ struct BackwardScratch {
   torch::Tensor grad_input;          // [B, H] dL/dx^l_t, x^l_t = dropout(h^{l-1}_t) the input of layer l >= 1
   torch::Tensor carry_coverage;      // [B, S] dL/dcov_{t+1}; the additive form with coverage
   torch::Tensor grad_keys;           // [B, S, A] dL/d(K + u cov_t) of position t alone; with coverage
+  torch::Tensor grad_head_weights;   // [B, S] one head's dL/dw at a time; with N > 1 heads
 };
 
 // The backward of a recorded attention step (attend_block): from dL/dc_t (in grad_joined) and
@@ -402,6 +462,18 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
       for (int64_t b = rows.first; b < rows.second; ++b) {
         const float* attention_weights = row(record.attention, t, b);
         float* grad = row(grads.scores, t, b);
+        if (in.heads > 1) {  // each head's dL/dw and energies' gradient, then the kernel's backward over all heads
+          heads_backward(row(record.head_weights, t, b), in.states.data_ptr<float>() + b * positions * state_size,
+                         scratch.grad_joined.data_ptr<float>() + b * (size + state_size) + size,
+                         grad_attention.defined() ? row(grad_attention, t, b) : nullptr, positions, in.heads,
+                         state_size, scratch.grad_head_weights.data_ptr<float>() + b * positions, grad,
+                         grads.states.data_ptr<float>() + b * positions * state_size);
+          kernels::additive_energy_backward(row(record.activations, t, b), in.energy.data_ptr<float>(), grad, 1,
+                                            positions, key_size, in.heads,
+                                            grads.keys.data_ptr<float>() + b * positions * key_size,
+                                            row(grads.query, t, b), /*accumulate_keys=*/true);
+          continue;
+        }
         kernels::weighted_sum_backward(attention_weights, in.states.data_ptr<float>() + b * positions * state_size,
                                        scratch.grad_joined.data_ptr<float>() + b * (size + state_size) + size, 1,
                                        positions, state_size, grad,
@@ -478,7 +550,7 @@ void backward_loop(const LoopInputs& in, const StepProducts& weights, const std:
           if (layer == layers - 1) {
             zero(row(grads.query, t, b), query_size);
             if (grads.projected.defined()) zero(row(grads.projected, t, b), grads.projected.size(2));
-            if (grads.scores.defined()) zero(row(grads.scores, t, b), positions);
+            if (grads.scores.defined()) zero(row(grads.scores, t, b), grads.scores.size(2));
             zero(row(grads.pre_activation, t, b), size);
           }
         }
@@ -533,7 +605,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                              const c10::optional<torch::Tensor>& coverage_weight,
                              const c10::optional<torch::Tensor>& projection, const torch::Tensor& combine,
                              at::TensorList parameters, AttentionImpl* attention, const torch::Tensor& lengths,
-                             double dropout) {
+                             double dropout, int64_t heads) {
     const LoopInputs in{gates,
                         initial_hidden,
                         states,
@@ -548,7 +620,8 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                         energy_weight.value_or(torch::Tensor()),
                         coverage_weight.value_or(torch::Tensor()),
                         projection.value_or(torch::Tensor()),
-                        combine};
+                        combine,
+                        heads};
     const int64_t steps = gates.size(0), batch = gates.size(1), size = in.size(), layers = in.layers();
     const int64_t positions = keys.size(1), key_size = keys.size(2), state_size = states.size(2);
     const auto options = gates.options();
@@ -587,6 +660,10 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       record.coverage = torch::zeros({steps, batch, positions}, options);  // cov_0 = 0
       scratch.covered_keys = torch::empty_like(keys);
     }
+    if (heads > 1) {
+      record.head_weights = torch::empty({steps, batch, heads, positions}, options);
+      scratch.head_scores = torch::empty({batch, positions, heads}, options);
+    }
     const StepProducts weights(in, /*forward=*/true);
     const std::vector<int64_t> active = active_rows(lengths, steps);
     run_as_team([&](Team& team) { forward_loop(in, weights, active, record, scratch, *recorded, team); });
@@ -617,6 +694,8 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     if (record.activations.defined()) context->saved_data["activations"] = record.activations;
     if (record.projected.defined()) context->saved_data["projected"] = record.projected;
     if (record.coverage.defined()) context->saved_data["coverage"] = record.coverage;
+    if (record.head_weights.defined()) context->saved_data["head_weights"] = record.head_weights;
+    context->saved_data["heads"] = heads;
     context->saved_data["combined"] = record.combined;
     if (record.masks.defined()) context->saved_data["masks"] = record.masks;
     if (record.layer_masks.defined()) context->saved_data["layer_masks"] = record.layer_masks;
@@ -646,7 +725,8 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
                         saved[7],
                         saved[8],
                         saved[9],
-                        saved[10]};
+                        saved[10],
+                        context->saved_data["heads"].toInt()};
     LoopRecord record;
     record.attentional = saved[11];
     record.attention = saved[12];
@@ -662,6 +742,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     record.activations = saved_tensor("activations");
     record.projected = saved_tensor("projected");
     record.coverage = saved_tensor("coverage");
+    record.head_weights = saved_tensor("head_weights");
     record.combined = saved_tensor("combined");
     record.masks = saved_tensor("masks");
     record.layer_masks = saved_tensor("layer_masks");
@@ -679,7 +760,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     grads.layer_gates = torch::empty({layers - 1, steps, batch, 3 * size}, options);
     grads.hidden_gates = torch::empty({layers, steps, batch, 3 * size}, options);
     grads.query = torch::empty({steps, batch, in.query_size()}, options);
-    if (in.additive()) grads.scores = torch::empty({steps, batch, in.keys.size(1)}, options);
+    if (in.additive()) grads.scores = torch::empty({steps, batch, in.keys.size(1) * in.heads}, options);
     if (in.projection.defined()) grads.projected = torch::empty({steps, batch, in.projection.size(0)}, options);
     grads.pre_activation = torch::empty({steps, batch, size}, options);
     grads.states = torch::zeros_like(in.states);
@@ -693,6 +774,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       scratch.grad_keys = torch::empty_like(in.keys);
       grads.coverage_weight = torch::zeros({batch, in.keys.size(2)}, options);
     }
+    if (in.heads > 1) scratch.grad_head_weights = torch::empty({batch, in.keys.size(1)}, options);
     const StepProducts weights(in, /*forward=*/false);
     run_as_team([&](Team& team) {
       backward_loop(in, weights, active, record, grad_attentional, grad_attention, grads, scratch, *recorded, team);
@@ -730,7 +812,16 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     }
     if (in.additive()) {
       result.push_back(rows(grads.query).t().mm(rows(outputs(layers - 1))));
-      result.push_back(record.activations.view({-1, in.keys.size(2)}).t().mv(grads.scores.view(-1)));
+      // v: head n's slice of A from the activations of that slice and head n's energy gradients
+      const int64_t key_size = in.keys.size(2), slice = key_size / in.heads;
+      const torch::Tensor activations = record.activations.view({-1, key_size});  // [T B S, A]
+      const torch::Tensor scores = grads.scores.view({-1, in.heads});             // [T B S, N]
+      torch::Tensor grad_energy = torch::empty({key_size}, options);
+      for (int64_t n = 0; n < in.heads; ++n) {
+        grad_energy.narrow(0, n * slice, slice)
+            .copy_(activations.narrow(1, n * slice, slice).t().mv(scores.select(1, n)));
+      }
+      result.push_back(grad_energy);
       result.push_back(in.covered() ? grads.coverage_weight.sum(0) : torch::Tensor());  // u: the rows' sums
     } else {
       result.insert(result.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()});
@@ -746,7 +837,8 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
       }
       result.push_back(sum);
     }
-    result.insert(result.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()});  // attention, lengths, dropout
+    // attention, lengths, dropout, heads
+    result.insert(result.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()});
     return result;
   }
 };
@@ -795,6 +887,9 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
               "fused decoder loop: weights of shapes W_f [3H, H], W_q [A, H], v [A], u [A], W_c [H, H + C] expected");
   TORCH_CHECK(!attention.uses_coverage() || weights.coverage.defined(),
               "fused decoder loop: coverage is carried for the additive form only (FusedDecoderWeights::coverage)");
+  TORCH_CHECK(weights.heads == 1 || (weights.heads > 1 && weights.query.defined() && !weights.coverage.defined() &&
+                                     key_size % weights.heads == 0 && source.states.size(2) % weights.heads == 0),
+              "fused decoder loop: heads > 1 only for the additive form without coverage, dividing A and C");
   const bool additive = weights.query.defined();
   const auto contiguous = [](const torch::Tensor& tensor) {  // undefined: no input (the function sees nullopt)
     return tensor.defined() ? c10::optional<torch::Tensor>(tensor.contiguous()) : c10::nullopt;
@@ -815,7 +910,7 @@ FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const to
       at::TensorList(hidden_bias), at::TensorList(layer_gates), at::TensorList(layer_bias), contiguous(weights.query),
       contiguous(weights.energy), contiguous(weights.coverage),
       contiguous(additive ? torch::Tensor() : attention.query_weight()), weights.combine.contiguous(),
-      at::TensorList(parameters), &attention, target_lengths.cpu().contiguous(), dropout);
+      at::TensorList(parameters), &attention, target_lengths.cpu().contiguous(), dropout, weights.heads);
   return {outputs[0].transpose(0, 1), outputs[1].transpose(0, 1)};
 }
 

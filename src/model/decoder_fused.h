@@ -10,7 +10,9 @@
 //   - the additive form (model/attention.h, AdditiveForm), written out with the loop's kernels:
 //       w_t = masked softmax(v^T tanh(K + W_q h_t)),  c_t = sum_s w_ts states_s  (K: the keys),
 //     with coverage K + u cov_t in place of K, the coverage cov_t = w_0 + .. + w_{t-1} carried
-//     forward in the loop and its gradient backward;
+//     forward in the loop and its gradient backward; with N heads (multi-head) each head's
+//     energies over its slice of A, its softmax, and its context from its slice of C, w_t the
+//     heads' mean;
 //   - any other scorer: AttentionImpl::forward itself, run by each thread on its block of rows
 //     with autograd recording just that step, whose gradients the backward loop takes block by
 //     block (torch::autograd::grad). A scorer's query map W h_t (ScorerImpl::query_weight) is one
@@ -53,6 +55,7 @@ struct FusedDecoderWeights {
   torch::Tensor query;                     // [A, H] W_q of a scorer of the additive form; undefined: any scorer
   torch::Tensor energy;                    // [A] v of a scorer of the additive form; undefined: any scorer
   torch::Tensor coverage;                  // [A] u of the additive form with coverage; else undefined
+  int64_t heads = 1;                       // the additive form's heads (AdditiveForm::heads)
   torch::Tensor combine;                   // [H, H + C] W_c
 };
 

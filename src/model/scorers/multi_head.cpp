@@ -41,6 +41,10 @@ class MultiHeadScorerImpl : public ScorerImpl {
   torch::Tensor query_weight() const override { return query_layer_->weight; }
   int64_t heads() const override { return heads_; }
 
+  std::optional<AdditiveForm> additive_form() const override {
+    return AdditiveForm{query_layer_->weight, energy_layer_->weight.squeeze(0), torch::Tensor(), heads_};
+  }
+
  private:
   torch::nn::Linear query_layer_;   // W: Q -> A, N slices
   torch::nn::Linear key_layer_;     // U: C -> A, N slices
