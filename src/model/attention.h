@@ -72,8 +72,8 @@ class ScorerImpl : public torch::nn::Module {
   virtual int64_t heads() const { return 1; }
   // Whether score() reads AttentionStep::coverage (the decoder then carries it in its state).
   virtual bool uses_coverage() const { return false; }
-  // W and v for a scorer of the additive form; nothing for the others (the decoder then takes
-  // its per-step path).
+  // W, v (u, heads) for a scorer of the additive form, which the fused training loop runs on its
+  // own kernels; nothing for the others (the loop then calls AttentionImpl::forward per step).
   virtual std::optional<AdditiveForm> additive_form() const { return std::nullopt; }
 };
 
