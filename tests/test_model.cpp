@@ -297,8 +297,8 @@ TEST_CASE("the fused training pass of the decoder equals the per-step path, valu
     WARN("this CPU has no AVX2: there is no fused decoder pass to compare");
     return;
   }
-  // Every scorer: the additive form on the loop's kernels, the others (and additive with coverage)
-  // through their recorded forward().
+  // Every scorer: the additive form (additive, with coverage, multi-head) on the loop's kernels,
+  // the others through their recorded forward().
   for (const std::string& type : all_attention_types()) {
     if (type == kNoAttention) continue;
     for (int64_t layers : {1, 2}) {

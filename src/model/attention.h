@@ -65,8 +65,9 @@ class ScorerImpl : public torch::nn::Module {
     return masked_softmax(score(query, source.keys, step), source.mask);
   }
   // W [P, Q] of a scorer that first maps the query by a bias-free linear map (W s of additive,
-  // multi-head, location, local-p), or undefined. Its scores then read AttentionStep::projected,
-  // so that the fused training loop can run W s as one of its packed products.
+  // multi-head, location, local-p), or undefined. Its score() (local-p: its attend()) then reads
+  // AttentionStep::projected instead of computing W s, so that the fused training loop can run W s
+  // as one of its packed products; call it through AttentionImpl::forward, which fills it in.
   virtual torch::Tensor query_weight() const { return {}; }
   // Heads N: each mixes its slice of C / N columns of the encoder states (multi-head), else 1.
   virtual int64_t heads() const { return 1; }

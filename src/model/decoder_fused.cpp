@@ -124,7 +124,7 @@ struct LoopInputs {
 };
 
 // The loop's weights as the products use them: transposed in the forward (x W^T). W_q only for
-// the additive form.
+// the additive form, the projection W only for any other scorer with a query_weight().
 struct StepProducts {
   StepProducts(const LoopInputs& in, bool forward)
       : feed(forward ? in.feed.t() : in.feed),
@@ -172,12 +172,12 @@ struct LoopRecord {
   torch::Tensor layer_inputs;  // [L - 1, T, B, H] dropout(h^{l-1}_t), the input of layer l >= 1
   torch::Tensor layer_masks;   // [L - 1, T, B, H] its dropout masks; undefined without dropout
   torch::Tensor gru_saved;     // [L, T, B, 4H] the GRU kernel's (r, z, n, gh_n)
-  torch::Tensor activations;   // [T, B, S, A] tanh(K + W_q h_t); the additive form only
+  torch::Tensor activations;   // [T, B, S, A] tanh(K (+ u cov_t) + W_q h_t); the additive form only
   torch::Tensor head_weights;  // [T, B, N, S] each head's weights; the additive form with N > 1 heads
   torch::Tensor combined;      // [T, B, H] tanh(W_c [h_t; c_t]) before dropout
   torch::Tensor masks;         // [T, B, H] dropout masks; undefined without dropout
   torch::Tensor coverage;      // [T, B, S] cov_t, the coverage step t reads; the additive form with coverage
-  torch::Tensor projected;     // [T, B, P] W h_t for a scorer with a query_weight()
+  torch::Tensor projected;     // [T, B, P] W h_t for any other scorer with a query_weight()
 
   // h^layer_t [B, H] (a view), and h^layer_{t-1} (the initial state at t = 0).
   torch::Tensor output(int64_t layer, int64_t t) const {
@@ -350,9 +350,9 @@ struct LoopGradients {
   torch::Tensor gates;                                 // [T, B, 3H] dL/dgi_t = dL/dG_t, the first layer's
   torch::Tensor layer_gates;                           // [L - 1, T, B, 3H] dL/d(W_l x + b_l), the layers above
   torch::Tensor hidden_gates;                          // [L, T, B, 3H] dL/d(W_h h_{t-1} + b_h)
-  torch::Tensor query;                                 // [T, B, A] dL/d(W_q h_t); any scorer: [T, B, H] its dL/dh_t
-  torch::Tensor projected;                             // [T, B, P] dL/d(W h_t), a scorer with a query weight
-  torch::Tensor scores;                                // [T, B, S] dL/d energies
+  torch::Tensor query;                                 // [T, B, A] dL/d(W_q h_t); any other scorer: [T, B, H] dL/dh_t
+  torch::Tensor projected;                             // [T, B, P] dL/d(W h_t), LoopRecord::projected's
+  torch::Tensor scores;                                // [T, B, S N] dL/d energies (rows [S, N] with N heads)
   torch::Tensor pre_activation;                        // [T, B, H] dL/d(W_c [h_t; c_t])
   torch::Tensor states, keys;                          // [B, S, C], [B, S, A], summed over positions
   torch::Tensor coverage_weight;                       // [B, A] dL/du per row, summed over positions
@@ -593,9 +593,10 @@ std::vector<int64_t> active_rows(const torch::Tensor& lengths, int64_t steps) {
 // The lists of per-layer weights travel through the autograd function as one list each; their
 // counts are L (hidden, hidden_bias) and L - 1 (layer_gates, layer_bias).
 struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
-  // gates [T, B, 3H] contiguous; returns a_t [T, B, H] and w_t [T, B, S]. query and energy are
-  // nullopt for a scorer without the additive form; `parameters` are then the attention
-  // module's, whose gradients come back through this function.
+  // gates [T, B, 3H] contiguous; returns a_t [T, B, H] and w_t [T, B, S]. query_weight and
+  // energy_weight (and coverage_weight, heads) are the additive form's, nullopt for any other
+  // scorer; `parameters` are then the attention module's, whose gradients come back through this
+  // function, and projection its query_weight() (nullopt if it has none).
   static tensor_list forward(AutogradContext* context, const torch::Tensor& gates, const torch::Tensor& initial_hidden,
                              const torch::Tensor& states, const torch::Tensor& keys, const torch::Tensor& mask,
                              const torch::Tensor& feed, at::TensorList hidden, at::TensorList hidden_bias,
@@ -692,7 +693,6 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     context->saved_data["layer_inputs"] = record.layer_inputs;
     context->saved_data["gru_saved"] = record.gru_saved;
     if (record.activations.defined()) context->saved_data["activations"] = record.activations;
-    if (record.projected.defined()) context->saved_data["projected"] = record.projected;
     if (record.coverage.defined()) context->saved_data["coverage"] = record.coverage;
     if (record.head_weights.defined()) context->saved_data["head_weights"] = record.head_weights;
     context->saved_data["heads"] = heads;
@@ -740,7 +740,6 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
     record.layer_inputs = saved_tensor("layer_inputs");
     record.gru_saved = saved_tensor("gru_saved");
     record.activations = saved_tensor("activations");
-    record.projected = saved_tensor("projected");
     record.coverage = saved_tensor("coverage");
     record.head_weights = saved_tensor("head_weights");
     record.combined = saved_tensor("combined");

@@ -23,15 +23,15 @@
 // Why: the per-step path runs about 130 LibTorch operators and autograd nodes per target position
 // (forward and backward) on tensors of about 60 x 256 floats, and autograd adds each step's
 // gradient of the encoder states and keys into a running sum ([B, S, C] and [B, S, A] per step).
-// Here a position costs four matrix products (with weights packed once per pass, loop_weight.h)
-// and a few kernel passes each way; the states' and keys' gradients accumulate in place, and each
-// weight's gradient is one product over all positions after the loop (as LoopLinear does for the
-// per-step path).
+// Here a position costs 2L + 2 matrix products for L layers (2L + 1 for a scorer without a query
+// map; weights packed once per pass, loop_weight.h) and a few kernel passes each way; the states'
+// and keys' gradients accumulate in place, and each weight's gradient is one product over all
+// positions after the loop (as LoopLinear does for the per-step path).
 //
 // DecoderImpl::forward uses it whenever autograd records the pass (training) on a CPU with the
-// AVX2 kernels, for any number of decoder layers and any scorer; `none` takes the per-step path. Dropout masks are
-// drawn in the order the per-step path draws them, so for a seed both paths compute the same function; tests compare
-// their values and gradients.
+// AVX2 kernels, for any number of decoder layers and any scorer; `none` takes the per-step path.
+// Dropout masks are drawn in the order the per-step path draws them, so for a seed both paths
+// compute the same function; tests compare their values and gradients.
 //
 // Shapes: B batch, T target positions, S source length, H decoder hidden size, A attention
 // size, C encoder state size.
@@ -52,8 +52,8 @@ struct FusedDecoderWeights {
   std::vector<torch::Tensor> hidden_bias;  // L x [3H] b_h
   std::vector<torch::Tensor> layer_gates;  // L - 1 x [3H, H] W_l, each upper layer's input gates
   std::vector<torch::Tensor> layer_bias;   // L - 1 x [3H] b_l
-  torch::Tensor query;                     // [A, H] W_q of a scorer of the additive form; undefined: any scorer
-  torch::Tensor energy;                    // [A] v of a scorer of the additive form; undefined: any scorer
+  torch::Tensor query;                     // [A, H] W_q of a scorer of the additive form; else undefined
+  torch::Tensor energy;                    // [A] v of a scorer of the additive form; else undefined
   torch::Tensor coverage;                  // [A] u of the additive form with coverage; else undefined
   int64_t heads = 1;                       // the additive form's heads (AdditiveForm::heads)
   torch::Tensor combine;                   // [H, H + C] W_c
