@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The best Multi30k German->English system this toolkit trains in one hour of wall-clock on two
+# cores, in one command. Within the hour (BEST_MINUTES):
+#  1. the corpus is encoded once with separate 8k BPE vocabularies for German and English
+#     (nmt prepare), shared by both members so that they can decode together;
+#  2. two members train side by side, one thread each: the recipe (configs/multi30k_de_en.toml)
+#     with sizes 384 and separate vocabularies, one with additive attention and one with cosine;
+#  3. for each member, its best checkpoint and the average of its last 3 kept checkpoints are
+#     scored on the dev set (val, beam 5) and the better one is kept; the ensemble of the two is
+#     kept when it beats the better member on val.
+# Then, once, the chosen system translates test_2016_flickr (beam 5) and its BLEU (sacreBLEU
+# default: cased, 13a) and chrF2 are printed. Nothing is chosen on the test set.
+#
+# Usage: scripts/multi30k_best.sh [OUTPUT_DIR]          (default models/multi30k_best)
+# Environment: BEST_MINUTES, the wall-clock budget of steps 1-3 (default 60).
+# Writes OUTPUT_DIR/corpus (the encoded corpus and vocabularies), OUTPUT_DIR/MEMBER (each run),
+# OUTPUT_DIR/val.tsv (every dev score), OUTPUT_DIR/test.hyp and OUTPUT_DIR/summary.txt.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+scripts/get_multi30k.sh
+scripts/build.sh
+
+out="${1:-models/multi30k_best}"
+budget="${BEST_MINUTES:-60}"
+# What steps 2-3 need after training stops: each member's last validation and checkpoint, the
+# averages, and six dev translations with beam 5.
+reserve_minutes=2
+members=(additive cosine)
+dev=(--src data/multi30k/val.de --ref data/multi30k/val.en)
+test=(--src data/multi30k/test_2016_flickr.de --ref data/multi30k/test_2016_flickr.en)
+recipe=(--config configs/multi30k_de_en.toml --corpus-dir "$out/corpus" --joint-vocab false --vocab-size 8000)
+sizes=(--embedding-size 384 --encoder-hidden-size 384 --decoder-hidden-size 384 --attention-size 384)
+
+mkdir -p "$out"
+start=$(date +%s)
+minutes_left() { awk -v s="$start" -v n="$(date +%s)" -v b="$budget" 'BEGIN { printf "%.2f", b - (n - s) / 60 }'; }
+
+echo "best: $(date +%H:%M:%S) preparing the corpus in $out/corpus"
+build/nmt prepare "${recipe[@]}" --model-dir "$out/corpus" > "$out/prepare.log" 2>&1 ||
+  { cat "$out/prepare.log"; exit 1; }
+
+train_minutes=$(awk -v l="$(minutes_left)" -v r="$reserve_minutes" 'BEGIN { printf "%.2f", l - r }')
+echo "best: $(date +%H:%M:%S) training ${members[*]} side by side, $train_minutes minutes each"
+pids=()
+for m in "${members[@]}"; do
+  build/nmt train "${recipe[@]}" "${sizes[@]}" --attention "$m" --model-dir "$out/$m" --overwrite \
+    --threads 1 --max-minutes "$train_minutes" --early-stopping-patience 0 --keep-checkpoints 5 \
+    > "$out/$m.out" 2>&1 &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { echo "best: ${members[$i]} failed, see $out/${members[$i]}.out" >&2; exit 1; }
+done
+
+dev_bleu() {  # nmt evaluate options (models and checkpoints): prints dev BLEU, beam 5
+  build/nmt evaluate "$@" "${dev[@]}" --beam-size 5 --json --quiet |
+    python3 -c 'import json, sys; print("%.2f" % json.load(sys.stdin)["bleu"])'
+}
+
+printf "system\tcheckpoints\tdev BLEU (val, beam 5)\n" > "$out/val.tsv"
+higher() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+chosen=() picks=()          # each member's better checkpoint, as evaluate options and as names
+single_bleu=-1 single=()    # the better member
+for m in "${members[@]}"; do
+  build/nmt average --model "$out/$m" --last 3 --output "$out/$m/avg3.ckpt" > /dev/null
+  pick="" bleu=-1
+  for checkpoint in best.ckpt avg3.ckpt; do
+    score=$(dev_bleu --model "$out/$m" --checkpoint "$out/$m/$checkpoint")
+    printf "%s\t%s\t%s\n" "$m" "$checkpoint" "$score" >> "$out/val.tsv"
+    if higher "$score" "$bleu"; then pick=$checkpoint bleu=$score; fi
+  done
+  chosen+=(--model "$out/$m" --checkpoint "$out/$m/$pick")
+  picks+=("$m/$pick")
+  if higher "$bleu" "$single_bleu"; then single_bleu=$bleu single=(--model "$out/$m" --checkpoint "$out/$m/$pick"); fi
+done
+ensemble_bleu=$(dev_bleu "${chosen[@]}")
+printf "ensemble\t%s\t%s\n" "${picks[*]}" "$ensemble_bleu" >> "$out/val.tsv"
+if higher "$ensemble_bleu" "$single_bleu"; then system=("${chosen[@]}"); else system=("${single[@]}"); fi
+used=$(awk -v l="$(minutes_left)" -v b="$budget" 'BEGIN { printf "%.1f", b - l }')
+echo "best: $(date +%H:%M:%S) chosen on val after $used minutes: ${system[*]}"
+column -t -s $'\t' "$out/val.tsv"
+
+echo "best: test_2016_flickr, beam 5, once:"
+build/nmt evaluate "${system[@]}" "${test[@]}" --beam-size 5 --output "$out/test.hyp" --quiet |
+  tee "$out/test.txt"
+{
+  echo "wall-clock of preparing, training and choosing: $used minutes (budget $budget)"
+  echo "system: ${system[*]}"
+  cat "$out/val.tsv"
+  echo "test_2016_flickr, beam 5:"
+  cat "$out/test.txt"
+} > "$out/summary.txt"
