@@ -7,8 +7,8 @@
 #   OUTPUT_DIR  where NAME.svg and NAME.json go for each run NAME (default STUDY_DIR/heatmaps)
 #   LINE        the line of data/multi30k/val.de to translate (default 156, "Eine Frau liest eine
 #               Karte und sitzt dabei auf der Kante eines Sofas, während eine andere Frau mit einem
-#               Trinkglas in der Hand neben ihr steht.": long enough (26 words) for a local window
-#               to show as a band, with a verb-final clause that English reorders)
+#               Trinkglas in der Hand neben ihr steht.": 33 subwords, longer than a local window
+#               of 21, with a verb-final clause that English reorders)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
