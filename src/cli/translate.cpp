@@ -1,0 +1,35 @@
+// nmt translate: text files (or standard input) through a trained model or an ensemble, with
+// n-best lists, scores, attention heatmaps and alignments (inference/commands.h).
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "config/translate_options.h"
+#include "inference/commands.h"
+
+namespace nmt::cli {
+
+Command add_translate(CLI::App& program) {
+  auto job = std::make_shared<TranslateJob>();
+  CLI::App* command = program.add_subcommand("translate", "translate text files with a trained model");
+  command->add_option("--model", job->options.models, "model directory (from nmt train); several decode as an ensemble")
+      ->required();
+  command->add_option("--input", job->inputs, "input files, or - for stdin (default)");
+  command->add_option("--output", job->output, "output file, or - for stdout")->capture_default_str();
+  command->add_option("--output-dir", job->output_dir, "with several inputs: one INPUT_NAME.hyp each here");
+  command->add_option("--n-best", job->options.search.n_best, "hypotheses per sentence (lines 'i ||| text ||| score')")
+      ->capture_default_str();
+  command->add_flag("--with-scores", job->outputs.with_scores, "prefix each output line with its score and a tab");
+  command->add_option("--attention-dir", job->outputs.attention_dir,
+                      "write an SVG heatmap and a JSON matrix per sentence");
+  command->add_flag("--alignment", job->outputs.alignment,
+                    "print the hard alignment (i-j pairs) after each output line");
+  add_translate_options(*command, job->options);
+  return {command, [job] {
+            warn_if_slow_blas();
+            translate_files(*job, std::cout);
+            return 0;
+          }};
+}
+
+}  // namespace nmt::cli
