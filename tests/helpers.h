@@ -35,6 +35,18 @@ inline ModelOptions tiny_model_options(const std::string& attention, int64_t dec
 }
 
 // Every registered scorer's name (model/scorers/registry.h).
+// Attention options with the model's defaults (ModelOptions) and these sizes.
+inline AttentionOptions attention_options(const std::string& scorer, int64_t query_size, int64_t key_size,
+                                          int64_t attention_size, double cosine_sharpness) {
+  AttentionOptions options = ModelOptions{}.attention_options();
+  options.scorer = scorer;
+  options.query_size = query_size;
+  options.key_size = key_size;
+  options.attention_size = attention_size;
+  options.cosine_sharpness = cosine_sharpness;
+  return options;
+}
+
 inline std::vector<std::string> all_scorer_names() {
   std::vector<std::string> names;
   for (const ScorerEntry& entry : scorer_registry()) names.push_back(entry.name);

@@ -30,7 +30,7 @@ TEST_CASE("every scorer's weights sum to 1 over real positions and are exactly 0
     for (int64_t query_size : {12, 7}) {  // equal to the key size, and different (dot/cosine key map)
       DYNAMIC_SECTION(type << " query " << query_size) {
         torch::manual_seed(3);
-        AttentionOptions options{type, query_size, 12, 9, 0.0};
+        AttentionOptions options = attention_options(type, query_size, 12, 9, 0.0);
         options.heads = 3;                                          // dividing 9 and 12
         const bool local = type == "local-p" || type == "local-m";  // times a Gaussian: rows sum to at most 1
         Attention attention(options);
@@ -72,7 +72,7 @@ TEST_CASE("every scorer's weights sum to 1 over real positions and are exactly 0
 
 TEST_CASE("padding values cannot leak into attention", "[attention]") {
   torch::manual_seed(4);
-  Attention attention(AttentionOptions{"additive", 6, 6, 5, 0.0});
+  Attention attention(attention_options("additive", 6, 6, 5, 0.0));
   EncodedSource source = random_encoded(attention, {2, 4}, 6);
   torch::Tensor query = torch::randn({2, 6});
   AttentionResult before = attention(query, source);
@@ -85,19 +85,19 @@ TEST_CASE("padding values cannot leak into attention", "[attention]") {
 }
 
 TEST_CASE("dot and cosine use the encoder states directly when sizes match", "[attention]") {
-  Attention dot(AttentionOptions{"dot", 12, 12, 9, 0.0});
+  Attention dot(attention_options("dot", 12, 12, 9, 0.0));
   CHECK(dot->parameters().empty());
-  Attention dot_mapped(AttentionOptions{"dot", 7, 12, 9, 0.0});
+  Attention dot_mapped(attention_options("dot", 7, 12, 9, 0.0));
   CHECK(dot_mapped->parameters().size() == 1);
-  Attention cosine_fixed(AttentionOptions{"cosine", 12, 12, 9, 4.0});
+  Attention cosine_fixed(attention_options("cosine", 12, 12, 9, 4.0));
   CHECK(cosine_fixed->parameters().empty());
-  Attention cosine_learned(AttentionOptions{"cosine", 12, 12, 9, 0.0});
+  Attention cosine_learned(attention_options("cosine", 12, 12, 9, 0.0));
   CHECK(cosine_learned->parameters().size() == 1);
 }
 
 TEST_CASE("cosine scores are the sharpness times a cosine in [-1, 1]", "[attention]") {
   torch::manual_seed(5);
-  auto scorer = make_scorer(AttentionOptions{"cosine", 4, 4, 3, 3.0});
+  auto scorer = make_scorer(attention_options("cosine", 4, 4, 3, 3.0));
   torch::Tensor states = torch::randn({2, 3, 4});
   torch::Tensor query = torch::randn({2, 4});
   torch::Tensor scores = scorer->score(query, scorer->project_keys(states), {});
@@ -107,8 +107,8 @@ TEST_CASE("cosine scores are the sharpness times a cosine in [-1, 1]", "[attenti
 
 TEST_CASE("scaled-dot scores are the dot scores divided by sqrt(Q)", "[attention]") {
   torch::manual_seed(6);
-  auto dot = make_scorer(AttentionOptions{"dot", 9, 9, 3, 0.0});
-  auto scaled = make_scorer(AttentionOptions{"scaled-dot", 9, 9, 3, 0.0});
+  auto dot = make_scorer(attention_options("dot", 9, 9, 3, 0.0));
+  auto scaled = make_scorer(attention_options("scaled-dot", 9, 9, 3, 0.0));
   torch::Tensor states = torch::randn({2, 4, 9});
   torch::Tensor query = torch::randn({2, 9});
   CHECK(torch::allclose(scaled->score(query, states, {}), dot->score(query, states, {}) / 3.0, 1e-5, 1e-6));
@@ -116,7 +116,7 @@ TEST_CASE("scaled-dot scores are the dot scores divided by sqrt(Q)", "[attention
 
 TEST_CASE("location attention reads positions only; positions past attention-positions share the last", "[attention]") {
   torch::manual_seed(7);
-  AttentionOptions options{"location", 6, 8, 3, 0.0};
+  AttentionOptions options = attention_options("location", 6, 8, 3, 0.0);
   options.positions = 4;
   Attention attention(options);
   EncodedSource source = random_encoded(attention, {6, 3}, 8);
@@ -136,7 +136,7 @@ TEST_CASE("local attention: weights only inside [p_t - D, p_t + D], local-m's wi
     for (const std::string& content : content_scorer_names()) {
       DYNAMIC_SECTION(type << " over " << content) {
         torch::manual_seed(8);
-        AttentionOptions options{type, 8, 8, 5, 0.0};
+        AttentionOptions options = attention_options(type, 8, 8, 5, 0.0);
         options.local_scorer = content;
         options.local_window = 2;
         Attention attention(options);
@@ -191,7 +191,7 @@ TEST_CASE("coverage: the decoder carries the sum of the weights so far, and it c
 }
 
 TEST_CASE("attention none gives the fixed encoder summary as context", "[attention]") {
-  Attention attention(AttentionOptions{"none", 12, 12, 9, 0.0});
+  Attention attention(attention_options("none", 12, 12, 9, 0.0));
   EncodedSource source = random_encoded(attention, {3, 2}, 12);
   AttentionResult result = attention(torch::randn({2, 12}), source);
   CHECK_FALSE(result.weights.defined());

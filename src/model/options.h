@@ -10,40 +10,43 @@ namespace nmt {
 // The `attention` value of a model without a scorer: a fixed context (model/attention.h).
 inline constexpr const char* kNoAttention = "none";
 
+// The module structs below hold no defaults of their own: ModelOptions (last in this file) holds
+// every default once, and encoder() / decoder() fill these field by field.
 struct EncoderOptions {
-  int64_t vocab_size = 0;        // source vocabulary size
-  int64_t embedding_size = 256;  // source embedding size E
-  int64_t hidden_size = 256;     // GRU size per direction; encoder states are 2 * hidden_size
-  int64_t num_layers = 1;        // stacked bidirectional layers
-  double dropout = 0.3;          // on embeddings and between layers
-  double word_dropout = 0.0;     // whole source positions dropped (training only)
+  int64_t vocab_size{};      // source vocabulary size
+  int64_t embedding_size{};  // source embedding size E
+  int64_t hidden_size{};     // GRU size per direction; encoder states are 2 * hidden_size
+  int64_t num_layers{};      // stacked bidirectional layers
+  double dropout{};          // on embeddings and between layers
+  double word_dropout{};     // whole source positions dropped (training only)
 };
 
 struct AttentionOptions {
-  std::string scorer = "additive";       // a name of model/scorers/registry.h, or kNoAttention
-  int64_t query_size = 256;              // decoder hidden size
-  int64_t key_size = 512;                // encoder state size (2 * encoder hidden size)
-  int64_t attention_size = 256;          // hidden size of the additive scorer's MLP
-  double cosine_sharpness = 0.0;         // cosine: fixed sharpness if > 0, learned if 0
-  int64_t heads = 4;                     // multi-head: heads (dividing attention_size and key_size)
-  bool coverage = false;                 // additive: a coverage vector fed to the scorer (Tu et al. 2016)
-  std::string local_scorer = "general";  // local-p, local-m: the content scorer inside the window
-  int64_t local_window = 10;             // local-p, local-m: D, the window is [p_t - D, p_t + D]
-  int64_t positions = 100;               // location: source positions scored (later ones share the last)
+  std::string scorer;         // a name of model/scorers/registry.h, or kNoAttention
+  int64_t query_size{};       // decoder hidden size
+  int64_t key_size{};         // encoder state size (2 * encoder hidden size)
+  int64_t attention_size{};   // hidden size of the additive scorer's MLP
+  double cosine_sharpness{};  // cosine: fixed sharpness if > 0, learned if 0
+  int64_t heads{};            // multi-head: heads (dividing attention_size and key_size)
+  bool coverage{};            // additive: a coverage vector fed to the scorer (Tu et al. 2016)
+  std::string local_scorer;   // local-p, local-m: the content scorer inside the window
+  int64_t local_window{};     // local-p, local-m: D, the window is [p_t - D, p_t + D]
+  int64_t positions{};        // location: source positions scored (later ones share the last)
 };
 
 struct DecoderOptions {
-  int64_t vocab_size = 0;        // target vocabulary size V
-  int64_t embedding_size = 256;  // target embedding size E
-  int64_t hidden_size = 256;     // GRU size H (also the attentional vector's size)
-  int64_t num_layers = 1;        // stacked GRU layers
-  double dropout = 0.3;          // on embeddings, between layers and on the attentional vector
-  double word_dropout = 0.0;     // whole target input positions dropped (training only)
-  bool tie_embeddings = false;   // share target embeddings with the output projection (E == H)
+  int64_t vocab_size{};      // target vocabulary size V
+  int64_t embedding_size{};  // target embedding size E
+  int64_t hidden_size{};     // GRU size H (also the attentional vector's size)
+  int64_t num_layers{};      // stacked GRU layers
+  double dropout{};          // on embeddings, between layers and on the attentional vector
+  double word_dropout{};     // whole target input positions dropped (training only)
+  bool tie_embeddings{};     // share target embeddings with the output projection (E == H)
   AttentionOptions attention;
 };
 
-// Everything a Seq2Seq needs, as stored in the configuration and the checkpoint.
+// Everything a Seq2Seq needs, as stored in the configuration and the checkpoint, with the model's
+// defaults (the configuration keys of the same names: config/model_fields.h).
 struct ModelOptions {
   int64_t embedding_size = 256;       // source and target embedding size
   int64_t encoder_hidden_size = 256;  // per direction
@@ -63,15 +66,42 @@ struct ModelOptions {
   bool tie_embeddings = false;
 
   EncoderOptions encoder(int64_t source_vocab_size) const {
-    return {source_vocab_size, embedding_size, encoder_hidden_size, encoder_layers, dropout, word_dropout};
+    EncoderOptions options;
+    options.vocab_size = source_vocab_size;
+    options.embedding_size = embedding_size;
+    options.hidden_size = encoder_hidden_size;
+    options.num_layers = encoder_layers;
+    options.dropout = dropout;
+    options.word_dropout = word_dropout;
+    return options;
   }
+
+  AttentionOptions attention_options() const {
+    AttentionOptions options;
+    options.scorer = attention;
+    options.query_size = decoder_hidden_size;
+    options.key_size = 2 * encoder_hidden_size;
+    options.attention_size = attention_size;
+    options.cosine_sharpness = cosine_sharpness;
+    options.heads = attention_heads;
+    options.coverage = coverage;
+    options.local_scorer = local_scorer;
+    options.local_window = local_window;
+    options.positions = attention_positions;
+    return options;
+  }
+
   DecoderOptions decoder(int64_t target_vocab_size) const {
-    AttentionOptions attention_options{attention,          decoder_hidden_size, 2 * encoder_hidden_size,
-                                       attention_size,     cosine_sharpness,    attention_heads,
-                                       coverage,           local_scorer,        local_window,
-                                       attention_positions};
-    return {target_vocab_size, embedding_size, decoder_hidden_size, decoder_layers,
-            dropout,           word_dropout,   tie_embeddings,      attention_options};
+    DecoderOptions options;
+    options.vocab_size = target_vocab_size;
+    options.embedding_size = embedding_size;
+    options.hidden_size = decoder_hidden_size;
+    options.num_layers = decoder_layers;
+    options.dropout = dropout;
+    options.word_dropout = word_dropout;
+    options.tie_embeddings = tie_embeddings;
+    options.attention = attention_options();
+    return options;
   }
 };
 
