@@ -2,15 +2,15 @@
 # The page of nmt serve in a real browser: trains a small model on the toy corpus (or takes
 # MODEL_DIR), starts nmt serve on a free port, and runs build/nmt_page_check, which drives Debian's
 # chromium headless through chromedriver: types a sentence, waits for the translation and the
-# heatmap, and checks them against the server's own answer. Skipped, saying so, when chromium or
-# chromedriver is missing (scripts/setup.sh installs them as root).
+# heatmap, and checks them against the server's own answer. Skipped, saying so, with exit status 77
+# when chromium or chromedriver is missing (scripts/setup.sh installs them as root).
 # Usage: scripts/page_test.sh [MODEL_DIR [SENTENCE [SCREENSHOT.png]]]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
 if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null; then
-  echo "page test: SKIPPED: chromium or chromedriver is not installed (scripts/setup.sh installs them as root)"
-  exit 0
+  echo "page test: skipped (chromium or chromedriver is not installed; scripts/setup.sh installs them as root)"
+  exit 77
 fi
 work="$(mktemp -d)"
 server=""

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up, build, the formatting check (.clang-format), every Catch2 test
-# through CTest, then the checks that need more than the main build: a real full disk
-# (scripts/faults/disk_full.sh, root only), nmt serve's page in headless chromium
-# (scripts/page_test.sh), the suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer (scripts/sanitize.sh) and the fuzz targets (scripts/fuzz.sh,
-# NMT_FUZZ_SECONDS each, default 30).
-set -euo pipefail
+# The test command: set-up (idempotent), the Release build of nmt and its test binary, the
+# formatting check (.clang-format) and the fast suite: every Catch2 case not tagged [slow], through
+# CTest. Minutes on two cores once built. The deep checks (the [slow] cases, a real full disk, the
+# page in a browser, the sanitizers, fuzzing) are scripts/check_all.sh.
+# The last lines name each check and what became of it.
+# Usage: scripts/test.sh [CTEST_ARGUMENTS...]    e.g. scripts/test.sh -R bleu
+set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/build.sh"
-"$root/scripts/format.sh" --check
-(cd "$root/build" && ctest --output-on-failure -j 2)
-"$root/scripts/faults/disk_full.sh" "$root/build/nmt"
-"$root/scripts/page_test.sh"
-"$root/scripts/sanitize.sh"
-"$root/scripts/fuzz.sh" "${NMT_FUZZ_SECONDS:-30}"
+source "$root/scripts/checks.sh"
+
+if run_check set-up "$root/scripts/setup.sh" && run_check build "$root/scripts/build.sh" nmt nmt_tests; then
+  run_check format "$root/scripts/format.sh" --check
+  run_check suite ctest --test-dir "$root/build" -LE slow --output-on-failure -j 2 "$@"
+else
+  skip_check format "not run: set-up or build failed"
+  skip_check suite "not run: set-up or build failed"
+fi
+print_summary test

@@ -109,7 +109,8 @@ TEST_CASE("distributed: two ranks stay equal and follow one process with the sam
   CHECK(half_batch > 10 * kTolerance);  // the comparison can tell a missing all-reduce
 }
 
-TEST_CASE("distributed: a rank that dies or stops ends the other within the timeout, naming it", "[distributed]") {
+TEST_CASE("distributed: a rank that dies or stops ends the other within the timeout, naming it",
+          "[distributed][slow]") {
   const std::string model_dir = dir("fault");
   const std::string arguments = tiny_train_arguments(model_dir, 100000, 5);
   fs::remove_all(model_dir);
@@ -141,7 +142,7 @@ TEST_CASE("distributed: a rank that dies or stops ends the other within the time
   CHECK_NOTHROW(load_training_checkpoint(model_dir + "/last.ckpt", torch::kCPU));
 }
 
-TEST_CASE("distributed: a run resumes with another number of ranks on the same trajectory", "[distributed]") {
+TEST_CASE("distributed: a run resumes with another number of ranks on the same trajectory", "[distributed][slow]") {
   const std::string straight = dir("straight");
   REQUIRE(run_nmt(run_arguments(straight, 8) + " --accumulate 2 --overwrite").status == 0);
   // Two ranks, then one process (with --accumulate 2 for the same update batch); and the reverse.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A real full disk, on a small tmpfs (needs root to mount it; says "skipped" otherwise): a run is
-# resumed on a disk with no room, then with room for its logs but not for a checkpoint, and a
-# translation is written to the full disk. Each must fail with a message naming the file and
-# "No space left on device", and leave every file written before as it was, with no temporary
-# file behind. The suite simulates the same with a file-size limit (tests/test_faults.cpp).
+# A real full disk, on a small tmpfs (needs root to mount it; otherwise says "skipped" and exits
+# 77): a run is resumed on a disk with no room, then with room for its logs but not for a
+# checkpoint, and a translation is written to the full disk. Each must fail with a message naming
+# the file and "No space left on device", and leave every file written before as it was, with no
+# temporary file behind. The suite simulates the same with a file-size limit (tests/test_faults.cpp).
 # Usage: scripts/faults/disk_full.sh [NMT_BINARY]   (default build/nmt)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -11,7 +11,7 @@ nmt="${1:-$root/build/nmt}"
 [ -x "$nmt" ] || { echo "disk_full: $nmt not found; run scripts/build.sh first" >&2; exit 1; }
 if [ "$(id -u)" != 0 ]; then
   echo "disk_full: skipped (mounting a tmpfs needs root)"
-  exit 0
+  exit 77
 fi
 work="$(mktemp -d)"
 disk="$work/disk"
@@ -23,7 +23,7 @@ cleanup() {
 trap cleanup EXIT
 if ! mount -t tmpfs -o size=6m tmpfs "$disk" 2>/dev/null; then
   echo "disk_full: skipped (this machine refuses to mount a tmpfs)"
-  exit 0
+  exit 77
 fi
 
 toy="$root/data/toy"

@@ -1,0 +1,54 @@
+# Sourced by scripts/test.sh and scripts/check_all.sh: runs named checks and ends with a summary
+# that names each one and what became of it, so that nothing skipped reads as a pass.
+#   run_check NAME COMMAND...   runs COMMAND; exit 0: passed, 77: skipped (the reason is its last
+#                               line), anything else: failed
+#   skip_check NAME WHY         records a check that was not run
+#   print_summary PREFIX        the closing lines: one per check, then "PREFIX: N passed, N failed,
+#                               N skipped"; returns non-zero when a check failed
+check_names=()
+check_results=()
+check_failed=0
+
+run_check() {
+  local name="$1" status=0 log start
+  shift
+  log="$(mktemp)"
+  start=$SECONDS
+  echo "== $name"
+  "$@" 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
+  local seconds=$((SECONDS - start))
+  check_names+=("$name")
+  # A CTest run's closing line ("100% tests passed, 0 tests failed out of N") goes into the summary.
+  local counted
+  counted="$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$log" | tail -n 1 || true)"
+  if [ "$status" -eq 0 ]; then
+    check_results+=("passed (${seconds} s)${counted:+: $counted}")
+  elif [ "$status" -eq 77 ]; then
+    check_results+=("SKIPPED: $(grep -v '^\s*$' "$log" | tail -n 1)")
+  else
+    check_results+=("FAILED (exit $status, ${seconds} s)${counted:+: $counted}")
+    check_failed=1
+  fi
+  rm -f "$log"
+  return "$status"
+}
+
+skip_check() {
+  check_names+=("$1")
+  check_results+=("SKIPPED: $2")
+}
+
+print_summary() {
+  local prefix="$1" passed=0 failed=0 skipped=0 i
+  echo
+  for i in "${!check_names[@]}"; do
+    printf '%s: %-14s %s\n' "$prefix" "${check_names[$i]}" "${check_results[$i]}"
+    case "${check_results[$i]}" in
+      passed*) passed=$((passed + 1)) ;;
+      FAILED*) failed=$((failed + 1)) ;;
+      *) skipped=$((skipped + 1)) ;;
+    esac
+  done
+  echo "$prefix: $passed passed, $failed failed, $skipped skipped"
+  [ "$failed" -eq 0 ]
+}
