@@ -114,7 +114,7 @@ torch::Device parse_device(const std::string& name) {
     if (!torch::cuda::is_available()) {
       throw std::invalid_argument(
           "--device cuda: this LibTorch has no CUDA support or sees no GPU; use --device cpu, or build "
-          "against a CUDA LibTorch (README, 'GPU')");
+          "against a CUDA LibTorch (docs/building.md, 'GPU')");
     }
     return torch::kCUDA;
   }
