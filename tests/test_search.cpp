@@ -11,15 +11,15 @@ using namespace nmt::testing;
 
 namespace {
 
-constexpr int64_t kVocab = 15;
+constexpr int64_t kSearchVocab = 15;
 
 // A model trained for a few steps on random pairs, so that its distributions are peaked enough
 // for EOS to be produced but still give different beams.
 Seq2Seq small_model(const std::string& type, uint64_t seed = 71) {
   torch::manual_seed(seed);
-  Seq2Seq model(tiny_model_options(type), kVocab, kVocab);
-  auto [source, lengths] = random_source({6, 4, 5, 3}, kVocab, 72);
-  torch::Tensor output = torch::randint(4, kVocab, {4, 4}, torch::kInt64);
+  Seq2Seq model(tiny_model_options(type), kSearchVocab, kSearchVocab);
+  auto [source, lengths] = random_source({6, 4, 5, 3}, kSearchVocab, 72);
+  torch::Tensor output = torch::randint(4, kSearchVocab, {4, 4}, torch::kInt64);
   output.select(1, 3).fill_(kEosId);
   torch::Tensor input = torch::cat({torch::full({4, 1}, kBosId, torch::kInt64), output.narrow(1, 0, 3)}, 1);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.01));
@@ -52,7 +52,7 @@ TEST_CASE("beam size 1 gives exactly the greedy output and score", "[search]") {
       DYNAMIC_SECTION(type << " alpha " << alpha) {
         Seq2Seq model = small_model(type);
         torch::InferenceMode guard;
-        auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 73);
+        auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kSearchVocab, 73);
         SearchResult greedy = greedy_search(model, source, lengths, options_with(1, alpha));
         SearchResult beam = beam_search(model, source, lengths, options_with(1, alpha));
         REQUIRE(greedy.size() == 5);
@@ -72,7 +72,7 @@ TEST_CASE("search output does not depend on the batch it is in", "[search]") {
   Seq2Seq model = small_model("additive");
   torch::InferenceMode guard;
   const std::vector<int64_t> lengths = {6, 2, 4, 7, 3, 5};
-  auto [source, length_tensor] = random_source(lengths, kVocab, 74);
+  auto [source, length_tensor] = random_source(lengths, kSearchVocab, 74);
   for (int beam : {1, 3}) {
     DYNAMIC_SECTION("beam " << beam) {
       SearchResult together = search(model, source, length_tensor, options_with(beam));
@@ -91,7 +91,7 @@ TEST_CASE("beam search never scores below greedy; n-best lists are sorted and di
     DYNAMIC_SECTION(type) {
       Seq2Seq model = small_model(type);
       torch::InferenceMode guard;
-      auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 75);
+      auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kSearchVocab, 75);
       SearchResult greedy = greedy_search(model, source, lengths, options_with(1));
       for (int beam : {2, 4}) {
         SearchOptions options = options_with(beam);
@@ -117,7 +117,7 @@ TEST_CASE("returned attention has one row per output step and rows summing to 1"
   Seq2Seq model = small_model("cosine");
   torch::InferenceMode guard;
   const std::vector<int64_t> lengths = {6, 3};
-  auto [source, length_tensor] = random_source(lengths, kVocab, 76);
+  auto [source, length_tensor] = random_source(lengths, kSearchVocab, 76);
   for (int beam : {1, 3}) {
     SearchResult result = search(model, source, length_tensor, options_with(beam));
     for (size_t b = 0; b < lengths.size(); ++b) {
@@ -154,7 +154,7 @@ TEST_CASE("ensembles: a model with itself is the model, in greedy and beam searc
       DYNAMIC_SECTION(type << " beam " << beam) {
         Seq2Seq model = small_model(type);
         torch::InferenceMode guard;
-        auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 74);
+        auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kSearchVocab, 74);
         SearchOptions options = options_with(beam);
         options.n_best = beam;
         SearchResult alone = search(model, source, lengths, options);
@@ -179,7 +179,7 @@ TEST_CASE("ensembles: a hypothesis's score is the mean of its members' scores of
   // returns is scored again by each member alone, teacher-forced through forward().
   std::vector<Seq2Seq> members = {small_model("additive", 81), small_model("general", 82)};
   torch::InferenceMode guard;
-  auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kVocab, 75);
+  auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kSearchVocab, 75);
   SearchOptions options = options_with(3);
   options.n_best = 3;
   const SearchResult result = search(Ensemble(members), source, lengths, options);

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <iomanip>
 #include <locale>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -169,6 +170,193 @@ double six_significant_digits(double value) {
   return rounded;
 }
 
+// The heatmap's geometry: label sizes, then the grid, the colour bar and the caption below.
+constexpr double kLabelFontSize = 12;
+constexpr double kCaptionFontSize = 13;
+constexpr double kCellSize = 24;
+constexpr double kMargin = 12;
+constexpr double kLabelGap = 6;
+// Rotated source labels: -45 degrees keeps long subwords readable without
+// the tall top margin that vertical labels would need.
+constexpr double kLabelAngleDegrees = -45;
+constexpr double kColourBarGap = 24;
+constexpr double kColourBarWidth = 14;
+constexpr double kTickLength = 4;
+constexpr double kMinimumColourBarHeight = 96;  // room for three readable ticks
+constexpr double kMaximumColourBarHeight = 400;
+
+// Where everything goes, computed before anything is written: the canvas is sized from the
+// label lengths.
+struct SvgLayout {
+  std::size_t rows = 0, columns = 0;
+  double grid_width = 0, grid_height = 0, grid_left = 0, grid_top = 0;
+  double source_anchor_y = 0;
+  double colour_bar_left = 0, colour_bar_height = 0, tick_label_left = 0;
+  std::vector<std::string> caption_lines;
+  double caption_line_height = 0;
+  double body_bottom = 0;
+  std::string width, height;  // of the canvas
+
+  // Source label anchors sit just above each column; the small shift to the
+  // right centres the tilted glyphs (not their baseline) on the column.
+  double source_anchor_x(std::size_t column) const {
+    return grid_left + kCellSize * (static_cast<double>(column) + 0.5) + kLabelFontSize * 0.3;
+  }
+};
+
+SvgLayout svg_layout(const AttentionMatrix& matrix, const std::string& caption) {
+  const double angle = std::abs(kLabelAngleDegrees) * 3.14159265358979323846 / 180.0;
+  const double cosine = std::cos(angle);
+  const double sine = std::sin(angle);
+  SvgLayout layout;
+  layout.rows = matrix.target_tokens.size();
+  layout.columns = matrix.source_tokens.size();
+  layout.grid_width = kCellSize * static_cast<double>(layout.columns);
+  layout.grid_height = kCellSize * static_cast<double>(layout.rows);
+
+  double target_label_width = 0;
+  for (const std::string& token : matrix.target_tokens) {
+    target_label_width = std::max(target_label_width, estimated_text_width(token, kLabelFontSize));
+  }
+  // A rotated label of width w rises w*sin above its anchor, plus the glyph
+  // height tilted by the same angle.
+  double source_label_rise = 0;
+  for (const std::string& token : matrix.source_tokens) {
+    const double width = estimated_text_width(token, kLabelFontSize);
+    source_label_rise = std::max(source_label_rise, width * sine + kLabelFontSize * cosine);
+  }
+
+  layout.grid_left = kMargin + target_label_width + kLabelGap;
+  layout.grid_top = kMargin + source_label_rise + kLabelGap;
+  const double grid_right = layout.grid_left + layout.grid_width;
+
+  layout.source_anchor_y = layout.grid_top - kLabelGap / 2;
+  double content_right = grid_right;
+  for (std::size_t column = 0; column < layout.columns; ++column) {
+    const double width = estimated_text_width(matrix.source_tokens[column], kLabelFontSize);
+    // Descenders of the tilted text poke out a little to the lower right.
+    content_right =
+        std::max(content_right, layout.source_anchor_x(column) + width * cosine + kLabelFontSize * 0.3 * sine);
+  }
+
+  layout.colour_bar_left = grid_right + kColourBarGap;
+  layout.colour_bar_height = std::clamp(layout.grid_height, kMinimumColourBarHeight, kMaximumColourBarHeight);
+  layout.tick_label_left = layout.colour_bar_left + kColourBarWidth + kTickLength + 3;
+  content_right = std::max(content_right, layout.tick_label_left + estimated_text_width("0.5", kLabelFontSize));
+
+  layout.caption_lines = split_lines(caption);
+  layout.caption_line_height = kCaptionFontSize * 1.4;
+  for (const std::string& line : layout.caption_lines) {
+    content_right = std::max(content_right, kMargin + estimated_text_width(line, kCaptionFontSize));
+  }
+  layout.body_bottom = layout.grid_top + std::max(layout.grid_height, layout.colour_bar_height);
+  double content_bottom = layout.body_bottom;
+  if (!layout.caption_lines.empty()) {
+    content_bottom += kMargin + layout.caption_line_height * static_cast<double>(layout.caption_lines.size());
+  }
+
+  layout.width = coordinate(std::ceil(content_right + kMargin));
+  layout.height = coordinate(std::ceil(content_bottom + kMargin));
+  return layout;
+}
+
+void write_svg_start(std::ostream& svg, const SvgLayout& layout) {
+  const std::string& width = layout.width;
+  const std::string& height = layout.height;
+  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << width << ' ' << height << "\""
+      << " font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\" font-size=\"" << coordinate(kLabelFontSize)
+      << "\">\n";
+  // An explicit white background so PNG renders and dark-mode viewers still
+  // show dark text on light paper.
+  svg << "<rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height << "\" fill=\"#ffffff\"/>\n";
+}
+
+void write_source_labels(std::ostream& svg, const AttentionMatrix& matrix, const SvgLayout& layout) {
+  svg << "<g class=\"source-labels\" fill=\"#222222\">\n";
+  for (std::size_t column = 0; column < layout.columns; ++column) {
+    const std::string x = coordinate(layout.source_anchor_x(column));
+    const std::string y = coordinate(layout.source_anchor_y);
+    svg << "<text x=\"" << x << "\" y=\"" << y << "\" transform=\"rotate(" << coordinate(kLabelAngleDegrees) << ' ' << x
+        << ' ' << y << ")\">" << xml_escape(matrix.source_tokens[column]) << "</text>\n";
+  }
+  svg << "</g>\n";
+}
+
+void write_target_labels(std::ostream& svg, const AttentionMatrix& matrix, const SvgLayout& layout) {
+  svg << "<g class=\"target-labels\" fill=\"#222222\" text-anchor=\"end\">\n";
+  for (std::size_t row = 0; row < layout.rows; ++row) {
+    // 0.35 em below the row centre puts the x-height in the middle of the cell.
+    svg << "<text x=\"" << coordinate(layout.grid_left - kLabelGap) << "\" y=\""
+        << coordinate(layout.grid_top + kCellSize * (static_cast<double>(row) + 0.5) + kLabelFontSize * 0.35) << "\">"
+        << xml_escape(matrix.target_tokens[row]) << "</text>\n";
+  }
+  svg << "</g>\n";
+}
+
+// One cell per weight, with a tooltip, and a frame around the grid.
+void write_cells(std::ostream& svg, const AttentionMatrix& matrix, const SvgLayout& layout) {
+  // A faint stroke keeps near-white cells distinguishable from each other.
+  svg << "<g class=\"cells\" stroke=\"#e6e6e6\" stroke-width=\"0.5\">\n";
+  for (std::size_t row = 0; row < layout.rows; ++row) {
+    for (std::size_t column = 0; column < layout.columns; ++column) {
+      const float weight = matrix.weights[row][column];
+      svg << "<rect class=\"cell\" x=\"" << coordinate(layout.grid_left + kCellSize * static_cast<double>(column))
+          << "\" y=\"" << coordinate(layout.grid_top + kCellSize * static_cast<double>(row)) << "\" width=\""
+          << coordinate(kCellSize) << "\" height=\"" << coordinate(kCellSize) << "\" fill=\"" << weight_colour(weight)
+          << "\"><title>" << xml_escape(matrix.target_tokens[row]) << " \u2192 "
+          << xml_escape(matrix.source_tokens[column]) << ": "
+          << (std::isfinite(weight) ? format_fixed(weight, 3) : format_significant(weight)) << "</title></rect>\n";
+    }
+  }
+  svg << "</g>\n";
+  if (layout.rows > 0 && layout.columns > 0) {
+    svg << "<rect x=\"" << coordinate(layout.grid_left) << "\" y=\"" << coordinate(layout.grid_top) << "\" width=\""
+        << coordinate(layout.grid_width) << "\" height=\"" << coordinate(layout.grid_height)
+        << "\" fill=\"none\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
+  }
+}
+
+void write_colour_bar(std::ostream& svg, const SvgLayout& layout) {
+  // Colour bar: the gradient uses the same stops as the cells, 1 at the top.
+  // The id is fixed; several inline copies in one HTML page would define the
+  // identical gradient, so whichever one a browser resolves looks the same.
+  svg << "<defs><linearGradient id=\"nmt-attention-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (std::size_t stop = 0; stop < kBlues.size(); ++stop) {
+    svg << "<stop offset=\"" << format_significant(static_cast<double>(stop) / static_cast<double>(kBlues.size() - 1))
+        << "\" stop-color=\"" << hex_colour(kBlues[stop]) << "\"/>";
+  }
+  svg << "</linearGradient></defs>\n";
+  svg << "<g class=\"colour-bar\">\n";
+  svg << "<rect x=\"" << coordinate(layout.colour_bar_left) << "\" y=\"" << coordinate(layout.grid_top) << "\" width=\""
+      << coordinate(kColourBarWidth) << "\" height=\"" << coordinate(layout.colour_bar_height)
+      << "\" fill=\"url(#nmt-attention-scale)\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
+  for (const double tick : {1.0, 0.5, 0.0}) {
+    const double y = layout.grid_top + layout.colour_bar_height * (1.0 - tick);
+    const double tick_right = layout.colour_bar_left + kColourBarWidth + kTickLength;
+    svg << "<line x1=\"" << coordinate(layout.colour_bar_left + kColourBarWidth) << "\" y1=\"" << coordinate(y)
+        << "\" x2=\"" << coordinate(tick_right) << "\" y2=\"" << coordinate(y)
+        << "\" stroke=\"#444444\" stroke-width=\"1\"/>\n";
+    svg << "<text x=\"" << coordinate(layout.tick_label_left) << "\" y=\"" << coordinate(y + kLabelFontSize * 0.35)
+        << "\" fill=\"#222222\">" << format_significant(tick) << "</text>\n";
+  }
+  svg << "</g>\n";
+}
+
+void write_caption(std::ostream& svg, const SvgLayout& layout) {
+  if (layout.caption_lines.empty()) return;
+  svg << "<g class=\"caption\" fill=\"#222222\" font-size=\"" << coordinate(kCaptionFontSize) << "\">\n";
+  for (std::size_t line = 0; line < layout.caption_lines.size(); ++line) {
+    // Baseline sits ~0.3 em above the bottom of each line box to leave room for descenders.
+    const double baseline = layout.body_bottom + kMargin +
+                            layout.caption_line_height * (static_cast<double>(line) + 1) - kCaptionFontSize * 0.3;
+    svg << "<text x=\"" << coordinate(kMargin) << "\" y=\"" << coordinate(baseline) << "\">"
+        << xml_escape(layout.caption_lines[line]) << "</text>\n";
+  }
+  svg << "</g>\n";
+}
+
 }  // namespace
 
 void check_shape(const AttentionMatrix& matrix) {
@@ -241,159 +429,15 @@ std::string hard_alignment(const AttentionMatrix& matrix) {
 
 std::string attention_svg(const AttentionMatrix& matrix, const std::string& caption) {
   check_shape(matrix);
-
-  constexpr double kLabelFontSize = 12;
-  constexpr double kCaptionFontSize = 13;
-  constexpr double kCellSize = 24;
-  constexpr double kMargin = 12;
-  constexpr double kLabelGap = 6;
-  // Rotated source labels: -45 degrees keeps long subwords readable without
-  // the tall top margin that vertical labels would need.
-  constexpr double kLabelAngleDegrees = -45;
-  const double angle = std::abs(kLabelAngleDegrees) * 3.14159265358979323846 / 180.0;
-  const double cosine = std::cos(angle);
-  const double sine = std::sin(angle);
-  constexpr double kColourBarGap = 24;
-  constexpr double kColourBarWidth = 14;
-  constexpr double kTickLength = 4;
-  constexpr double kMinimumColourBarHeight = 96;  // room for three readable ticks
-  constexpr double kMaximumColourBarHeight = 400;
-
-  const std::size_t rows = matrix.target_tokens.size();
-  const std::size_t columns = matrix.source_tokens.size();
-  const double grid_width = kCellSize * static_cast<double>(columns);
-  const double grid_height = kCellSize * static_cast<double>(rows);
-
-  double target_label_width = 0;
-  for (const std::string& token : matrix.target_tokens) {
-    target_label_width = std::max(target_label_width, estimated_text_width(token, kLabelFontSize));
-  }
-  // A rotated label of width w rises w*sin above its anchor, plus the glyph
-  // height tilted by the same angle.
-  double source_label_rise = 0;
-  for (const std::string& token : matrix.source_tokens) {
-    const double width = estimated_text_width(token, kLabelFontSize);
-    source_label_rise = std::max(source_label_rise, width * sine + kLabelFontSize * cosine);
-  }
-
-  const double grid_left = kMargin + target_label_width + kLabelGap;
-  const double grid_top = kMargin + source_label_rise + kLabelGap;
-  const double grid_right = grid_left + grid_width;
-
-  // Source label anchors sit just above each column; the small shift to the
-  // right centres the tilted glyphs (not their baseline) on the column.
-  const double source_anchor_y = grid_top - kLabelGap / 2;
-  const auto source_anchor_x = [&](std::size_t column) {
-    return grid_left + kCellSize * (static_cast<double>(column) + 0.5) + kLabelFontSize * 0.3;
-  };
-  double content_right = grid_right;
-  for (std::size_t column = 0; column < columns; ++column) {
-    const double width = estimated_text_width(matrix.source_tokens[column], kLabelFontSize);
-    // Descenders of the tilted text poke out a little to the lower right.
-    content_right = std::max(content_right, source_anchor_x(column) + width * cosine + kLabelFontSize * 0.3 * sine);
-  }
-
-  const double colour_bar_left = grid_right + kColourBarGap;
-  const double colour_bar_height = std::clamp(grid_height, kMinimumColourBarHeight, kMaximumColourBarHeight);
-  const double tick_label_left = colour_bar_left + kColourBarWidth + kTickLength + 3;
-  content_right = std::max(content_right, tick_label_left + estimated_text_width("0.5", kLabelFontSize));
-
-  const std::vector<std::string> caption_lines = split_lines(caption);
-  const double caption_line_height = kCaptionFontSize * 1.4;
-  for (const std::string& line : caption_lines) {
-    content_right = std::max(content_right, kMargin + estimated_text_width(line, kCaptionFontSize));
-  }
-  const double body_bottom = grid_top + std::max(grid_height, colour_bar_height);
-  double content_bottom = body_bottom;
-  if (!caption_lines.empty()) {
-    content_bottom += kMargin + caption_line_height * static_cast<double>(caption_lines.size());
-  }
-
-  const std::string width = coordinate(std::ceil(content_right + kMargin));
-  const std::string height = coordinate(std::ceil(content_bottom + kMargin));
-
+  const SvgLayout layout = svg_layout(matrix, caption);
   std::ostringstream svg;
   svg.imbue(std::locale::classic());
-  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-      << "\" viewBox=\"0 0 " << width << ' ' << height << "\""
-      << " font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\" font-size=\"" << coordinate(kLabelFontSize)
-      << "\">\n";
-  // An explicit white background so PNG renders and dark-mode viewers still
-  // show dark text on light paper.
-  svg << "<rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height << "\" fill=\"#ffffff\"/>\n";
-
-  svg << "<g class=\"source-labels\" fill=\"#222222\">\n";
-  for (std::size_t column = 0; column < columns; ++column) {
-    const std::string x = coordinate(source_anchor_x(column));
-    const std::string y = coordinate(source_anchor_y);
-    svg << "<text x=\"" << x << "\" y=\"" << y << "\" transform=\"rotate(" << coordinate(kLabelAngleDegrees) << ' ' << x
-        << ' ' << y << ")\">" << xml_escape(matrix.source_tokens[column]) << "</text>\n";
-  }
-  svg << "</g>\n";
-
-  svg << "<g class=\"target-labels\" fill=\"#222222\" text-anchor=\"end\">\n";
-  for (std::size_t row = 0; row < rows; ++row) {
-    // 0.35 em below the row centre puts the x-height in the middle of the cell.
-    svg << "<text x=\"" << coordinate(grid_left - kLabelGap) << "\" y=\""
-        << coordinate(grid_top + kCellSize * (static_cast<double>(row) + 0.5) + kLabelFontSize * 0.35) << "\">"
-        << xml_escape(matrix.target_tokens[row]) << "</text>\n";
-  }
-  svg << "</g>\n";
-
-  // A faint stroke keeps near-white cells distinguishable from each other.
-  svg << "<g class=\"cells\" stroke=\"#e6e6e6\" stroke-width=\"0.5\">\n";
-  for (std::size_t row = 0; row < rows; ++row) {
-    for (std::size_t column = 0; column < columns; ++column) {
-      const float weight = matrix.weights[row][column];
-      svg << "<rect class=\"cell\" x=\"" << coordinate(grid_left + kCellSize * static_cast<double>(column)) << "\" y=\""
-          << coordinate(grid_top + kCellSize * static_cast<double>(row)) << "\" width=\"" << coordinate(kCellSize)
-          << "\" height=\"" << coordinate(kCellSize) << "\" fill=\"" << weight_colour(weight) << "\"><title>"
-          << xml_escape(matrix.target_tokens[row]) << " \u2192 " << xml_escape(matrix.source_tokens[column]) << ": "
-          << (std::isfinite(weight) ? format_fixed(weight, 3) : format_significant(weight)) << "</title></rect>\n";
-    }
-  }
-  svg << "</g>\n";
-  if (rows > 0 && columns > 0) {
-    svg << "<rect x=\"" << coordinate(grid_left) << "\" y=\"" << coordinate(grid_top) << "\" width=\""
-        << coordinate(grid_width) << "\" height=\"" << coordinate(grid_height)
-        << "\" fill=\"none\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
-  }
-
-  // Colour bar: the gradient uses the same stops as the cells, 1 at the top.
-  // The id is fixed; several inline copies in one HTML page would define the
-  // identical gradient, so whichever one a browser resolves looks the same.
-  svg << "<defs><linearGradient id=\"nmt-attention-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
-  for (std::size_t stop = 0; stop < kBlues.size(); ++stop) {
-    svg << "<stop offset=\"" << format_significant(static_cast<double>(stop) / static_cast<double>(kBlues.size() - 1))
-        << "\" stop-color=\"" << hex_colour(kBlues[stop]) << "\"/>";
-  }
-  svg << "</linearGradient></defs>\n";
-  svg << "<g class=\"colour-bar\">\n";
-  svg << "<rect x=\"" << coordinate(colour_bar_left) << "\" y=\"" << coordinate(grid_top) << "\" width=\""
-      << coordinate(kColourBarWidth) << "\" height=\"" << coordinate(colour_bar_height)
-      << "\" fill=\"url(#nmt-attention-scale)\" stroke=\"#9e9e9e\" stroke-width=\"0.75\"/>\n";
-  for (const double tick : {1.0, 0.5, 0.0}) {
-    const double y = grid_top + colour_bar_height * (1.0 - tick);
-    const double tick_right = colour_bar_left + kColourBarWidth + kTickLength;
-    svg << "<line x1=\"" << coordinate(colour_bar_left + kColourBarWidth) << "\" y1=\"" << coordinate(y) << "\" x2=\""
-        << coordinate(tick_right) << "\" y2=\"" << coordinate(y) << "\" stroke=\"#444444\" stroke-width=\"1\"/>\n";
-    svg << "<text x=\"" << coordinate(tick_label_left) << "\" y=\"" << coordinate(y + kLabelFontSize * 0.35)
-        << "\" fill=\"#222222\">" << format_significant(tick) << "</text>\n";
-  }
-  svg << "</g>\n";
-
-  if (!caption_lines.empty()) {
-    svg << "<g class=\"caption\" fill=\"#222222\" font-size=\"" << coordinate(kCaptionFontSize) << "\">\n";
-    for (std::size_t line = 0; line < caption_lines.size(); ++line) {
-      // Baseline sits ~0.3 em above the bottom of each line box to leave room for descenders.
-      const double baseline =
-          body_bottom + kMargin + caption_line_height * (static_cast<double>(line) + 1) - kCaptionFontSize * 0.3;
-      svg << "<text x=\"" << coordinate(kMargin) << "\" y=\"" << coordinate(baseline) << "\">"
-          << xml_escape(caption_lines[line]) << "</text>\n";
-    }
-    svg << "</g>\n";
-  }
+  write_svg_start(svg, layout);
+  write_source_labels(svg, matrix, layout);
+  write_target_labels(svg, matrix, layout);
+  write_cells(svg, matrix, layout);
+  write_colour_bar(svg, layout);
+  write_caption(svg, layout);
   svg << "</svg>\n";
   return svg.str();
 }

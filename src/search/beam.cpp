@@ -7,6 +7,10 @@
 // (with alpha = 0 a hypothesis's log-probability only falls; with alpha > 0 the bound uses the
 // largest length penalty it can reach), or at its length cap, where alive hypotheses are
 // finished as they are. Finished sentences leave the batch.
+//
+// The phases of a step, in BeamSearch::run: expand (the decoder step and the 2K best extensions
+// of each sentence), finish hypotheses and select the K alive beams (per sentence), and reorder
+// the state for the next step.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -18,6 +22,8 @@
 namespace nmt {
 
 namespace {
+
+constexpr double kMinusInfinity = -std::numeric_limits<double>::infinity();
 
 struct Candidate {
   int64_t origin_row;  // row of the alive hypothesis it extends
@@ -31,154 +37,242 @@ struct BeamRows {
   torch::Tensor attention;  // [R, t, S] (only with return_attention)
 };
 
+// The 2K best extensions of each active sentence, best first, on the CPU.
+struct Extensions {
+  torch::Tensor scores;  // [A, W] float64 cumulative log-probabilities
+  torch::Tensor ids;     // [A, W] beam k * V + token, in [0, K*V)
+  int64_t vocab;         // V
+};
+
+// The beams of the next step: K rows for each sentence that goes on.
+struct NextBeams {
+  std::vector<int64_t> origin, token, still_active, encoded_rows;
+  std::vector<double> scores;
+};
+
+class BeamSearch {
+ public:
+  BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths, const SearchOptions& options);
+  SearchResult run();
+
+ private:
+  Extensions expand(const torch::Tensor& log_probs) const;
+  void append_attention(const torch::Tensor& step_attention);
+  NextBeams select(const Extensions& extensions, int64_t length);
+  std::vector<Candidate> finish_hypotheses(int64_t a, int64_t length, bool at_cap, at::TensorAccessor<double, 1> scores,
+                                           at::TensorAccessor<int64_t, 1> ids, int64_t vocab);
+  void finish(int64_t sentence, const Candidate& candidate, int64_t length, bool ended_with_eos);
+  bool sentence_done(int64_t sentence, bool at_cap, const std::vector<Candidate>& alive) const;
+  void keep_alive(int64_t a, const std::vector<Candidate>& alive, NextBeams& next) const;
+  void reorder(const Ensemble::State& stepped, NextBeams& next);
+  SearchResult best_first();
+
+  Ensemble model_;
+  const SearchOptions& options_;
+  const int64_t beam_;
+  const torch::Device device_;
+  const torch::TensorOptions int_options_;
+  const torch::Tensor lengths_cpu_;
+  Ensemble::Source encoded_;
+  Ensemble::State state_;
+  std::vector<int64_t> active_, limit_;  // sentences in the batch; each sentence's length cap
+  std::vector<double> alive_scores_;     // cumulative log-probabilities of the alive beams
+  SearchResult finished_;
+  BeamRows rows_;
+  torch::Tensor previous_;  // [A*K] the last token of each beam
+};
+
+BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                       const SearchOptions& options)
+    : model_(std::move(model)),
+      options_(options),
+      beam_(options.beam_size),
+      device_(source.device()),
+      int_options_(torch::TensorOptions().dtype(torch::kInt64).device(device_)),
+      lengths_cpu_(lengths.cpu()) {
+  const int64_t batch_size = source.size(0);
+  encoded_ = model_.encode(source, lengths);
+  state_ = model_.initial_state(encoded_);
+  // Expand every sentence to K identical rows: sentence b owns rows b*K .. b*K + K-1.
+  torch::Tensor expand = torch::arange(batch_size, int_options_).repeat_interleave(beam_);
+  encoded_ = encoded_.index_select(expand);
+  state_ = state_.index_select(expand);
+
+  active_.resize(batch_size);
+  limit_.resize(batch_size);
+  for (int64_t b = 0; b < batch_size; ++b) {
+    active_[b] = b;
+    limit_[b] = max_output_length(lengths_cpu_[b].item<int64_t>(), options);
+  }
+  // Cumulative log-probabilities of the alive beams; at the start only beam 0 is real.
+  alive_scores_.assign(batch_size * beam_, kMinusInfinity);
+  for (int64_t b = 0; b < batch_size; ++b) alive_scores_[b * beam_] = 0.0;
+
+  finished_.resize(batch_size);
+  rows_ = BeamRows{torch::empty({batch_size * beam_, 0}, int_options_), torch::Tensor()};
+  previous_ = torch::full({batch_size * beam_}, kBosId, int_options_);
+}
+
+SearchResult BeamSearch::run() {
+  for (int64_t t = 0; !active_.empty(); ++t) {
+    Ensemble::Step out = model_.step(previous_, state_, encoded_);
+    const Extensions extensions = expand(ban_tokens(out.log_probs, options_));  // [A*K, V]
+    if (options_.return_attention && out.attention.defined()) append_attention(out.attention);
+    NextBeams next = select(extensions, t + 1);
+    if (next.still_active.empty()) break;
+    reorder(out.state, next);
+  }
+  return best_first();
+}
+
+// Expand: the 2K best extensions of each sentence from next-token log-probabilities [A*K, V].
+Extensions BeamSearch::expand(const torch::Tensor& log_probs) const {
+  const auto active_count = static_cast<int64_t>(active_.size());
+  const int64_t vocab = log_probs.size(1);
+  // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
+  // per row in float32 first, then add the float64 running scores to [A*K, 2K] candidates only.
+  const int64_t per_row = std::min<int64_t>(2 * beam_, vocab);
+  auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [A*K, 2K]
+  torch::Tensor scores_tensor =
+      torch::tensor(alive_scores_, torch::kFloat64).to(device_).view({active_count * beam_, 1});
+  torch::Tensor candidates = (row_log_probs.to(torch::kFloat64) + scores_tensor).view({active_count, beam_ * per_row});
+  auto [top_scores, top_positions] = candidates.topk(std::min<int64_t>(2 * beam_, beam_ * per_row), /*dim=*/1);
+  // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
+  torch::Tensor top_beams = top_positions.div(per_row, "floor");
+  torch::Tensor flat_rows = top_beams + torch::arange(active_count, int_options_).unsqueeze(1) * beam_;  // [A, 2K]
+  torch::Tensor top_tokens = row_tokens.view({-1})
+                                 .index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
+                                 .view(top_positions.sizes());
+  torch::Tensor top_ids = (top_beams * vocab + top_tokens).cpu();
+  return Extensions{top_scores.cpu(), top_ids, vocab};
+}
+
+// The step's attention [A*K, S] joins the history of every row.
+void BeamSearch::append_attention(const torch::Tensor& attention) {
+  torch::Tensor step_attention = attention.unsqueeze(1);  // [A*K, 1, S]
+  rows_.attention = rows_.attention.defined() ? torch::cat({rows_.attention, step_attention}, 1) : step_attention;
+}
+
+// Finish hypotheses and select the K alive beams of every active sentence.
+NextBeams BeamSearch::select(const Extensions& extensions, int64_t length) {
+  auto score_access = extensions.scores.accessor<double, 2>();
+  auto id_access = extensions.ids.accessor<int64_t, 2>();
+  NextBeams next;
+  for (int64_t a = 0; a < static_cast<int64_t>(active_.size()); ++a) {
+    const int64_t sentence = active_[a];
+    const bool at_cap = length >= limit_[sentence];
+    const std::vector<Candidate> alive =
+        finish_hypotheses(a, length, at_cap, score_access[a], id_access[a], extensions.vocab);
+    if (sentence_done(sentence, at_cap, alive)) continue;
+    next.still_active.push_back(sentence);
+    keep_alive(a, alive, next);
+  }
+  return next;
+}
+
+// Of active sentence a's extensions (best first), those ending in EOS or at the length cap and
+// ranked within the top K finish; returns the best K others, which stay alive.
+std::vector<Candidate> BeamSearch::finish_hypotheses(int64_t a, int64_t length, bool at_cap,
+                                                     at::TensorAccessor<double, 1> scores,
+                                                     at::TensorAccessor<int64_t, 1> ids, int64_t vocab) {
+  const int64_t width = scores.size(0);
+  std::vector<Candidate> alive;
+  for (int64_t j = 0; j < width && static_cast<int64_t>(alive.size()) < beam_; ++j) {
+    const double score = scores[j];
+    if (score == kMinusInfinity) break;
+    Candidate candidate{a * beam_ + ids[j] / vocab, ids[j] % vocab, score};
+    const bool is_eos = candidate.token == kEosId;
+    if (is_eos || at_cap) {
+      if (j < beam_) finish(active_[a], candidate, length, is_eos);
+    } else {
+      alive.push_back(candidate);
+    }
+  }
+  return alive;
+}
+
+// A finished hypothesis of `sentence`: the history of the candidate's row, plus its token
+// unless that is EOS.
+void BeamSearch::finish(int64_t sentence, const Candidate& candidate, int64_t length, bool ended_with_eos) {
+  Hypothesis hypothesis;
+  auto token_data = rows_.tokens[candidate.origin_row].cpu();
+  hypothesis.tokens.assign(token_data.data_ptr<int64_t>(), token_data.data_ptr<int64_t>() + token_data.numel());
+  if (!ended_with_eos) hypothesis.tokens.push_back(candidate.token);
+  hypothesis.log_probability = candidate.log_probability;
+  hypothesis.score = candidate.log_probability / length_penalty(length, options_.length_penalty);
+  if (rows_.attention.defined()) {
+    // clone: a view would keep the whole [rows, steps, S] history of this step alive.
+    hypothesis.attention =
+        rows_.attention[candidate.origin_row].narrow(1, 0, lengths_cpu_[sentence].item<int64_t>()).cpu().clone();
+  }
+  finished_[sentence].push_back(std::move(hypothesis));
+}
+
+// Whether `sentence` stops: at its cap, with no alive beam, with K finished hypotheses, or when
+// no alive beam can still beat its n-th best finished one.
+bool BeamSearch::sentence_done(int64_t sentence, bool at_cap, const std::vector<Candidate>& alive) const {
+  const auto& done = finished_[sentence];
+  bool stop = at_cap || alive.empty() || static_cast<int64_t>(done.size()) >= beam_;
+  if (!stop && static_cast<int64_t>(done.size()) >= options_.n_best) {
+    std::vector<double> done_scores;
+    for (const auto& hypothesis : done) done_scores.push_back(hypothesis.score);
+    std::nth_element(done_scores.begin(), done_scores.begin() + (options_.n_best - 1), done_scores.end(),
+                     std::greater<double>());
+    const double nth_best = done_scores[options_.n_best - 1];
+    // The best an alive hypothesis can still reach: its log-probability can only fall, and
+    // with alpha > 0 the most it can be divided by is the cap's length penalty.
+    const double best_alive = alive.front().log_probability;
+    const double bound = best_alive / length_penalty(limit_[sentence], options_.length_penalty);
+    stop = nth_best >= bound;
+  }
+  return stop;
+}
+
+// The K beams active sentence a goes on with.
+void BeamSearch::keep_alive(int64_t a, const std::vector<Candidate>& alive, NextBeams& next) const {
+  for (int64_t k = 0; k < beam_; ++k) {
+    // Fewer than K alive candidates: fill with copies at -inf, which never win.
+    const bool real = k < static_cast<int64_t>(alive.size());
+    const Candidate& candidate = alive[real ? k : 0];
+    next.origin.push_back(candidate.origin_row);
+    next.token.push_back(candidate.token);
+    next.scores.push_back(real ? candidate.log_probability : kMinusInfinity);
+    next.encoded_rows.push_back(a * beam_ + k);
+  }
+}
+
+// Reorder the state, the histories and the encoder output for the next step's beams.
+void BeamSearch::reorder(const Ensemble::State& stepped, NextBeams& next) {
+  torch::Tensor origin = torch::tensor(next.origin, torch::kInt64).to(device_);
+  torch::Tensor tokens = torch::tensor(next.token, torch::kInt64).to(device_);
+  state_ = stepped.index_select(origin);
+  rows_.tokens = torch::cat({rows_.tokens.index_select(0, origin), tokens.unsqueeze(1)}, 1);
+  if (rows_.attention.defined()) rows_.attention = rows_.attention.index_select(0, origin);
+  // Rows of one sentence share the same encoder output, so it is reselected only when
+  // sentences leave the batch, not on every beam reorder.
+  if (next.still_active.size() != active_.size()) {
+    encoded_ = encoded_.index_select(torch::tensor(next.encoded_rows, torch::kInt64).to(device_));
+  }
+  active_ = std::move(next.still_active);
+  alive_scores_ = std::move(next.scores);
+  previous_ = tokens;
+}
+
+// Each sentence's n-best finished hypotheses, best first.
+SearchResult BeamSearch::best_first() {
+  for (auto& hypotheses : finished_) {
+    std::stable_sort(hypotheses.begin(), hypotheses.end(),
+                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    if (static_cast<int64_t>(hypotheses.size()) > options_.n_best) hypotheses.resize(options_.n_best);
+  }
+  return std::move(finished_);
+}
+
 }  // namespace
 
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                          const SearchOptions& options) {
-  const int64_t batch_size = source.size(0);
-  const int64_t beam = options.beam_size;
-  const torch::Device device = source.device();
-  const auto int_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const double minus_infinity = -std::numeric_limits<double>::infinity();
-  torch::Tensor lengths_cpu = lengths.cpu();
-
-  Ensemble::Source encoded = model.encode(source, lengths);
-  Ensemble::State state = model.initial_state(encoded);
-  // Expand every sentence to K identical rows: sentence b owns rows b*K .. b*K + K-1.
-  torch::Tensor expand = torch::arange(batch_size, int_options).repeat_interleave(beam);
-  encoded = encoded.index_select(expand);
-  state = state.index_select(expand);
-
-  std::vector<int64_t> active(batch_size), limit(batch_size);
-  for (int64_t b = 0; b < batch_size; ++b) {
-    active[b] = b;
-    limit[b] = max_output_length(lengths_cpu[b].item<int64_t>(), options);
-  }
-  // Cumulative log-probabilities of the alive beams; at the start only beam 0 is real.
-  std::vector<double> alive_scores(batch_size * beam, minus_infinity);
-  for (int64_t b = 0; b < batch_size; ++b) alive_scores[b * beam] = 0.0;
-
-  SearchResult finished(batch_size);
-  BeamRows rows{torch::empty({batch_size * beam, 0}, int_options), torch::Tensor()};
-  torch::Tensor previous = torch::full({batch_size * beam}, kBosId, int_options);
-
-  auto finish = [&](int64_t sentence, const Candidate& candidate, int64_t length, bool ended_with_eos,
-                    const torch::Tensor& row_tokens, const torch::Tensor& row_attention) {
-    Hypothesis hypothesis;
-    auto token_data = row_tokens.cpu();
-    hypothesis.tokens.assign(token_data.data_ptr<int64_t>(), token_data.data_ptr<int64_t>() + token_data.numel());
-    if (!ended_with_eos) hypothesis.tokens.push_back(candidate.token);
-    hypothesis.log_probability = candidate.log_probability;
-    hypothesis.score = candidate.log_probability / length_penalty(length, options.length_penalty);
-    if (row_attention.defined()) {
-      // clone: a view would keep the whole [rows, steps, S] history of this step alive.
-      hypothesis.attention = row_attention.narrow(1, 0, lengths_cpu[sentence].item<int64_t>()).cpu().clone();
-    }
-    finished[sentence].push_back(std::move(hypothesis));
-  };
-
-  for (int64_t t = 0; !active.empty(); ++t) {
-    const auto active_count = static_cast<int64_t>(active.size());
-    Ensemble::Step out = model.step(previous, state, encoded);
-    torch::Tensor log_probs = ban_tokens(out.log_probs, options);  // [A*K, V]
-    const int64_t vocab = log_probs.size(1);
-    // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
-    // per row in float32 first, then add the float64 running scores to [A*K, 2K] candidates only.
-    const int64_t per_row = std::min<int64_t>(2 * beam, vocab);
-    auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [A*K, 2K]
-    torch::Tensor scores_tensor =
-        torch::tensor(alive_scores, torch::kFloat64).to(device).view({active_count * beam, 1});
-    torch::Tensor candidates = (row_log_probs.to(torch::kFloat64) + scores_tensor).view({active_count, beam * per_row});
-    auto [top_scores, top_positions] = candidates.topk(std::min<int64_t>(2 * beam, beam * per_row), /*dim=*/1);
-    // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
-    torch::Tensor top_beams = top_positions.div(per_row, "floor");
-    torch::Tensor flat_rows = top_beams + torch::arange(active_count, int_options).unsqueeze(1) * beam;  // [A, 2K]
-    torch::Tensor top_tokens = row_tokens.view({-1})
-                                   .index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
-                                   .view(top_positions.sizes());
-    torch::Tensor top_ids = (top_beams * vocab + top_tokens).cpu();
-    top_scores = top_scores.cpu();
-    const int64_t width = top_ids.size(1);
-    auto score_access = top_scores.accessor<double, 2>();
-    auto id_access = top_ids.accessor<int64_t, 2>();
-
-    torch::Tensor step_attention;  // [A*K, 1, S]
-    if (options.return_attention && out.attention.defined()) {
-      step_attention = out.attention.unsqueeze(1);
-      rows.attention = rows.attention.defined() ? torch::cat({rows.attention, step_attention}, 1) : step_attention;
-    }
-
-    std::vector<int64_t> next_origin, next_token, still_active, encoded_rows;
-    std::vector<double> next_scores;
-    for (int64_t a = 0; a < active_count; ++a) {
-      const int64_t sentence = active[a];
-      const int64_t length = t + 1;
-      const bool at_cap = length >= limit[sentence];
-      std::vector<Candidate> alive;
-      for (int64_t j = 0; j < width && static_cast<int64_t>(alive.size()) < beam; ++j) {
-        const double score = score_access[a][j];
-        if (score == minus_infinity) break;
-        Candidate candidate{a * beam + id_access[a][j] / vocab, id_access[a][j] % vocab, score};
-        const bool is_eos = candidate.token == kEosId;
-        if (is_eos || at_cap) {
-          if (j < beam) {
-            torch::Tensor history_attention =
-                rows.attention.defined() ? rows.attention[candidate.origin_row] : torch::Tensor();
-            finish(sentence, candidate, length, is_eos, rows.tokens[candidate.origin_row], history_attention);
-          }
-        } else {
-          alive.push_back(candidate);
-        }
-      }
-      auto& done = finished[sentence];
-      bool stop = at_cap || alive.empty() || static_cast<int64_t>(done.size()) >= beam;
-      if (!stop && static_cast<int64_t>(done.size()) >= options.n_best) {
-        std::vector<double> done_scores;
-        for (const auto& hypothesis : done) done_scores.push_back(hypothesis.score);
-        std::nth_element(done_scores.begin(), done_scores.begin() + (options.n_best - 1), done_scores.end(),
-                         std::greater<double>());
-        const double nth_best = done_scores[options.n_best - 1];
-        // The best an alive hypothesis can still reach: its log-probability can only fall, and
-        // with alpha > 0 the most it can be divided by is the cap's length penalty.
-        const double best_alive = alive.front().log_probability;
-        const double bound = best_alive / length_penalty(limit[sentence], options.length_penalty);
-        stop = nth_best >= bound;
-      }
-      if (stop) continue;
-      still_active.push_back(sentence);
-      for (int64_t k = 0; k < beam; ++k) {
-        // Fewer than K alive candidates: fill with copies at -inf, which never win.
-        const bool real = k < static_cast<int64_t>(alive.size());
-        const Candidate& candidate = alive[real ? k : 0];
-        next_origin.push_back(candidate.origin_row);
-        next_token.push_back(candidate.token);
-        next_scores.push_back(real ? candidate.log_probability : minus_infinity);
-        encoded_rows.push_back(a * beam + k);
-      }
-    }
-    if (still_active.empty()) break;
-
-    torch::Tensor origin = torch::tensor(next_origin, torch::kInt64).to(device);
-    torch::Tensor tokens = torch::tensor(next_token, torch::kInt64).to(device);
-    state = out.state.index_select(origin);
-    rows.tokens = torch::cat({rows.tokens.index_select(0, origin), tokens.unsqueeze(1)}, 1);
-    if (rows.attention.defined()) rows.attention = rows.attention.index_select(0, origin);
-    // Rows of one sentence share the same encoder output, so it is reselected only when
-    // sentences leave the batch, not on every beam reorder.
-    if (still_active.size() != active.size()) {
-      encoded = encoded.index_select(torch::tensor(encoded_rows, torch::kInt64).to(device));
-    }
-    active = std::move(still_active);
-    alive_scores = std::move(next_scores);
-    previous = tokens;
-  }
-
-  for (auto& hypotheses : finished) {
-    std::stable_sort(hypotheses.begin(), hypotheses.end(),
-                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
-    if (static_cast<int64_t>(hypotheses.size()) > options.n_best) hypotheses.resize(options.n_best);
-  }
-  return finished;
+  return BeamSearch(std::move(model), source, lengths, options).run();
 }
 
 }  // namespace nmt

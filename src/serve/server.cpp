@@ -1,3 +1,5 @@
+// The HTTP server of nmt serve (serve/server.h). serve() goes in steps: load the model (Service),
+// configure the server, add the routes and error handlers, bind, and listen until a signal.
 #include "serve/server.h"
 
 #include <httplib.h>
@@ -10,8 +12,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "inference/model.h"
 #include "serve/batch_queue.h"
@@ -84,38 +88,61 @@ void answer_error(httplib::Response& response, int status, const std::string& me
   response.set_content(error_json(message), kJson);
 }
 
-}  // namespace
+// What the handlers read and count: lives in serve() for as long as the server runs.
+struct Service {
+  Service(const ServeOptions& options, const TranslationModels& models, torch::Device device);
 
-void serve(const ServeOptions& options) {
-  check(options);
-  install_signal_handlers();
-  set_threads(options.translate.threads);
-  const torch::Device device = parse_device(options.translate.device);
-  const TranslationModels models = load_models(options.translate, device);
+  const ServeOptions& options;
+  const TranslationModels& models;
+  const torch::Device device;
   std::string model_dirs, checkpoint;  // ", "-joined for an ensemble
-  for (const auto& [model_dir, which] : model_checkpoints(options.translate)) {
-    model_dirs += (model_dirs.empty() ? "" : ", ") + model_dir;
-  }
-  for (const std::string& path : models.checkpoints) checkpoint += (checkpoint.empty() ? "" : ", ") + path;
-  const int threads = torch::get_num_threads();
-  const auto started = Clock::now();
+  int threads = 0;
+  Clock::time_point started;
   std::atomic<size_t> requests_served{0};
   std::atomic<size_t> requests_refused{0};
+  BatchQueue queue;
+};
 
+std::string joined_model_dirs(const TranslateOptions& options) {
+  std::string model_dirs;
+  for (const auto& [model_dir, which] : model_checkpoints(options)) {
+    model_dirs += (model_dirs.empty() ? "" : ", ") + model_dir;
+  }
+  return model_dirs;
+}
+
+std::string joined_checkpoints(const TranslationModels& models) {
+  std::string checkpoint;
+  for (const std::string& path : models.checkpoints) checkpoint += (checkpoint.empty() ? "" : ", ") + path;
+  return checkpoint;
+}
+
+BatchQueueOptions batch_queue_options(const ServeOptions& options) {
   BatchQueueOptions queue_options;
   queue_options.max_batch_sentences = static_cast<size_t>(options.max_batch);
   queue_options.workers = static_cast<size_t>(options.workers);
   queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
   queue_options.batching = options.translate.batching;
-  BatchQueue queue(models, queue_options, device);
+  return queue_options;
+}
 
-  httplib::Server server;
+Service::Service(const ServeOptions& options, const TranslationModels& models, torch::Device device)
+    : options(options),
+      models(models),
+      device(device),
+      model_dirs(joined_model_dirs(options.translate)),
+      checkpoint(joined_checkpoints(models)),
+      threads(torch::get_num_threads()),
+      started(Clock::now()),
+      queue(models, batch_queue_options(options), device) {}
+
+// Connections, timeouts and the listening socket (written to `listening` when it is made).
+void configure(httplib::Server& server, const ServeOptions& options, socket_t& listening) {
   const auto connections = static_cast<size_t>(options.connections);
   server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
   server.set_payload_max_length(options.limits.max_body_bytes);
   // httplib's default adds SO_REUSEPORT, with which a second server on the same port would share
   // its connections instead of being refused: SO_REUSEADDR alone.
-  socket_t listening = -1;
   server.set_socket_options([&listening](socket_t socket) {
     const int yes = 1;
     ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
@@ -126,42 +153,55 @@ void serve(const ServeOptions& options) {
   server.set_keep_alive_timeout(2);  // an idle connection delays a SIGTERM's exit by at most this
   server.set_read_timeout(5);        // a client that stops sending mid-request is dropped after this
   server.set_write_timeout(5);
+}
 
+// GET /health.
+void answer_health(const Service& service, httplib::Response& response) {
+  const double uptime = std::chrono::duration<double>(Clock::now() - service.started).count();
+  answer_json(response, 200,
+              {{"status", "ok"},
+               {"model", service.model_dirs},
+               {"checkpoint", service.checkpoint},
+               {"attention", service.models.attention()},
+               {"source_vocabulary", service.models.source_vocabulary().size()},
+               {"target_vocabulary", service.models.target_vocabulary().size()},
+               {"device", service.device.str()},
+               {"threads", service.threads},
+               {"beam_size", service.options.translate.search.beam_size},
+               {"uptime_seconds", uptime},
+               {"requests_served", service.requests_served.load()},
+               {"requests_refused", service.requests_refused.load()},
+               {"sentences_translated", service.queue.sentences_done()},
+               {"batches", service.queue.batches_done()}});
+}
+
+// POST /translate.
+void answer_translate(Service& service, const httplib::Request& http_request, httplib::Response& response) {
+  const ServeOptions& options = service.options;
+  try {
+    TranslateRequest request = parse_translate_request(http_request.body, options.translate.search, options.limits);
+    if (request.search.return_attention && !service.models.has_attention()) {
+      throw RequestError(400, "attention/alignment: this model was trained with attention none");
+    }
+    const std::vector<Translation> translations =
+        request.text.empty() ? std::vector<Translation>{} : service.queue.translate(request.text, request.search);
+    answer_json(response, 200, translations_json(request, translations, service.models.target_vocabulary()));
+    ++service.requests_served;
+  } catch (const RequestError& error) {
+    ++service.requests_refused;
+    answer_error(response, error.status(), error.what());
+  }
+}
+
+// The endpoints, and the same endpoints with the wrong method.
+void add_routes(httplib::Server& server, Service& service) {
   server.Get("/", [](const httplib::Request&, httplib::Response& response) {
     response.set_content(page_html(), "text/html; charset=utf-8");
   });
-  server.Get("/health", [&](const httplib::Request&, httplib::Response& response) {
-    const double uptime = std::chrono::duration<double>(Clock::now() - started).count();
-    answer_json(response, 200,
-                {{"status", "ok"},
-                 {"model", model_dirs},
-                 {"checkpoint", checkpoint},
-                 {"attention", models.attention()},
-                 {"source_vocabulary", models.source_vocabulary().size()},
-                 {"target_vocabulary", models.target_vocabulary().size()},
-                 {"device", device.str()},
-                 {"threads", threads},
-                 {"beam_size", options.translate.search.beam_size},
-                 {"uptime_seconds", uptime},
-                 {"requests_served", requests_served.load()},
-                 {"requests_refused", requests_refused.load()},
-                 {"sentences_translated", queue.sentences_done()},
-                 {"batches", queue.batches_done()}});
-  });
-  server.Post("/translate", [&](const httplib::Request& http_request, httplib::Response& response) {
-    try {
-      TranslateRequest request = parse_translate_request(http_request.body, options.translate.search, options.limits);
-      if (request.search.return_attention && !models.has_attention()) {
-        throw RequestError(400, "attention/alignment: this model was trained with attention none");
-      }
-      const std::vector<Translation> translations =
-          request.text.empty() ? std::vector<Translation>{} : queue.translate(request.text, request.search);
-      answer_json(response, 200, translations_json(request, translations, models.target_vocabulary()));
-      ++requests_served;
-    } catch (const RequestError& error) {
-      ++requests_refused;
-      answer_error(response, error.status(), error.what());
-    }
+  server.Get("/health",
+             [&service](const httplib::Request&, httplib::Response& response) { answer_health(service, response); });
+  server.Post("/translate", [&service](const httplib::Request& http_request, httplib::Response& response) {
+    answer_translate(service, http_request, response);
   });
   for (const char* path : {"/", "/health"}) {
     server.Post(path, [path](const httplib::Request&, httplib::Response& response) {
@@ -171,44 +211,61 @@ void serve(const ServeOptions& options) {
   server.Get("/translate", [](const httplib::Request&, httplib::Response& response) {
     answer_error(response, 405, "/translate takes POST with a JSON body like {\"text\": [\"...\"]}");
   });
+}
+
+// The message of a status httplib answered without a body of ours.
+std::string http_error_message(const httplib::Request& request, const httplib::Response& response,
+                               const ServeOptions& options) {
+  std::string message = "HTTP " + std::to_string(response.status);
+  if (response.status == 404) {
+    message = "no such endpoint: " + request.method + " " + request.path +
+              " (the endpoints are GET /, GET /health and POST /translate)";
+  } else if (response.status == 413 &&
+             request.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+    // httplib's own limit for form bodies (what curl -d sends without -H).
+    message =
+        "a body sent as application/x-www-form-urlencoded is limited to 8192 bytes: send it with "
+        "Content-Type: application/json";
+  } else if (response.status == 413) {
+    message = "the body is over the limit of " + std::to_string(options.limits.max_body_bytes) +
+              " bytes (nmt serve --max-body-bytes)";
+  } else if (response.status == 400) {
+    message = "malformed HTTP request";
+  }
+  return message;
+}
+
+// An exception out of a handler: a 500 with its message.
+void answer_exception(httplib::Response& response, std::exception_ptr error) {
+  std::string message = "internal error";
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& exception) {
+    const std::string what = exception.what_without_backtrace();
+    message = what.substr(0, what.find('\n'));
+  } catch (const std::exception& exception) {
+    message = exception.what();
+  } catch (...) {
+  }
+  spdlog::error("POST /translate failed: {}", message);
+  answer_error(response, 500, message);
+}
+
+void add_error_handlers(httplib::Server& server, Service& service) {
   // Statuses without a body of ours (an unknown path, a body over the limit, a malformed request
   // line) get a JSON error too.
-  server.set_error_handler([&](const httplib::Request& request, httplib::Response& response) {
+  server.set_error_handler([&service](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;
-    ++requests_refused;
-    std::string message = "HTTP " + std::to_string(response.status);
-    if (response.status == 404) {
-      message = "no such endpoint: " + request.method + " " + request.path +
-                " (the endpoints are GET /, GET /health and POST /translate)";
-    } else if (response.status == 413 &&
-               request.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
-      // httplib's own limit for form bodies (what curl -d sends without -H).
-      message =
-          "a body sent as application/x-www-form-urlencoded is limited to 8192 bytes: send it with "
-          "Content-Type: application/json";
-    } else if (response.status == 413) {
-      message = "the body is over the limit of " + std::to_string(options.limits.max_body_bytes) +
-                " bytes (nmt serve --max-body-bytes)";
-    } else if (response.status == 400) {
-      message = "malformed HTTP request";
-    }
-    answer_error(response, response.status, message);
+    ++service.requests_refused;
+    answer_error(response, response.status, http_error_message(request, response, service.options));
   });
   server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
-    std::string message = "internal error";
-    try {
-      std::rethrow_exception(error);
-    } catch (const c10::Error& exception) {
-      const std::string what = exception.what_without_backtrace();
-      message = what.substr(0, what.find('\n'));
-    } catch (const std::exception& exception) {
-      message = exception.what();
-    } catch (...) {
-    }
-    spdlog::error("POST /translate failed: {}", message);
-    answer_error(response, 500, message);
+    answer_exception(response, std::move(error));
   });
+}
 
+// Binds to options.host and options.port (any free port for 0) and returns the port.
+int bind_address(httplib::Server& server, const ServeOptions& options) {
   int port = options.port;
   const bool bound =
       port == 0 ? (port = server.bind_to_any_port(options.host)) > 0 : server.bind_to_port(options.host, options.port);
@@ -217,14 +274,11 @@ void serve(const ServeOptions& options) {
                              " (the port is in use, or the address is not one of this machine's): choose another "
                              "--port or --host");
   }
-  // httplib listens with a backlog of 5 connections: more clients connecting at once would see
-  // their connection attempts dropped and retried a second later. Linux takes a second listen()
-  // on the bound socket as a new backlog.
-  if (::listen(listening, SOMAXCONN) != 0) spdlog::warn("listen backlog: {}", std::strerror(errno));
-  spdlog::info("nmt serve: {} ({} attention, {} and {} subwords) on {}", checkpoint, models.attention(),
-               models.source_vocabulary().size(), models.target_vocabulary().size(), device.str());
-  spdlog::info("listening on http://{}:{}/", options.host, port);
+  return port;
+}
 
+// Serves until the first SIGINT or SIGTERM, then until every accepted connection is answered.
+void listen_until_signal(httplib::Server& server) {
   std::atomic<bool> finished{false};
   std::thread stopper([&] {
     char byte = 0;
@@ -246,8 +300,35 @@ void serve(const ServeOptions& options) {
   const char wake = 0;
   [[maybe_unused]] ssize_t written = ::write(signal_pipe[1], &wake, 1);
   stopper.join();
-  spdlog::info("stopped: {} served, {} refused; {} sentences translated in {} batches", requests_served.load(),
-               requests_refused.load(), queue.sentences_done(), queue.batches_done());
+}
+
+}  // namespace
+
+void serve(const ServeOptions& options) {
+  check(options);
+  install_signal_handlers();
+  set_threads(options.translate.threads);
+  const torch::Device device = parse_device(options.translate.device);
+  const TranslationModels models = load_models(options.translate, device);
+  Service service(options, models, device);
+
+  httplib::Server server;
+  socket_t listening = -1;
+  configure(server, options, listening);
+  add_routes(server, service);
+  add_error_handlers(server, service);
+  const int port = bind_address(server, options);
+  // httplib listens with a backlog of 5 connections: more clients connecting at once would see
+  // their connection attempts dropped and retried a second later. Linux takes a second listen()
+  // on the bound socket as a new backlog.
+  if (::listen(listening, SOMAXCONN) != 0) spdlog::warn("listen backlog: {}", std::strerror(errno));
+  spdlog::info("nmt serve: {} ({} attention, {} and {} subwords) on {}", service.checkpoint, models.attention(),
+               models.source_vocabulary().size(), models.target_vocabulary().size(), device.str());
+  spdlog::info("listening on http://{}:{}/", options.host, port);
+
+  listen_until_signal(server);
+  spdlog::info("stopped: {} served, {} refused; {} sentences translated in {} batches", service.requests_served.load(),
+               service.requests_refused.load(), service.queue.sentences_done(), service.queue.batches_done());
 }
 
 }  // namespace nmt::serve
