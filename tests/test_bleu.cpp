@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "eval/bleu.h"
+#include "eval/chrf.h"
 #include "eval/tokenize_13a.h"
 
 using nmt::eval::BleuOptions;

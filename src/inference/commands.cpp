@@ -12,6 +12,7 @@
 #include <iostream>
 #include <set>
 
+#include "eval/chrf.h"
 #include "inference/model.h"
 #include "search/translator.h"
 #include "text/corpus.h"

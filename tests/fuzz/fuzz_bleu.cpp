@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "eval/bleu.h"
+#include "eval/chrf.h"
 #include "eval/tokenize_13a.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
