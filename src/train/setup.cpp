@@ -14,7 +14,7 @@
 
 #include "kernels/dispatch.h"
 #include "text/batching.h"
-#include "train/distributed.h"
+#include "train/gradient_reducer.h"
 #include "train/loss.h"
 #include "util/io.h"
 #include "util/runtime.h"

@@ -87,7 +87,7 @@ struct StepResult {
 };
 
 // One update: for each of `batches` a teacher-forced forward pass, cross-entropy (label smoothing,
-// padding ignored) and backward, the gradients adding up; with a `reducer` (distributed.h), the sum
+// padding ignored) and backward, the gradients adding up; with a `reducer` (gradient_reducer.h), the sum
 // over every rank's batches; then gradient-norm clipping and the optimizer step. The loss is divided
 // by `update_tokens`, the target tokens of the whole update (all ranks), so the gradient is the mean
 // over them. A mean loss that is not finite or above kDivergedLoss per token, or a gradient norm that

@@ -1,8 +1,9 @@
 // The training loop: `nmt train`. Its parts, one file each: setup.h (everything before the first
-// update, shared with the benchmark), validator.h (dev loss, perplexity, BLEU), stop_rules.h (steps,
-// epochs, minutes, patience), run_log.h (train.log and metrics.jsonl), checkpoint.h; with several
-// ranks, distributed.h (the process group and the gradient all-reduce) and replicas.h (rank 0's
-// state handed to the others).
+// update, shared with the benchmark), master_setup.h (rank 0's model directory), validator.h (dev
+// loss, perplexity, BLEU), stop_rules.h (steps, epochs, minutes, patience), run_log.h (train.log and
+// metrics.jsonl), checkpoint.h; and training_processes.h, the roles of one process or of several
+// ranks (data_parallel.h: distributed.h, the process group; gradient_reducer.h, the gradient
+// all-reduce; replicas.h, rank 0's state handed to the others), which the loop never tells apart.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,200 @@
+// The rendezvous of a distributed run's ranks on a c10d TCPStore, and their heartbeats.
+#include "train/rendezvous.h"
+
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <vector>
+
+#include "train/distributed.h"
+
+namespace nmt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
+// How long a heartbeat must stand still for a failure to be put on its rank.
+constexpr auto kSilence = 3 * kHeartbeat;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string bytes_to_string(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+}  // namespace
+
+Rendezvous::Rendezvous(const DistributedOptions& options)
+    : rank_(options.rank),
+      world_size_(options.world_size),
+      master_(options.master_addr + ":" + std::to_string(options.master_port)),
+      timeout_seconds_(options.timeout_seconds) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+  // torchrun's agent hosts a store on MASTER_PORT itself and says so: every rank is then a client,
+  // under a prefix of its own per restart, as PyTorch's own workers are.
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const bool agent_store = agent != nullptr && std::string(agent) == "True";
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const std::string prefix = "nmt/attempt_" + std::string(restart != nullptr ? restart : "0");
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(options.master_port);
+  store_options.isServer = rank_ == 0 && !agent_store;
+  store_options.numWorkers = world_size_;
+  store_options.waitWorkers = false;
+  store_options.timeout = timeout;
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+    store_options.isServer = false;
+    heartbeat_store_ = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+    if (agent_store) {
+      store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+      heartbeat_store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, heartbeat_store_);
+    }
+  } catch (const std::exception& error) {
+    if (rank_ == 0) {
+      throw std::runtime_error("rank 0 cannot listen on " + master_ + " (" + first_line(error.what()) +
+                               "): the port is in use or the address is not this machine's; pass another "
+                               "--master-port (MASTER_PORT) or --master-addr (MASTER_ADDR)");
+    }
+    throw std::runtime_error("rank " + std::to_string(rank_) + " cannot reach the master (rank 0) at " + master_ +
+                             " within " + std::to_string(static_cast<int>(options.timeout_seconds)) + " s (" +
+                             first_line(error.what()) +
+                             "): start rank 0 there, or check --master-addr/--master-port (MASTER_ADDR, MASTER_PORT)");
+  }
+  heartbeat_ = std::thread([this] { beat(); });
+  store_->set("joined/" + std::to_string(rank_), std::vector<uint8_t>{1});
+}
+
+Rendezvous::~Rendezvous() {
+  stop_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+c10::intrusive_ptr<c10d::Store> Rendezvous::store() const { return store_; }
+
+std::string Rendezvous::missing_ranks() {
+  std::string missing;
+  try {
+    for (int other = 0; other < world_size_; ++other) {
+      if (!store_->check({"joined/" + std::to_string(other)})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(other);
+      }
+    }
+  } catch (const std::exception&) {
+    missing = "0 (the master at " + master_ + " is gone)";
+  }
+  return missing;
+}
+
+void Rendezvous::beat() {
+  const std::string key = "heartbeat/" + std::to_string(rank_);
+  while (!stop_) {
+    try {
+      heartbeat_store_->add(key, 1);
+    } catch (const std::exception&) {
+      return;  // the store is gone (rank 0 ended): the main thread finds out on its next call
+    }
+    for (auto slept = std::chrono::milliseconds(0); slept < kHeartbeat && !stop_;
+         slept += std::chrono::milliseconds(50)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+int64_t Rendezvous::heartbeat_of(int rank) { return store_->add("heartbeat/" + std::to_string(rank), 0); }
+
+std::string Rendezvous::silent_ranks() {
+  try {
+    std::vector<int64_t> before(world_size_);
+    for (int other = 0; other < world_size_; ++other) before[other] = heartbeat_of(other);
+    std::this_thread::sleep_for(kSilence);
+    std::string silent, behind;
+    for (int other = 0; other < world_size_; ++other) {
+      if (other == rank_) continue;
+      if (heartbeat_of(other) == before[other]) {
+        silent += (silent.empty() ? "rank " : ", rank ") + std::to_string(other);
+        continue;
+      }
+      const std::string key = "step/" + std::to_string(other);
+      const int64_t step = store_->check({key}) ? std::stoll(bytes_to_string(store_->get(key))) : 0;
+      if (step < step_) {
+        behind += (behind.empty() ? "" : ", ") + ("rank " + std::to_string(other) + " is still at step " +
+                                                  std::to_string(step) + " (alive but stuck)");
+      }
+    }
+    if (!silent.empty()) {
+      return silent + " stopped answering (its heartbeat stood still for " +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kSilence).count()) +
+             " s: the process ended, was stopped or lost the network)";
+    }
+    return behind.empty() ? "no rank is silent, so the network between ranks failed" : behind;
+  } catch (const std::exception&) {
+    return rank_ == 0 ? "the store this rank hosts stopped answering"
+                      : "rank 0 (the master at " + master_ + ", which holds the rendezvous store) is gone";
+  }
+}
+
+void Rendezvous::fail(const std::string& what, const std::string& cause) {
+  throw std::runtime_error("distributed training stopped at step " + std::to_string(step_ + 1) + ", rank " +
+                           std::to_string(rank_) + ": " + what + " failed: " + silent_ranks() + " [" +
+                           first_line(cause) + "]; the checkpoints rank 0 wrote are complete: --resume continues");
+}
+
+void Rendezvous::publish(const std::string& key, const std::string& value) {
+  try {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& error) {
+    fail("publishing " + key, error.what());
+  }
+}
+
+std::string Rendezvous::wait_for(const std::string& key, int from) {
+  const std::string what = "waiting for rank " + std::to_string(from) + " (" + key + ")";
+  bool silent = false;
+  try {
+    int64_t last = heartbeat_of(from);
+    auto changed = Clock::now();
+    while (!store_->check({key})) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (const int64_t beat = heartbeat_of(from); beat != last) {
+        last = beat, changed = Clock::now();
+      } else if (seconds_since(changed) > timeout_seconds_) {
+        silent = true;
+        break;
+      }
+    }
+    if (!silent) return bytes_to_string(store_->get(key));
+  } catch (const std::exception& error) {  // the store's connection (to rank 0) failed
+    fail(what, error.what());
+  }
+  fail(what, "its heartbeat stood still for " + std::to_string(static_cast<int>(timeout_seconds_)) + " s");
+}
+
+void Rendezvous::announce_step(int64_t step) {
+  step_ = step;
+  try {
+    const std::string value = std::to_string(step);
+    store_->set("step/" + std::to_string(rank_), std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& error) {
+    fail("announcing the step", error.what());
+  }
+}
+
+void Rendezvous::finish() {
+  try {
+    store_->add("done", 1);
+    if (rank_ != 0) return;
+    const auto start = Clock::now();
+    while (store_->add("done", 0) < world_size_ && seconds_since(start) < timeout_seconds_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // The run is over and its checkpoints written; a rank gone now changes nothing.
+  }
+}
+
+}  // namespace nmt
