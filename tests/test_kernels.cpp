@@ -65,17 +65,26 @@ void check_both_ways(const std::vector<torch::Tensor>& inputs,
 }  // namespace
 
 TEST_CASE("the kernel switch: off rules the kernels out, a level above the CPU's is refused", "[kernels]") {
+  using kernels::Operation;
   const torch::Tensor x = torch::randn({2, 3});
   {
     kernels::ScopedKernelLevel off(KernelLevel::kOff);
     CHECK(kernels::kernel_level() == KernelLevel::kOff);
-    CHECK_FALSE(kernels::kernels_take({x}));
-    CHECK_FALSE(kernels::packed_products_on());
+    CHECK_FALSE(kernels::use_kernel(Operation::kGruStep, {x}));
+    CHECK_FALSE(kernels::use_kernel(Operation::kPackedProducts, {x}));
+    CHECK_FALSE(kernels::use_kernel(Operation::kDropoutMask, {x}));
   }
   CHECK(kernels::kernel_level() == kernels::supported_kernel_level());  // restored
-  CHECK(kernels::kernels_take({x}) == (kernels::supported_kernel_level() >= KernelLevel::kAvx2));
+  const bool avx2 = kernels::supported_kernel_level() >= KernelLevel::kAvx2;
+  CHECK(kernels::use_kernel(Operation::kGruStep, {x}) == avx2);
+  CHECK(kernels::use_kernel(Operation::kPackedProducts, {x}) ==
+        (kernels::supported_kernel_level() == KernelLevel::kAvx512));
+  CHECK_FALSE(kernels::use_kernel(Operation::kGruStep, {x}, /*fits=*/false));
+  const torch::Tensor absent;  // an absent bias
+  CHECK(kernels::use_kernel(Operation::kGruStep, {x, absent}) == avx2);
   const torch::Tensor x64 = x.to(torch::kFloat64);
-  CHECK_FALSE(kernels::kernels_take({x64}));
+  CHECK_FALSE(kernels::use_kernel(Operation::kGruStep, {x64}));
+  CHECK(kernels::use_kernel(Operation::kDropoutMask, {x64}) == avx2);  // the hashed mask takes any type
   if (kernels::supported_kernel_level() < KernelLevel::kAvx512) {
     CHECK_THROWS_WITH(kernels::set_kernel_level(KernelLevel::kAvx512), Catch::Contains("at most"));
   }

@@ -1,5 +1,6 @@
 #include "cli/program.h"
 
+#include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -47,6 +48,7 @@ void set_up_process() {
   guard_standard_streams();
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows, for one, which kernel each operation runs
 }
 
 void configure_program(CLI::App& program, const CLI::App& prepare) {

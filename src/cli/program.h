@@ -12,7 +12,8 @@
 
 namespace nmt::cli {
 
-// Logs to standard error (standard output carries translations and scores) and guards the streams.
+// Logs to standard error (standard output carries translations and scores) at the level of
+// SPDLOG_LEVEL (default info), and guards the streams.
 void set_up_process();
 
 // The top-level app: its description, --config FILE (TOML; its [train] section also serves

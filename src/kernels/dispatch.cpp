@@ -1,8 +1,12 @@
 #include "kernels/dispatch.h"
 
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -31,6 +35,51 @@ KernelLevel level_from_environment() {
 std::atomic<int>& level_store() {
   static std::atomic<int> level{static_cast<int>(level_from_environment())};
   return level;
+}
+
+// What use_kernel() needs to know of an operation.
+struct OperationRule {
+  const char* name;       // in the log
+  KernelLevel least;      // the lowest level that runs the kernel
+  bool float32_only;      // the kernel takes float32 tensors only (otherwise any type, on the CPU)
+  const char* kernel;     // what runs when the kernel does, for the log
+  const char* reference;  // what runs otherwise
+};
+
+OperationRule operation_rule(Operation operation) {
+  switch (operation) {
+    case Operation::kGruStep:
+      return {"gru_step", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
+    case Operation::kAdditiveEnergy:
+      return {"additive_energy", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
+    case Operation::kWeightedSum:
+      return {"weighted_sum", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
+    case Operation::kOutputLayerLoss:
+      return {"output_layer_loss", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
+    case Operation::kBiGruLayer:
+      return {"bigru_layer", KernelLevel::kAvx2, true, "avx2 (both directions fused)",
+              "the reference (one direction at a time)"};
+    case Operation::kDecoderLoop:
+      return {"decoder_loop", KernelLevel::kAvx2, true, "avx2 (the fused loop)", "the reference (step by step)"};
+    case Operation::kPackedProducts:
+      return {"packed_products", KernelLevel::kAvx512, true, "avx512", "the reference (BLAS)"};
+    case Operation::kAdam:
+      return {"adam", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
+    case Operation::kDropoutMask:
+      return {"dropout_mask", KernelLevel::kAvx2, false, "the hashed mask", "the LibTorch reference"};
+  }
+  return {"unknown", KernelLevel::kAvx512, true, "", ""};
+}
+
+constexpr size_t kOperationCount = static_cast<size_t>(Operation::kDropoutMask) + 1;  // the last one listed
+
+// Logs `operation`'s path the first time it is taken. Zero-initialised: nothing logged yet.
+void log_first_path(Operation operation, bool kernel) {
+  static std::array<std::array<std::atomic<bool>, 2>, kOperationCount> logged{};
+  std::atomic<bool>& done = logged[static_cast<size_t>(operation)][kernel ? 1 : 0];
+  if (done.load(std::memory_order_relaxed) || done.exchange(true, std::memory_order_relaxed)) return;
+  const OperationRule path = operation_rule(operation);
+  spdlog::debug("kernels: {} uses {}", path.name, kernel ? path.kernel : path.reference);
 }
 
 }  // namespace
@@ -62,15 +111,16 @@ void set_kernel_level(KernelLevel level) {
   level_store().store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
-bool kernels_take(TensorRefs tensors) {
-  if (kernel_level() < KernelLevel::kAvx2) return false;
-  for (const torch::Tensor& tensor : tensors) {
-    if (tensor.defined() && (!tensor.device().is_cpu() || tensor.scalar_type() != torch::kFloat)) return false;
-  }
-  return true;
+bool use_kernel(Operation operation, TensorRefs tensors, bool fits) {
+  const OperationRule wanted = operation_rule(operation);
+  const auto takes = [&](const torch::Tensor& tensor) {
+    return !tensor.defined() ||
+           (tensor.device().is_cpu() && (!wanted.float32_only || tensor.scalar_type() == torch::kFloat));
+  };
+  const bool kernel = fits && kernel_level() >= wanted.least && std::all_of(tensors.begin(), tensors.end(), takes);
+  log_first_path(operation, kernel);
+  return kernel;
 }
-
-bool packed_products_on() { return kernel_level() == KernelLevel::kAvx512; }
 
 bool autograd_records(TensorRefs tensors) {
   if (!torch::GradMode::is_enabled()) return false;

@@ -1,7 +1,7 @@
 // The one place that decides whether the hand-written CPU kernels run or the LibTorch reference
-// operations they replace. Every fast operation (GRU step, attention energy and weighted sum,
-// output-layer loss, BiGru and decoder loops, packed products, Adam, dropout masks) asks here and
-// has its reference expression beside it in the same file.
+// operations they replace, as CTranslate2's one CPU ISA dispatch does. Every fast operation asks
+// use_kernel() with its Operation; the list below names, for each, the function that asks and
+// where its reference runs (beside the call, in the same file, unless it says otherwise).
 //
 // The level in force is the best this build and CPU support, unless the environment variable
 // NMT_KERNELS (off | avx2 | avx512) asks for less; `off` runs the references everywhere, so a user
@@ -44,14 +44,47 @@ class ScopedKernelLevel {
   KernelLevel previous_;
 };
 
+// The fast operations: who asks (file), the kernel, and the reference it replaces.
+enum class Operation {
+  // GruCellImpl::from_gates (model/gru_cell.cpp): kernels/gru_kernels.h, or the step in LibTorch's
+  // ops beside it.
+  kGruStep,
+  // additive_energy (model/fused_attention.cpp): kernels/attention_kernels.h, or tanh and a product
+  // with v beside it.
+  kAdditiveEnergy,
+  // weighted_sum (model/fused_attention.cpp): kernels/attention_kernels.h, or a broadcast product and
+  // sum beside it.
+  kWeightedSum,
+  // output_layer_loss (train/loss.cpp): kernels/row_kernels.h, or linear and
+  // smoothed_cross_entropy_sum in the same file.
+  kOutputLayerLoss,
+  // BiGruImpl::forward (model/bigru.cpp): both directions in fused_bigru_layer (model/bigru_fused.h),
+  // or BiGruImpl::run per direction in the same file.
+  kBiGruLayer,
+  // DecoderImpl::takes_fused_loop (model/decoder.cpp): the teacher-forced loop in
+  // fused_decoder_loop (model/decoder_fused.h) while autograd records, or DecoderImpl::advance per
+  // step in DecoderImpl::forward, the same file (whose steps ask for their own operations).
+  kDecoderLoop,
+  // LoopWeight (model/loop_weight.cpp): the packed products of kernels/packed_gemm.h, AVX-512 only,
+  // or at::addmm (the BLAS) in LoopWeight::multiply, the same file.
+  kPackedProducts,
+  // FusedAdam::step (train/fused_adam.cpp): kernels/adam_kernel.h, or torch::optim::Adam::step,
+  // LibTorch's own.
+  kAdam,
+  // dropout_mask and apply_dropout (model/dropout.cpp): the hashed mask there (plain C++, any
+  // floating type), or LibTorch's bernoulli_ and dropout beside it.
+  kDropoutMask,
+};
+
 using TensorRefs = std::initializer_list<std::reference_wrapper<const torch::Tensor>>;
 
-// True when the AVX2 kernels are in force and every defined tensor given is float32 on the CPU;
-// undefined tensors (an absent bias) are skipped. Otherwise callers run the reference expressions.
-bool kernels_take(TensorRefs tensors);
-
-// True when the AVX-512 packed products (kernels/packed_gemm.h) are in force.
-bool packed_products_on();
+// True when `operation`'s kernel runs: the level in force reaches the operation's (avx512 for
+// kPackedProducts, avx2 for the rest), every defined tensor given is on the CPU and float32 (any
+// type for kDropoutMask), and `fits`, the caller's own conditions (shapes, types, options), holds.
+// Undefined tensors (an absent bias) are skipped. Otherwise the caller runs the reference.
+// The first time each operation takes each path, logs which at debug level ("kernels: gru_step
+// uses avx2"); after that, a relaxed atomic load per call.
+bool use_kernel(Operation operation, TensorRefs tensors = {}, bool fits = true);
 
 // True when autograd records an operation on these inputs: grad mode is on and one of them
 // requires grad. Otherwise a kernel's forward can run alone, keeping nothing for a backward.

@@ -5,7 +5,7 @@
 // was about a sixth of a training update's time. These products take the weight already packed
 // (pack_weight, once per pass over the loop) and run an 8 x 32 register-blocked FMA kernel over
 // it, so a step's product costs only its arithmetic. Reached only through kernels/dispatch.h
-// (packed_products_on()), which runs them only where the CPU has AVX-512.
+// (use_kernel(Operation::kPackedProducts)), which runs them only where the CPU has AVX-512.
 //
 // Shapes: a [rows, depth] row-major with leading dimension lda; the weight b [depth, columns]
 // row-major (packed); c [rows, columns] with leading dimension ldc.

@@ -90,7 +90,7 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
     const Direction& forward = directions_[2 * layer];
     const Direction& backward = directions_[2 * layer + 1];
     std::vector<torch::Tensor> halves(2);
-    if (kernels::kernels_take({layer_input, forward.weight_hh, backward.weight_hh})) {
+    if (kernels::use_kernel(kernels::Operation::kBiGruLayer, {layer_input, forward.weight_hh, backward.weight_hh})) {
       // Both directions at once (bigru_fused.h).
       auto [states_forward, states_backward, final_forward, final_backward] = fused_bigru_layer(
           input_gates, {forward.weight_hh, backward.weight_hh}, {forward.bias_hh, backward.bias_hh}, mask, shortest);

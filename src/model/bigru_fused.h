@@ -16,7 +16,7 @@
 
 namespace nmt {
 
-// For tensors the kernels take (kernels::kernels_take, kernels/dispatch.h).
+// For tensors the kernels take (kernels::use_kernel, kernels/dispatch.h).
 // input_gates [2][S, B, 3H] (forward, backward direction; W_i x + b_i), weight_hh [2][3H, H],
 // bias_hh [2][3H], mask [S, B, 1] float (1 at real positions), first_padded = the shortest length.
 // Returns {forward states [S, B, H], backward states [S, B, H], forward final [B, H], backward

@@ -99,9 +99,10 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
 }
 
 bool DecoderImpl::takes_fused_loop(const torch::Tensor& token_gates, const EncodedSource& source) const {
-  if (token_gates.size(1) == 0 || !attention->has_scorer()) return false;
-  return kernels::kernels_take({token_gates, source.states, source.keys}) &&
-         kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight});
+  const bool fits =
+      token_gates.size(1) > 0 && attention->has_scorer() &&
+      kernels::autograd_records({token_gates, source.states, source.keys, feed_gates->weight, combine->weight});
+  return kernels::use_kernel(kernels::Operation::kDecoderLoop, {token_gates, source.states, source.keys}, fits);
 }
 
 torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {

@@ -51,7 +51,7 @@ torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorO
   check_probability(p);
   const double keep = 1.0 - p;
   // The reference: LibTorch's own draw (on other devices, and with NMT_KERNELS=off).
-  if (options.device().type() != torch::kCPU || kernels::kernel_level() == kernels::KernelLevel::kOff) {
+  if (!kernels::use_kernel(kernels::Operation::kDropoutMask, {}, options.device().type() == torch::kCPU)) {
     return torch::empty(shape, options).bernoulli_(keep).div_(keep);
   }
   if (p == 0) return torch::ones(shape, options);
@@ -67,7 +67,7 @@ torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorO
 
 torch::Tensor apply_dropout(const torch::Tensor& input, double p, bool training) {
   if (!training || p == 0) return input;
-  if (!input.device().is_cpu() || kernels::kernel_level() == kernels::KernelLevel::kOff) {
+  if (!kernels::use_kernel(kernels::Operation::kDropoutMask, {input})) {
     check_probability(p);  // dropout_mask checks it on the CPU path
     return torch::dropout(input, p, true);
   }

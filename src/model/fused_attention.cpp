@@ -113,7 +113,7 @@ torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& qu
                   query.size(1) == keys.size(2) && v.size(0) == keys.size(2) && heads >= 1 && keys.size(2) % heads == 0,
               "additive_energy: keys [B, S, A], query [B, A], v [A] and heads dividing A expected");
   torch::Tensor scores;  // [B, S, heads]
-  if (!kernels::kernels_take({keys, query, v})) {
+  if (!kernels::use_kernel(kernels::Operation::kAdditiveEnergy, {keys, query, v})) {
     if (heads == 1) return torch::matmul(torch::tanh(keys + query.unsqueeze(1)), v);
     const torch::Tensor energies = torch::tanh(keys + query.unsqueeze(1)) * v;  // [B, S, A]
     return energies.view({keys.size(0), keys.size(1), heads, -1}).sum(3);
@@ -130,7 +130,8 @@ torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& st
   TORCH_CHECK(
       weights.dim() == 2 && states.dim() == 3 && weights.size(0) == states.size(0) && weights.size(1) == states.size(1),
       "weighted_sum: weights [B, S] and states [B, S, C] expected");
-  if (!kernels::kernels_take({weights, states})) return (weights.unsqueeze(2) * states).sum(1);
+  if (!kernels::use_kernel(kernels::Operation::kWeightedSum, {weights, states}))
+    return (weights.unsqueeze(2) * states).sum(1);
   if (!kernels::autograd_records({weights, states})) {
     return weighted_sum_forward(weights.contiguous(), states.contiguous());
   }

@@ -72,7 +72,7 @@ torch::Tensor GruCellImpl::from_gates(const torch::Tensor& input_gates, const to
   TORCH_CHECK(hidden.dim() == 2 && input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes() &&
                   input_gates.size(0) == hidden.size(0) && input_gates.size(1) == 3 * hidden.size(1),
               "GRU step: gates [B, 3H] and hidden [B, H] expected");
-  if (kernels::kernels_take({input_gates, hidden_gates, hidden})) {
+  if (kernels::use_kernel(kernels::Operation::kGruStep, {input_gates, hidden_gates, hidden})) {
     if (!kernels::autograd_records({input_gates, hidden_gates, hidden})) {
       return fused_step(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous(), {});
     }

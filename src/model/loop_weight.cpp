@@ -16,7 +16,7 @@ torch::Tensor column_block(const torch::Tensor& tensor, const std::pair<int64_t,
 
 LoopWeight::LoopWeight(const torch::Tensor& weight) : plain_(weight.contiguous()) {
   TORCH_CHECK(plain_.dim() == 2, "LoopWeight: a matrix [depth, columns] expected");
-  if (!kernels::packed_products_on() || plain_.scalar_type() != torch::kFloat32 || !plain_.is_cpu()) return;
+  if (!kernels::use_kernel(kernels::Operation::kPackedProducts, {plain_})) return;
   const int64_t depth = plain_.size(0), width = plain_.size(1);
   packed_ = torch::empty({kernels::packed_size(depth, width)}, plain_.options());
   // Whole panels per thread (a panel is 16 columns; the last one may be narrower).

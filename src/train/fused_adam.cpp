@@ -35,15 +35,15 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     torch::AutoGradMode enable_grad(true);
     loss = closure();
   }
-  bool fused = kernels::kernel_level() != kernels::KernelLevel::kOff;
+  bool fits = true;  // every group's options and every parameter with a gradient
   for (const auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
-    fused = fused && options.weight_decay() == 0 && !options.amsgrad();
+    fits = fits && options.weight_decay() == 0 && !options.amsgrad();
     for (const auto& param : group.params()) {
-      if (param.grad().defined()) fused = fused && fits_kernel(param);
+      if (param.grad().defined()) fits = fits && fits_kernel(param);
     }
   }
-  if (!fused) {
+  if (!kernels::use_kernel(kernels::Operation::kAdam, {}, fits)) {
     torch::optim::Adam::step();  // its own checks and messages, for whatever the kernel does not take
     return loss;
   }

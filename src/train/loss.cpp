@@ -144,8 +144,8 @@ torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor
   TORCH_CHECK(
       targets.numel() == 0 || (targets.min().item<int64_t>() >= 0 && targets.max().item<int64_t>() < weight.size(0)),
       "output_layer_loss: a target id is outside the vocabulary of ", weight.size(0));
-  const bool fused =
-      kernels::kernels_take({hidden, weight, bias}) && targets.scalar_type() == torch::kLong && hidden.size(0) > 0;
+  const bool fused = kernels::use_kernel(kernels::Operation::kOutputLayerLoss, {hidden, weight, bias},
+                                         targets.scalar_type() == torch::kLong && hidden.size(0) > 0);
   if (!fused) {  // another device or type, or a CPU without AVX2: LibTorch's ops
     return smoothed_cross_entropy_sum(torch::nn::functional::linear(hidden, weight, bias), targets, epsilon);
   }
