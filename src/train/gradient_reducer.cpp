@@ -8,15 +8,9 @@
 #include <chrono>
 
 #include "train/distributed.h"
+#include "util/clock.h"
 
 namespace nmt {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-}  // namespace
 
 GradientReducer::GradientReducer(Distributed& distributed, std::vector<torch::Tensor> parameters, int64_t bucket_bytes,
                                  const std::vector<torch::Tensor>& row_sparse)

@@ -11,16 +11,14 @@
 #include <vector>
 
 #include "train/distributed.h"
+#include "util/clock.h"
 
 namespace nmt {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 // How long a heartbeat must stand still for a failure to be put on its rank.
 constexpr auto kSilence = 3 * kHeartbeat;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
