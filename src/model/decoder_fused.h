@@ -35,6 +35,12 @@
 //
 // Shapes: B batch, T target positions, S source length, H decoder hidden size, A attention
 // size, C encoder state size.
+//
+// The files: decoder_fused.cpp the autograd function (checks and glue); decoder_fused_forward and
+// decoder_fused_backward the two loops, a member function per phase of a position;
+// decoder_fused_state the state the forward hands the backward, one typed struct;
+// decoder_fused_loop.h the types they share; decoder_fused_rows the additive form's per-row
+// arithmetic; decoder_fused_recorded any other scorer's recorded step.
 #pragma once
 
 #include <torch/types.h>
@@ -65,12 +71,11 @@ struct FusedDecoderOutput {
 };
 
 // token_gates [B, T, 3H] (G_t above), initial_hidden [L, B, H] (h^l_0), float32 on the CPU; call only
-// when kernels::kernels_take() says yes for them. target_lengths [B] int64: the real positions of
-// each row's target. At position t the loop runs only the rows up to the last one still going:
-// with rows in order of decreasing length (as make_batches leaves them) exactly the rows still
-// going. The positions it skips are target padding, which no loss reads. dropout: the
-// probability for a_t, 0 when not training. `attention`: the decoder's, whose forward() runs the
-// attention step when weights.query is undefined.
+// when kernels::use_kernel(Operation::kDecoderLoop, ...) says yes for them. target_lengths [B] int64: the real
+// positions of each row's target. At position t the loop runs only the rows up to the last one still going: with rows
+// in order of decreasing length (as make_batches leaves them) exactly the rows still going. The positions it skips are
+// target padding, which no loss reads. dropout: the probability for a_t, 0 when not training. `attention`: the
+// decoder's, whose forward() runs the attention step when weights.query is undefined.
 FusedDecoderOutput fused_decoder_loop(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden,
                                       const EncodedSource& source, const FusedDecoderWeights& weights,
                                       AttentionImpl& attention, const torch::Tensor& target_lengths, double dropout);
