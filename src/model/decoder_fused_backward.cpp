@@ -50,29 +50,23 @@ class BackwardLoop {
         grads_(grads),
         scratch_(scratch),
         team_(team),
-        steps_(in_.gates.size(0)),
-        batch_(in_.gates.size(1)),
-        size_(in_.size()),
-        layers_(in_.layers()),
-        positions_(in_.keys.size(1)),
-        key_size_(in_.keys.size(2)),
-        state_size_(in_.states.size(2)),
+        shape_(in_),
         query_size_(in_.query_size()),
-        hidden_columns_(team.share(size_, kColumnMultiple)),
-        joined_columns_(team.share(size_ + state_size_, kColumnMultiple)),
+        hidden_columns_(team.share(shape_.size, kColumnMultiple)),
+        joined_columns_(team.share(shape_.size + shape_.state_size, kColumnMultiple)),
         carries_(grads.initial_hidden),
-        top_carry_(carries_[layers_ - 1]) {}
+        top_carry_(carries_[shape_.layers - 1]) {}
 
   // Every position, last to first.
   void run() {
     team_.phase([&] { start(); });
-    for (int64_t t = steps_ - 1; t >= 0; --t) {
-      const Position at = position_at(team_, active_, t, batch_);
+    for (int64_t t = shape_.steps - 1; t >= 0; --t) {
+      const Position at = position_at(team_, active_, t, shape_.batch);
       team_.phase([&] { combine_backward(at); });
       team_.phase([&] { joined_gradient(at); });
       team_.phase([&] { attention_backward(at); });
       team_.phase([&] { hidden_gradient(at); });
-      for (int64_t layer = layers_ - 1; layer >= 0; --layer) {  // top to bottom
+      for (int64_t layer = shape_.layers - 1; layer >= 0; --layer) {  // top to bottom
         const torch::Tensor previous = record_.previous(in_.initial_hidden, layer, t);
         const torch::Tensor carry = carries_[layer];
         // dL/d of this layer's input gates: the first layer's are G_t's (and W_f a_{t-1}'s)
@@ -87,16 +81,16 @@ class BackwardLoop {
   // A row's carries start when it does: dL/da from the loss, dL/dh 0.
   void start() const {
     column_block(scratch_.carry_attentional, hidden_columns_)
-        .copy_(column_block(grad_attentional_[steps_ - 1], hidden_columns_));
+        .copy_(column_block(grad_attentional_[shape_.steps - 1], hidden_columns_));
     column_block(carries_, hidden_columns_).zero_();
-    if (scratch_.carry_coverage.defined()) column_block(scratch_.carry_coverage, team_.share(positions_)).zero_();
+    if (scratch_.carry_coverage.defined()) column_block(scratch_.carry_coverage, team_.share(shape_.positions)).zero_();
   }
 
   // dL/d(W_c [h_t; c_t]), this thread's columns.
   void combine_backward(const Position& at) const {
     const int64_t t = at.t, column = hidden_columns_.first, count = hidden_columns_.second - column;
     for (int64_t b = 0; b < at.n && count > 0; ++b) {
-      kernels::attentional_vector_backward(scratch_.carry_attentional.data_ptr<float>() + b * size_ + column,
+      kernels::attentional_vector_backward(scratch_.carry_attentional.data_ptr<float>() + b * shape_.size + column,
                                            row(record_.combined, t, b) + column,
                                            record_.masks.defined() ? row(record_.masks, t, b) + column : nullptr, count,
                                            row(grads_.pre_activation, t, b) + column);
@@ -126,40 +120,46 @@ class BackwardLoop {
   // The additive form's step of row b at position t, backward.
   void additive_row_backward(int64_t t, int64_t b) const {
     const float* attention_weights = row(record_.attention, t, b);
-    const float* states = in_.states.data_ptr<float>() + b * positions_ * state_size_;
-    const float* grad_context = scratch_.grad_joined.data_ptr<float>() + b * (size_ + state_size_) + size_;
+    const float* states = in_.states.data_ptr<float>() + b * shape_.positions * shape_.state_size;
+    const float* grad_context =
+        scratch_.grad_joined.data_ptr<float>() + b * (shape_.size + shape_.state_size) + shape_.size;
     float* grad = row(grads_.scores, t, b);
-    float* grad_states = grads_.states.data_ptr<float>() + b * positions_ * state_size_;
-    float* grad_keys = grads_.keys.data_ptr<float>() + b * positions_ * key_size_;
+    float* grad_states = grads_.states.data_ptr<float>() + b * shape_.positions * shape_.state_size;
+    float* grad_keys = grads_.keys.data_ptr<float>() + b * shape_.positions * shape_.key_size;
     if (in_.heads > 1) {  // each head's dL/dw and energies' gradient, then the kernel's backward over all heads
       heads_backward(row(record_.head_weights, t, b), states, grad_context,
-                     grad_attention_.defined() ? row(grad_attention_, t, b) : nullptr, positions_, in_.heads,
-                     state_size_, scratch_.grad_head_weights.data_ptr<float>() + b * positions_, grad, grad_states);
+                     grad_attention_.defined() ? row(grad_attention_, t, b) : nullptr, shape_.positions, in_.heads,
+                     shape_.state_size, scratch_.grad_head_weights.data_ptr<float>() + b * shape_.positions, grad,
+                     grad_states);
       kernels::additive_energy_backward(row(record_.activations, t, b), in_.energy.data_ptr<float>(), grad, 1,
-                                        positions_, key_size_, in_.heads, grad_keys, row(grads_.query, t, b),
+                                        shape_.positions, shape_.key_size, in_.heads, grad_keys,
+                                        row(grads_.query, t, b),
                                         /*accumulate_keys=*/true);
       return;
     }
-    kernels::weighted_sum_backward(attention_weights, states, grad_context, 1, positions_, state_size_, grad,
-                                   grad_states, /*accumulate_states=*/true);
-    if (grad_attention_.defined()) add_row(row(grad_attention_, t, b), positions_, grad);
-    float* carry = in_.covered() ? scratch_.carry_coverage.data_ptr<float>() + b * positions_ : nullptr;
-    if (in_.covered()) add_row(carry, positions_, grad);        // w_t is in every later coverage: dL/dcov_{t+1}
-    softmax_row_backward(attention_weights, grad, positions_);  // 0 at padded positions, whose weight is 0
+    kernels::weighted_sum_backward(attention_weights, states, grad_context, 1, shape_.positions, shape_.state_size,
+                                   grad, grad_states, /*accumulate_states=*/true);
+    if (grad_attention_.defined()) add_row(row(grad_attention_, t, b), shape_.positions, grad);
+    float* carry = in_.covered() ? scratch_.carry_coverage.data_ptr<float>() + b * shape_.positions : nullptr;
+    if (in_.covered()) add_row(carry, shape_.positions, grad);        // w_t is in every later coverage: dL/dcov_{t+1}
+    softmax_row_backward(attention_weights, grad, shape_.positions);  // 0 at padded positions, whose weight is 0
     if (!in_.covered()) {
       kernels::additive_energy_backward(row(record_.activations, t, b), in_.energy.data_ptr<float>(), grad, 1,
-                                        positions_, key_size_, /*heads=*/1, grad_keys, row(grads_.query, t, b),
+                                        shape_.positions, shape_.key_size, /*heads=*/1, grad_keys,
+                                        row(grads_.query, t, b),
                                         /*accumulate_keys=*/true);
       return;
     }
     // With coverage the kernel's key gradient is dL/d(K + u cov_t): added to K's, and read for
     // dL/du and dL/dcov_t (carried on to t - 1 with the part from t + 1).
-    float* step_keys = scratch_.grad_keys.data_ptr<float>() + b * positions_ * key_size_;
-    kernels::additive_energy_backward(row(record_.activations, t, b), in_.energy.data_ptr<float>(), grad, 1, positions_,
-                                      key_size_, /*heads=*/1, step_keys, row(grads_.query, t, b),
+    float* step_keys = scratch_.grad_keys.data_ptr<float>() + b * shape_.positions * shape_.key_size;
+    kernels::additive_energy_backward(row(record_.activations, t, b), in_.energy.data_ptr<float>(), grad, 1,
+                                      shape_.positions, shape_.key_size, /*heads=*/1, step_keys,
+                                      row(grads_.query, t, b),
                                       /*accumulate_keys=*/false);
-    cover_keys_backward(step_keys, row(record_.coverage, t, b), in_.coverage_weight.data_ptr<float>(), positions_,
-                        key_size_, grad_keys, grads_.coverage_weight.data_ptr<float>() + b * key_size_, carry);
+    cover_keys_backward(step_keys, row(record_.coverage, t, b), in_.coverage_weight.data_ptr<float>(), shape_.positions,
+                        shape_.key_size, grad_keys, grads_.coverage_weight.data_ptr<float>() + b * shape_.key_size,
+                        carry);
   }
 
   // dL/dh_t: carried from t + 1, plus the combine layer's and the query's parts.
@@ -184,19 +184,20 @@ class BackwardLoop {
                     const torch::Tensor& input_gates) const {
     const int64_t t = at.t;
     for (int64_t b = at.rows.first; b < at.rows.second; ++b) {
-      kernels::gru_step_backward(carry.data_ptr<float>() + b * size_, row(record_.gru_saved[layer], t, b),
-                                 previous.data_ptr<float>() + b * previous.stride(0), 1, size_,
-                                 input_gates.data_ptr<float>() + b * 3 * size_, row(grads_.hidden_gates[layer], t, b),
-                                 scratch_.grad_hidden_direct.data_ptr<float>() + b * size_);
+      kernels::gru_step_backward(carry.data_ptr<float>() + b * shape_.size, row(record_.gru_saved[layer], t, b),
+                                 previous.data_ptr<float>() + b * previous.stride(0), 1, shape_.size,
+                                 input_gates.data_ptr<float>() + b * 3 * shape_.size,
+                                 row(grads_.hidden_gates[layer], t, b),
+                                 scratch_.grad_hidden_direct.data_ptr<float>() + b * shape_.size);
     }
     for (int64_t b = at.ended.first; b < at.ended.second; ++b) {
-      zero(input_gates.data_ptr<float>() + b * 3 * size_, 3 * size_);
-      zero(row(grads_.hidden_gates[layer], t, b), 3 * size_);
-      if (layer == layers_ - 1) {
+      zero(input_gates.data_ptr<float>() + b * 3 * shape_.size, 3 * shape_.size);
+      zero(row(grads_.hidden_gates[layer], t, b), 3 * shape_.size);
+      if (layer == shape_.layers - 1) {
         zero(row(grads_.query, t, b), query_size_);
         if (grads_.projected.defined()) zero(row(grads_.projected, t, b), grads_.projected.size(2));
         if (grads_.scores.defined()) zero(row(grads_.scores, t, b), grads_.scores.size(2));
-        zero(row(grads_.pre_activation, t, b), size_);
+        zero(row(grads_.pre_activation, t, b), shape_.size);
       }
     }
   }
@@ -220,7 +221,7 @@ class BackwardLoop {
     } else if (t > 0) {  // dL/da_{t-1}: from the loss, and from input feeding into position t
       weights_.feed.multiply(first(grads_.gates[t], n), first(grad_attentional_[t - 1], n),
                              first(scratch_.carry_attentional, n), hidden_columns_);
-      const int64_t rest = batch_ - n;  // rows that start at t - 1 (or later): the loss's part only
+      const int64_t rest = shape_.batch - n;  // rows that start at t - 1 (or later): the loss's part only
       column_block(scratch_.carry_attentional.narrow(0, n, rest), hidden_columns_)
           .copy_(column_block(grad_attentional_[t - 1].narrow(0, n, rest), hidden_columns_));
     }
@@ -236,7 +237,8 @@ class BackwardLoop {
   LoopGradients& grads_;  // written through its tensors, and this thread's parameter sums
   const BackwardScratch& scratch_;
   Team& team_;
-  const int64_t steps_, batch_, size_, layers_, positions_, key_size_, state_size_, query_size_;
+  const LoopShape shape_;
+  const int64_t query_size_;
   const std::pair<int64_t, int64_t> hidden_columns_, joined_columns_;
   const torch::Tensor& carries_;   // [L, B, H] dL/dh^l_t
   const torch::Tensor top_carry_;  // the top layer's, which attention reads

@@ -44,24 +44,18 @@ class ForwardLoop {
         weights_(weights),
         scratch_(scratch),
         team_(team),
-        steps_(in_.gates.size(0)),
-        batch_(in_.gates.size(1)),
-        size_(in_.size()),
-        layers_(in_.layers()),
-        positions_(in_.keys.size(1)),
-        key_size_(in_.keys.size(2)),
-        state_size_(in_.states.size(2)),
-        gate_columns_(team.share(3 * size_, kColumnMultiple)),
-        query_columns_(team.share(in_.additive() ? key_size_ : 0, kColumnMultiple)),
+        shape_(in_),
+        gate_columns_(team.share(3 * shape_.size, kColumnMultiple)),
+        query_columns_(team.share(in_.additive() ? shape_.key_size : 0, kColumnMultiple)),
         projection_columns_(team.share(in_.projection.defined() ? in_.projection.size(0) : 0, kColumnMultiple)),
-        hidden_columns_(team.share(size_, kColumnMultiple)),
+        hidden_columns_(team.share(shape_.size, kColumnMultiple)),
         source_mask_(in_.mask.data_ptr<bool>()) {}
 
   // Every position, first to last.
   void run() {
-    for (int64_t t = 0; t < steps_; ++t) {
-      const Position at = position_at(team_, active_, t, batch_);
-      for (int64_t layer = 0; layer < layers_; ++layer) {
+    for (int64_t t = 0; t < shape_.steps; ++t) {
+      const Position at = position_at(team_, active_, t, shape_.batch);
+      for (int64_t layer = 0; layer < shape_.layers; ++layer) {
         const torch::Tensor previous = out_.previous(in_.initial_hidden, layer, t);  // h^l_{t-1}
         const torch::Tensor output = out_.output(layer, t);                          // h^l_t, written here
         const torch::Tensor gi = layer == 0 && t == 0 ? in_.gates[0] : scratch_.input_gates;
@@ -101,23 +95,24 @@ class ForwardLoop {
     for (int64_t b = at.rows.first; b < at.rows.second; ++b) {
       float* h = output.data_ptr<float>() + b * output.stride(0);
       kernels::gru_step(
-          gi.data_ptr<float>() + b * gi.stride(0), scratch_.hidden_gates.data_ptr<float>() + b * 3 * size_,
-          previous.data_ptr<float>() + b * previous.stride(0), 1, size_, h, row(out_.gru_saved[layer], t, b));
-      if (layer + 1 < layers_) {  // dropout between layers
+          gi.data_ptr<float>() + b * gi.stride(0), scratch_.hidden_gates.data_ptr<float>() + b * 3 * shape_.size,
+          previous.data_ptr<float>() + b * previous.stride(0), 1, shape_.size, h, row(out_.gru_saved[layer], t, b));
+      if (layer + 1 < shape_.layers) {  // dropout between layers
         float* input = row(out_.layer_inputs[layer], t, b);
         const float* mask = out_.layer_masks.defined() ? row(out_.layer_masks[layer], t, b) : nullptr;
-        for (int64_t i = 0; i < size_; ++i) input[i] = mask != nullptr ? h[i] * mask[i] : h[i];
+        for (int64_t i = 0; i < shape_.size; ++i) input[i] = mask != nullptr ? h[i] * mask[i] : h[i];
       }
     }
     for (int64_t b = at.ended.first; b < at.ended.second; ++b) {
-      zero(output.data_ptr<float>() + b * output.stride(0), layer + 1 < layers_ ? size_ : size_ + state_size_);
-      if (layer + 1 < layers_) zero(row(out_.layer_inputs[layer], t, b), size_);
+      zero(output.data_ptr<float>() + b * output.stride(0),
+           layer + 1 < shape_.layers ? shape_.size : shape_.size + shape_.state_size);
+      if (layer + 1 < shape_.layers) zero(row(out_.layer_inputs[layer], t, b), shape_.size);
     }
   }
 
   // W h_t of a scorer with a query weight.
   void project(const Position& at) const {
-    weights_.projection.multiply(first(out_.joined[at.t].narrow(1, 0, size_), at.n), {},
+    weights_.projection.multiply(first(out_.joined[at.t].narrow(1, 0, shape_.size), at.n), {},
                                  first(out_.projected[at.t], at.n), projection_columns_);
   }
 
@@ -129,7 +124,7 @@ class ForwardLoop {
 
   // W_q h_t.
   void query_product(const Position& at) const {
-    weights_.query.multiply(first(out_.joined[at.t].narrow(1, 0, size_), at.n), {}, first(scratch_.query, at.n),
+    weights_.query.multiply(first(out_.joined[at.t].narrow(1, 0, shape_.size), at.n), {}, first(scratch_.query, at.n),
                             query_columns_);
   }
 
@@ -137,34 +132,38 @@ class ForwardLoop {
   void attend_additive(const Position& at) const {
     for (int64_t b = at.rows.first; b < at.rows.second; ++b) additive_row(at.t, b);
     for (int64_t b = at.ended.first; b < at.ended.second; ++b)
-      zero(row(out_.activations, at.t, b), positions_ * key_size_);
+      zero(row(out_.activations, at.t, b), shape_.positions * shape_.key_size);
   }
 
   // The additive form's step of row b at position t.
   void additive_row(int64_t t, int64_t b) const {
     float* attention_weights = row(out_.attention, t, b);
-    const float* keys = in_.keys.data_ptr<float>() + b * positions_ * key_size_;
+    const float* keys = in_.keys.data_ptr<float>() + b * shape_.positions * shape_.key_size;
     if (in_.covered()) {  // K + u cov_t
-      float* covered = scratch_.covered_keys.data_ptr<float>() + b * positions_ * key_size_;
-      cover_keys(keys, row(out_.coverage, t, b), in_.coverage_weight.data_ptr<float>(), positions_, key_size_, covered);
+      float* covered = scratch_.covered_keys.data_ptr<float>() + b * shape_.positions * shape_.key_size;
+      cover_keys(keys, row(out_.coverage, t, b), in_.coverage_weight.data_ptr<float>(), shape_.positions,
+                 shape_.key_size, covered);
       keys = covered;
     }
-    const int64_t length = real_positions(source_mask_ + b * positions_, positions_);
-    const float* states = in_.states.data_ptr<float>() + b * positions_ * state_size_;
+    const int64_t length = real_positions(source_mask_ + b * shape_.positions, shape_.positions);
+    const float* states = in_.states.data_ptr<float>() + b * shape_.positions * shape_.state_size;
     if (in_.heads > 1) {
-      float* scores = scratch_.head_scores.data_ptr<float>() + b * positions_ * in_.heads;
-      kernels::additive_energy(keys, scratch_.query.data_ptr<float>() + b * key_size_, in_.energy.data_ptr<float>(), 1,
-                               positions_, key_size_, in_.heads, scores, row(out_.activations, t, b));
-      heads_forward(scores, length, positions_, in_.heads, states, state_size_, row(out_.head_weights, t, b),
-                    row(out_.joined, t, b) + size_, attention_weights);
+      float* scores = scratch_.head_scores.data_ptr<float>() + b * shape_.positions * in_.heads;
+      kernels::additive_energy(keys, scratch_.query.data_ptr<float>() + b * shape_.key_size,
+                               in_.energy.data_ptr<float>(), 1, shape_.positions, shape_.key_size, in_.heads, scores,
+                               row(out_.activations, t, b));
+      heads_forward(scores, length, shape_.positions, in_.heads, states, shape_.state_size,
+                    row(out_.head_weights, t, b), row(out_.joined, t, b) + shape_.size, attention_weights);
       return;
     }
-    kernels::additive_energy(keys, scratch_.query.data_ptr<float>() + b * key_size_, in_.energy.data_ptr<float>(), 1,
-                             positions_, key_size_, /*heads=*/1, attention_weights, row(out_.activations, t, b));
-    kernels::prefix_softmax(attention_weights, length, positions_);
-    kernels::weighted_sum(attention_weights, states, 1, positions_, state_size_, row(out_.joined, t, b) + size_);
-    if (in_.covered() && t + 1 < steps_) {  // cov_{t+1} = cov_t + w_t
-      advance_coverage(row(out_.coverage, t, b), attention_weights, positions_, row(out_.coverage, t + 1, b));
+    kernels::additive_energy(keys, scratch_.query.data_ptr<float>() + b * shape_.key_size, in_.energy.data_ptr<float>(),
+                             1, shape_.positions, shape_.key_size, /*heads=*/1, attention_weights,
+                             row(out_.activations, t, b));
+    kernels::prefix_softmax(attention_weights, length, shape_.positions);
+    kernels::weighted_sum(attention_weights, states, 1, shape_.positions, shape_.state_size,
+                          row(out_.joined, t, b) + shape_.size);
+    if (in_.covered() && t + 1 < shape_.steps) {  // cov_{t+1} = cov_t + w_t
+      advance_coverage(row(out_.coverage, t, b), attention_weights, shape_.positions, row(out_.coverage, t + 1, b));
     }
   }
 
@@ -174,7 +173,7 @@ class ForwardLoop {
     weights_.combine.multiply(first(out_.joined[t], n), {}, first(scratch_.pre_activation, n), hidden_columns_);
     const int64_t column = hidden_columns_.first, count = hidden_columns_.second - column;
     for (int64_t b = 0; b < n && count > 0; ++b) {
-      kernels::attentional_vector(scratch_.pre_activation.data_ptr<float>() + b * size_ + column,
+      kernels::attentional_vector(scratch_.pre_activation.data_ptr<float>() + b * shape_.size + column,
                                   out_.masks.defined() ? row(out_.masks, t, b) + column : nullptr, count,
                                   row(out_.combined, t, b) + column, row(out_.attentional, t, b) + column);
     }
@@ -187,7 +186,7 @@ class ForwardLoop {
   const StepProducts& weights_;
   const ForwardScratch& scratch_;
   Team& team_;
-  const int64_t steps_, batch_, size_, layers_, positions_, key_size_, state_size_;
+  const LoopShape shape_;
   const std::pair<int64_t, int64_t> gate_columns_, query_columns_, projection_columns_, hidden_columns_;
   const bool* source_mask_;
 };

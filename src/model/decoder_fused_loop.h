@@ -72,6 +72,20 @@ struct LoopInputs {
   int64_t query_size() const { return additive() ? keys.size(2) : size(); }
 };
 
+// The sizes both loops read off their inputs: T positions, B rows, H hidden, L layers, S source
+// positions, K key size, C state size.
+struct LoopShape {
+  explicit LoopShape(const LoopInputs& in)
+      : steps(in.gates.size(0)),
+        batch(in.gates.size(1)),
+        size(in.size()),
+        layers(in.layers()),
+        positions(in.keys.size(1)),
+        key_size(in.keys.size(2)),
+        state_size(in.states.size(2)) {}
+  const int64_t steps, batch, size, layers, positions, key_size, state_size;
+};
+
 // The loop's weights as the products use them: transposed in the forward (x W^T). W_q only for
 // the additive form, the projection W only for any other scorer with a query_weight().
 struct StepProducts {
