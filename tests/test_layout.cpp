@@ -1,5 +1,6 @@
 // The source tree's shape: the folders of src/ include each other without a cycle, and main.cpp
-// only parses and dispatches (it includes no model, search, text or metric code).
+// only parses and dispatches (it includes no model, search, text or metric code, and each command
+// is a file of its own in src/cli/).
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -78,5 +79,17 @@ TEST_CASE("main.cpp includes no model, search, text or metric header directly", 
   for (const char* forbidden : {"model", "search", "text", "eval"}) {
     INFO(forbidden);
     CHECK(folders.count(forbidden) == 0);
+  }
+}
+
+TEST_CASE("main.cpp parses and dispatches in at most 60 lines; each command is a file of src/cli/", "[layout]") {
+  std::ifstream main_file(nmt::testing::source_path("src/main.cpp"));
+  int lines = 0;
+  for (std::string line; std::getline(main_file, line);) ++lines;
+  CHECK(lines > 0);
+  CHECK(lines <= 60);
+  for (const char* command : {"train", "prepare", "translate", "evaluate", "serve", "average"}) {
+    INFO(command);
+    CHECK(fs::exists(nmt::testing::source_path(std::string("src/cli/") + command + ".cpp")));
   }
 }
