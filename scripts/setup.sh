@@ -69,9 +69,11 @@ apt-get "${apt_opts[@]}" update -q >/dev/null
 tarball="$(ls "$work"/sentencepiece_*.orig.tar.* | head -n 1)"
 mkdir -p "$work/src"
 tar -xf "$tarball" -C "$work/src" --strip-components=1
-cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
-      -DSPM_USE_BUILTIN_PROTOBUF=OFF -DSPM_ENABLE_SHARED=OFF -DSPM_ENABLE_TCMALLOC=OFF \
-      -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$spm_prefix" >/dev/null
-cmake --build "$work/build" -j "$(nproc)" >/dev/null
-cmake --install "$work/build" >/dev/null
+# Its compiler warnings are sentencepiece's own: kept in a log, shown only if the build fails.
+log="$work/sentencepiece-build.log"
+{ cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+    -DSPM_USE_BUILTIN_PROTOBUF=OFF -DSPM_ENABLE_SHARED=OFF -DSPM_ENABLE_TCMALLOC=OFF \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$spm_prefix" &&
+  cmake --build "$work/build" -j "$(nproc)" && cmake --install "$work/build"; } > "$log" 2>&1 ||
+  { tail -n 40 "$log"; echo "setup: the sentencepiece build failed (above: the end of its log)" >&2; exit 1; }
 echo "setup: sentencepiece installed in $spm_prefix"
