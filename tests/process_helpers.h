@@ -4,9 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +23,25 @@
 #include "util/io.h"
 
 namespace nmt::testing {
+
+// A port nothing listens on (the kernel's choice), or, with `keep`, one this test holds open.
+inline int loopback_port(int* keep = nullptr) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  if (keep != nullptr) {
+    REQUIRE(::listen(fd, 4) == 0);
+    *keep = fd;
+  } else {
+    ::close(fd);
+  }
+  return ntohs(address.sin_port);
+}
 
 // A running child: its pid, and the test's ends of its standard input and output when piped.
 struct Child {

@@ -4,10 +4,6 @@
 // with another number of ranks on the same trajectory.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <filesystem>
 #include <thread>
 
@@ -17,25 +13,6 @@
 
 namespace nmt::testing {
 namespace {
-
-// A port nothing listens on (the kernel's choice), or, with `keep`, one this test holds open.
-int loopback_port(int* keep = nullptr) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  if (keep != nullptr) {
-    REQUIRE(::listen(fd, 4) == 0);
-    *keep = fd;
-  } else {
-    ::close(fd);
-  }
-  return ntohs(address.sin_port);
-}
 
 // The largest absolute difference between two checkpoints' weights.
 double weight_difference(const std::string& a, const std::string& b) {

@@ -6,15 +6,18 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "inference/model.h"
+#include "process_helpers.h"
 #include "text/corpus.h"
 #include "train/checkpoint.h"
 #include "util/io.h"
@@ -61,6 +64,25 @@ bool all_finite(const TrainingCheckpoint& checkpoint) {
     if (!torch::isfinite(parameter).all().item<bool>()) return false;
   }
   return true;
+}
+
+// The bytes of every checkpoint in model_dir, by file name.
+std::map<std::string, std::string> checkpoint_bytes(const fs::path& model_dir) {
+  std::map<std::string, std::string> bytes;
+  for (const auto& entry : fs::directory_iterator(model_dir)) {
+    if (entry.path().extension() == ".ckpt") bytes[entry.path().filename().string()] = read_file(entry.path().string());
+  }
+  return bytes;
+}
+
+// --resume goes on with the learning rate stored in last.ckpt, not with --learning-rate: sets it there.
+void store_learning_rate(const fs::path& model_dir, double learning_rate) {
+  const std::string path = (model_dir / "last.ckpt").string();
+  TrainingCheckpoint state = load_training_checkpoint(path, torch::kCPU);
+  torch::optim::Adam optimizer(state.model.network->parameters(), torch::optim::AdamOptions(learning_rate));
+  restore_optimizer(path, optimizer, torch::kCPU);
+  state.progress.learning_rate = learning_rate;
+  save_checkpoint(path, state, &optimizer);
 }
 
 }  // namespace
@@ -127,6 +149,66 @@ TEST_CASE("faults: a diverging run skips its updates, stops after max-skipped-st
       CHECK(all_finite(load_training_checkpoint((model / name).string(), torch::kCPU)));
     }
   }
+}
+
+// --learning-rate 1e30: an update leaves finite but enormous weights, whose dev loss at the next
+// validation is not a number (and whose BLEU is 0, which once made them best.ckpt).
+TEST_CASE("faults: a validation whose dev loss is not finite is never best, saves nothing and stops the run",
+          "[faults]") {
+  const fs::path dir = fresh("dev_loss_nan");
+  SECTION("at the first validation: no checkpoint is written") {
+    const fs::path model = dir / "fresh";
+    const CommandResult result =
+        run_nmt(tiny_train_arguments(model.string(), 6, 2) + " --learning-rate 1e30 --keep-checkpoints 2");
+    INFO(result.output);
+    CHECK(result.status == 1);
+    CHECK_THAT(result.output, Catch::Contains("training diverged at step 2: the dev loss is not a number") &&
+                                  Catch::Contains("no checkpoint was written before") &&
+                                  Catch::Contains("then --overwrite"));
+    CHECK(checkpoint_bytes(model).empty());
+    const std::string metrics = read_file((model / "metrics.jsonl").string());
+    CHECK_THAT(metrics, Catch::Contains("\"event\":\"validation\",\"step\":2,") && Catch::Contains("\"best\":0") &&
+                            !Catch::Contains("\"best\":1"));
+  }
+  SECTION("after a good validation: best.ckpt, last.ckpt and the kept step checkpoints stay as they were") {
+    const fs::path model = dir / "resumed";
+    REQUIRE(run_nmt(tiny_train_arguments(model.string(), 2, 2) + " --keep-checkpoints 2").status == 0);
+    store_learning_rate(model, 1e30);
+    const std::map<std::string, std::string> before = checkpoint_bytes(model);
+    REQUIRE(before.size() == 3);  // best.ckpt, last.ckpt, step-00000002.ckpt
+    const CommandResult result =
+        run_nmt(tiny_train_arguments(model.string(), 6, 2) + " --keep-checkpoints 2 --learning-rate 1e30 --resume");
+    INFO(result.output);
+    CHECK(result.status == 1);
+    CHECK_THAT(result.output,
+               Catch::Contains("training diverged at step 4: the dev loss is not a number") &&
+                   Catch::Contains((model / "best.ckpt").string() + " (step 2) and " + (model / "last.ckpt").string() +
+                                   " (step 2) hold the last good weights") &&
+                   Catch::Contains("--resume"));
+    CHECK(checkpoint_bytes(model) == before);
+  }
+}
+
+// Rank 0 validates; the other rank learns of the divergence through the decision it waits for, and
+// ends with the same error at once rather than finding rank 0 gone.
+TEST_CASE("faults: with two ranks, a validation whose dev loss is not finite ends both with its error", "[faults]") {
+  const fs::path dir = fresh("dev_loss_nan_ranks");
+  const fs::path model = dir / "model";
+  const std::string rank = std::string(NMT_BINARY) + " " + tiny_train_arguments(model.string(), 6, 2) +
+                           " --learning-rate 1e30 --world-size 2 --dist-timeout 30 --master-port " +
+                           std::to_string(loopback_port()) + " --rank ";
+  const std::string logs[2] = {(dir / "rank0.log").string(), (dir / "rank1.log").string()};
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult result = run_shell(rank + "1 >" + logs[1] + " 2>&1 & " + rank + "0 >" + logs[0] +
+                                         " 2>&1; first=$?; wait $!; echo $first $?");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string& log : logs) {
+    INFO(log << ":\n" << read_file(log));
+    CHECK_THAT(read_file(log), Catch::Contains("training diverged at step 2: the dev loss is not a number"));
+  }
+  CHECK(result.output == "1 1\n");
+  CHECK(seconds < 25);  // both at once, well within --dist-timeout 30
+  CHECK(checkpoint_bytes(model).empty());
 }
 
 TEST_CASE("faults: a damaged last.ckpt on --resume says what --resume can do", "[faults]") {

@@ -84,6 +84,14 @@ TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch
   return checkpoint;
 }
 
+int64_t read_checkpoint_step(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, torch::kCPU, archive);
+  c10::IValue step;
+  with_checkpoint_errors(path, [&] { archive.read("step", step); });
+  return step.toInt();
+}
+
 void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer, const torch::Device& device) {
   try {
     torch::serialize::InputArchive archive, optimizer_archive;

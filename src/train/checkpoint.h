@@ -48,6 +48,9 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
 TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device,
                                             const std::string& remedy = kChooseAnotherCheckpoint);
 
+// The step a training checkpoint was written at, without building its model; errors name the file.
+int64_t read_checkpoint_step(const std::string& path);
+
 // Restores optimizer state; `optimizer`'s parameters must be the loaded model's, so call
 // load_training_checkpoint first.
 void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer, const torch::Device& device);

@@ -106,16 +106,23 @@ void DataParallelProcesses::end_update(int64_t step) {
 ValidationDecision DataParallelProcesses::decide(int64_t step, const std::function<ValidationDecision()>& validate) {
   distributed_.check_same_on_every_rank(model_->parameters(), step);
   const std::string decision_key = "decision/" + std::to_string(step);
+  ValidationDecision decision;
   if (is_master()) {
-    ValidationDecision decision = validate();
-    distributed_.publish(
-        decision_key,
-        nlohmann::json{{"learning_rate", decision.learning_rate}, {"stop_reason", decision.stop_reason}}.dump());
-    return decision;
+    decision = validate();
+    distributed_.publish(decision_key, nlohmann::json{{"learning_rate", decision.learning_rate},
+                                                      {"stop_reason", decision.stop_reason},
+                                                      {"divergence", decision.divergence}}
+                                           .dump());
+  } else {
+    // Rank 0 validates meanwhile; its learning-rate decay, early stop and divergence hold for all.
+    const nlohmann::json json = nlohmann::json::parse(distributed_.wait_for(decision_key, 0));
+    decision = {json.at("learning_rate").get<double>(), json.at("stop_reason").get<std::string>(),
+                json.at("divergence").get<std::string>()};
   }
-  // Rank 0 validates meanwhile; its learning-rate decay and early stop hold for all.
-  const nlohmann::json decision = nlohmann::json::parse(distributed_.wait_for(decision_key, 0));
-  return {decision.at("learning_rate").get<double>(), decision.at("stop_reason").get<std::string>()};
+  // Every rank ends with the divergence's error at once: rank 0, which hosts the store, waits until
+  // the others have read it (rather than leaving them to find it gone).
+  if (!decision.divergence.empty()) distributed_.finish();
+  return decision;
 }
 
 void DataParallelProcesses::finish(int64_t updates, double seconds) {

@@ -63,23 +63,73 @@ void check_divergence(int skipped_in_a_row, const std::string& why, int64_t step
   }
 }
 
+// The first weight that is not finite, or "" when all are.
+std::string non_finite_weight(const Seq2Seq& network) {
+  for (const auto& parameter : network->named_parameters()) {
+    if (!torch::isfinite(parameter.value()).all().item<bool>()) return parameter.key();
+  }
+  return "";
+}
+
+std::string describe_non_finite(double value) { return std::isnan(value) ? "not a number" : "infinite"; }
+
+// Why a validation shows the weights broken, or "" when it does not: a weight, the dev loss or the
+// best metric's value that is not finite. Finite weights of a sane size give a finite loss (the
+// log-softmax is computed stably), so a dev loss that is not finite means weights that overflow.
+std::string broken_weights(const TrainingCheckpoint& state, const ValidationResult& result) {
+  if (std::string name = non_finite_weight(state.model.network); !name.empty()) {
+    return "weight " + name + " is not finite";
+  }
+  if (!std::isfinite(result.loss)) return "the dev loss is " + describe_non_finite(result.loss);
+  const Metric metric = state.config.best_metric;
+  if (!std::isfinite(result.metric(metric))) {
+    return "dev " + to_string(metric) + " is " + describe_non_finite(result.metric(metric));
+  }
+  return "";
+}
+
+// The checkpoints of `dir` that hold the last good weights (every one saved was checked), with
+// their steps, for a divergence message.
+std::string last_good_checkpoints(const fs::path& dir) {
+  std::vector<std::string> found;
+  for (const char* name : {kBestCheckpoint, kLastCheckpoint}) {
+    const std::string path = (dir / name).string();
+    if (!fs::exists(path)) continue;
+    try {
+      found.push_back(path + " (step " + std::to_string(read_checkpoint_step(path)) + ")");
+    } catch (const std::exception&) {
+      found.push_back(path + " (unreadable)");
+    }
+  }
+  if (found.empty()) return "and no checkpoint was written before";
+  if (found.size() == 1) return found[0] + " holds the last good weights";
+  return found[0] + " and " + found[1] + " hold the last good weights";
+}
+
+// The one-line error of a run whose weights broke at the current step (`why`): nothing is saved.
+// --resume goes on with last.ckpt's learning rate, not --learning-rate: a lower one needs a new run.
+std::string divergence_message(const TrainingCheckpoint& state, const std::string& why) {
+  const fs::path dir(state.config.model_dir);
+  const std::string remedy =
+      fs::exists(dir / kLastCheckpoint)
+          ? "lower learning-rate and start again with --overwrite, or set clip-norm and --resume (which keeps "
+            "last.ckpt's learning rate)"
+          : "lower learning-rate or set clip-norm, then --overwrite";
+  return "training diverged at step " + std::to_string(state.progress.step) + ": " + why + "; nothing saved, " +
+         last_good_checkpoints(dir) + ": " + remedy;
+}
+
 // Weights that are no longer finite are never saved: the run stops instead.
 void require_finite_weights(const TrainingCheckpoint& state) {
-  for (const auto& parameter : state.model.network->named_parameters()) {
-    if (!torch::isfinite(parameter.value()).all().item<bool>()) {
-      throw std::runtime_error("training diverged: weight " + parameter.key() + " is not finite at step " +
-                               std::to_string(state.progress.step) + "; nothing saved, " +
-                               (fs::path(state.config.model_dir) / kLastCheckpoint).string() +
-                               " holds the last good weights: lower learning-rate or set clip-norm, then --resume");
-    }
+  if (std::string name = non_finite_weight(state.model.network); !name.empty()) {
+    throw std::runtime_error(divergence_message(state, "weight " + name + " is not finite"));
   }
 }
 
 // best.ckpt when improved, last.ckpt, and the kept step checkpoint (after last.ckpt, so that a kept
-// step is never ahead of it).
+// step is never ahead of it). The weights were checked (broken_weights).
 void save_checkpoints(const TrainingCheckpoint& state, FusedAdam& optimizer, bool improved, spdlog::logger& log) {
   const fs::path dir(state.config.model_dir);
-  require_finite_weights(state);
   if (improved) save_checkpoint((dir / kBestCheckpoint).string(), state, nullptr);
   save_checkpoint((dir / kLastCheckpoint).string(), state, &optimizer);
   if (state.config.keep_checkpoints > 0) {
@@ -194,27 +244,32 @@ double run_update(TrainingRun& run) {
   return step.clock;
 }
 
-// Rank 0's (or the only process's) validation: its bookkeeping, log lines and checkpoints.
+// Rank 0's (or the only process's) validation: its bookkeeping, log lines and checkpoints. A
+// validation that shows the weights broken is logged (never best), saves nothing, and decides a
+// divergence: every later update would start from those weights.
 ValidationDecision run_validation(TrainingRun& run) {
   TrainingCheckpoint& state = run.setup.state;
   TrainingProgress& progress = state.progress;
   const Metric metric = run.config.best_metric;
   const auto validation_start = std::chrono::steady_clock::now();
   const ValidationResult result = run.validator->run();
+  const std::string broken = broken_weights(state, result);
   const double old_rate = progress.learning_rate;
-  const bool improved = record_validation(progress, result.metric(metric), metric, run.schedule);
+  const bool improved = broken.empty() && record_validation(progress, result.metric(metric), metric, run.schedule);
   run.processes.run_log()->validation(
       progress, result, improved, old_rate,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - validation_start).count(), run.elapsed());
+  if (!broken.empty()) return {progress.learning_rate, "", divergence_message(state, broken)};
   save_checkpoints(state, *run.setup.optimizer, improved, run.processes.log());
-  return {progress.learning_rate, run.stop_rules.after_validation(progress.validations_without_improvement)};
+  return {progress.learning_rate, run.stop_rules.after_validation(progress.validations_without_improvement), ""};
 }
 
-// A due validation: rank 0 validates, and its learning-rate decay and early stop hold on every
-// process. Returns why the run stops, or "" to go on.
+// A due validation: rank 0 validates, and its learning-rate decay, early stop and divergence hold
+// on every process. Returns why the run stops, or "" to go on; throws on a divergence.
 std::string validate_and_decide(TrainingRun& run) {
   TrainingProgress& progress = run.setup.state.progress;
   const ValidationDecision decision = run.processes.decide(progress.step, [&run] { return run_validation(run); });
+  if (!decision.divergence.empty()) throw std::runtime_error(decision.divergence);
   progress.learning_rate = decision.learning_rate;
   return decision.stop_reason;
 }

@@ -26,11 +26,12 @@ namespace nmt {
 class RunLog;
 struct TrainRunOptions;
 
-// What a validation decided, for every process: the learning rate after it (decayed or not), and
-// why the run stops ("" to go on).
+// What a validation decided, for every process: the learning rate after it (decayed or not), why
+// the run stops ("" to go on), and whether it found the weights broken.
 struct ValidationDecision {
   double learning_rate = 0;
   std::string stop_reason;
+  std::string divergence;  // not "": the weights are broken, nothing was saved; every process ends with this error
 };
 
 class TrainingProcesses {
@@ -65,7 +66,8 @@ class TrainingProcesses {
   // After update `step` (counted from 1); c10d compares the replicas every --check-replicas updates.
   virtual void end_update(int64_t step) = 0;
   // A due validation after update `step`: rank 0 (or the only process) runs `validate`, and what it
-  // decided holds on every process.
+  // decided holds on every process. After a divergence every process has the decision before
+  // rank 0 returns, so that each can end the run with its error.
   virtual ValidationDecision decide(int64_t step, const std::function<ValidationDecision()>& validate) = 0;
   // Before train() returns, after `updates` updates in `seconds`.
   virtual void finish(int64_t updates, double seconds) = 0;
