@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -10,6 +11,7 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "process_helpers.h"
 #include "text/corpus.h"
 #include "util/io.h"
 
@@ -372,4 +374,73 @@ TEST_CASE("cli: a config file with a key twice, an open quote or a run-destroyin
     CHECK(result.status != 0);
     CHECK_THAT(result.output, Catch::Contains(flag));
   }
+}
+
+namespace {
+
+// Runs nmt with `arguments` to the end: its exit status and its peak resident memory in MiB.
+std::pair<int, double> run_measuring_memory(const std::vector<std::string>& arguments) {
+  const Child child = spawn_nmt(arguments, (work_directory() / "memory.log").string(), false);
+  int status = 0;
+  rusage usage{};
+  REQUIRE(::wait4(child.pid, &status, 0, &usage) == child.pid);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, static_cast<double>(usage.ru_maxrss) / 1024.0};
+}
+
+}  // namespace
+
+TEST_CASE("cli: a beam the vocabulary cannot fill is refused, a batch of beams stays within --max-search-memory",
+          "[cli]") {
+  const std::string model_dir = (work_directory() / "memory_model").string();
+  REQUIRE(run_nmt(tiny_train_arguments(model_dir)).status == 0);
+  std::string lines;
+  const std::vector<std::string> dev = read_lines(kToy + "/dev.src");
+  for (size_t i = 0; i < 32; ++i) lines += dev[i] + "\n";
+  const std::string input = (work_directory() / "memory_input.txt").string();
+  write_file_atomic(input, lines);
+
+  // 200 subwords less pad and BOS: a beam of 100000 is refused at once, by every command.
+  for (const std::string& command : {"translate --model " + model_dir + " --input " + input,
+                                     "evaluate --model " + model_dir + " --src " + input + " --ref " + input}) {
+    const CommandResult refused = run_nmt(command + " --beam-size 100000 --quiet");
+    INFO(refused.output);
+    CHECK(refused.status == 1);
+    CHECK_THAT(refused.output, Catch::Contains("--beam-size 100000") && Catch::Contains("use at most 198"));
+  }
+
+  // The largest beam, 32 sentences in one batch and a long length cap: without a bound its search
+  // takes about 100 MiB; within 16 MiB the batch is cut, and the output is the same.
+  const auto search = [&](const std::string& beam, const std::string& memory, const std::string& output) {
+    return run_measuring_memory({"translate", "--model",
+                                 model_dir,   "--input",
+                                 input,       "--output",
+                                 output,      "--beam-size",
+                                 beam,        "--batch-size",
+                                 "32",        "--max-length",
+                                 "100",       "--max-length-ratio",
+                                 "100",       "--threads",
+                                 "1",         "--with-scores",
+                                 "--quiet",   "--max-search-memory",
+                                 memory});
+  };
+  const std::string bounded_output = (work_directory() / "bounded.txt").string();
+  const std::string unbounded_output = (work_directory() / "unbounded.txt").string();
+  const auto [greedy_status, greedy_mib] = search("1", "4096", (work_directory() / "greedy.txt").string());
+  const auto [bounded_status, bounded_mib] = search("198", "16", bounded_output);
+  const auto [unbounded_status, unbounded_mib] = search("198", "4096", unbounded_output);
+  REQUIRE(greedy_status == 0);
+  REQUIRE(bounded_status == 0);
+  REQUIRE(unbounded_status == 0);
+  CHECK(read_file(bounded_output) == read_file(unbounded_output));
+  INFO("peak MiB: greedy " << greedy_mib << ", beam 198 within 16 MiB " << bounded_mib << ", unbounded "
+                           << unbounded_mib);
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer's quarantine keeps freed memory resident
+  CHECK(bounded_mib - greedy_mib < 16 + 16);
+  CHECK(unbounded_mib - greedy_mib > 60);  // the measurement can tell a missing bound
+#endif
+  // Not even one sentence fits: an error naming the options, before anything is written.
+  const CommandResult tiny = run_nmt("translate --model " + model_dir + " --input " + input +
+                                     " --beam-size 198 --max-search-memory 1 --quiet");
+  CHECK(tiny.status == 1);
+  CHECK_THAT(tiny.output, Catch::Contains("--max-search-memory 1") && Catch::Contains("lower --beam-size"));
 }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "helpers.h"
+#include "search/memory.h"
 #include "search/search.h"
 
 using namespace nmt;
@@ -146,6 +147,54 @@ TEST_CASE("length limits and option checks", "[search]") {
   options.n_best = 1;
   options.beam_size = 0;
   CHECK_THROWS_WITH(validate(options), Catch::Contains("--beam-size"));
+}
+
+TEST_CASE("memory: a beam the vocabulary cannot fill is refused, batches are cut to --max-search-memory", "[search]") {
+  Seq2Seq model = small_model("additive");
+  SearchOptions options = options_with(5);
+  // 15 tokens less pad and BOS can be produced; with ban_unk, one fewer.
+  CHECK(largest_beam(kSearchVocab, options) == 13);
+  options.beam_size = 13;
+  CHECK_NOTHROW(check_beam_fits_vocabulary(kSearchVocab, options));
+  options.beam_size = 100000;
+  CHECK_THROWS_WITH(check_beam_fits_vocabulary(kSearchVocab, options),
+                    Catch::Contains("--beam-size 100000") && Catch::Contains("use at most 13"));
+  options.beam_size = 13;
+  options.ban_unk = true;
+  CHECK_THROWS_WITH(check_beam_fits_vocabulary(kSearchVocab, options), Catch::Contains("use at most 12"));
+
+  // A row's cost grows with the source, the length cap and a returned attention.
+  options = options_with(4);
+  const int64_t row = search_bytes_per_row(model, 6, kSearchVocab, options);
+  CHECK(search_bytes_per_row(model, 12, kSearchVocab, options) > row);
+  options.return_attention = false;
+  const int64_t without_attention = search_bytes_per_row(model, 6, kSearchVocab, options);
+  CHECK(without_attention < row);
+  options.max_length_ratio = 1000;
+  options.max_length = 1000;
+  CHECK(search_bytes_per_row(model, 6, kSearchVocab, options) > without_attention);
+
+  // Sentences 0..6, longest first, with a bound of three of the longest sentence's beams: consecutive
+  // pieces, each sentence once, each within the bound at its first (longest) sentence's cost.
+  options = options_with(4);
+  const std::vector<int64_t> lengths = {6, 6, 5, 5, 4, 3, 2};
+  const std::vector<int64_t> batch = {0, 1, 2, 3, 4, 5, 6};
+  const auto cost = [&](int64_t length) {
+    return options.beam_size * search_bytes_per_row(model, length, kSearchVocab, options);
+  };
+  const int64_t three = 3 * cost(6);
+  const auto pieces = split_for_memory(batch, lengths, model, kSearchVocab, options, three);
+  std::vector<int64_t> joined;
+  for (const auto& piece : pieces) {
+    CHECK(static_cast<int64_t>(piece.size()) * cost(lengths[piece.front()]) <= three);
+    joined.insert(joined.end(), piece.begin(), piece.end());
+  }
+  CHECK(joined == batch);
+  CHECK(pieces.front() == std::vector<int64_t>{0, 1, 2});
+  CHECK(split_for_memory(batch, lengths, model, kSearchVocab, options, 100 * three).size() == 1);
+  // Not even one sentence fits: an error naming the options to change.
+  CHECK_THROWS_WITH(split_for_memory(batch, lengths, model, kSearchVocab, options, three / 6),
+                    Catch::Contains("--max-search-memory") && Catch::Contains("--beam-size 4"));
 }
 
 TEST_CASE("ensembles: a model with itself is the model, in greedy and beam search", "[search][ensemble]") {

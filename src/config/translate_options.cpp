@@ -21,6 +21,8 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
   visit("ban-unk", Flag{search.ban_unk}, "never produce <unk>");
   visit("batch-size", options.batching.batch_size, "sentences (or tokens) per batch");
   visit("batch-type", Choice<std::string>{options.batch_type, {"sentences", "tokens"}}, "unit of --batch-size");
+  visit("max-search-memory", options.batching.max_search_memory,
+        "MiB one batch's search may hold (beams x sentences x vocabulary); larger batches are cut");
   visit("quiet", Flag{options.quiet}, "no progress line on stderr");
   visit("threads", options.threads, "CPU threads (0 = number of cores)");
   visit("device", Choice<std::string>{options.device, {"cpu", "cuda"}}, "cpu or cuda");
@@ -51,6 +53,7 @@ void validate(const SearchOptions& options) {
 
 void validate(const BatchingOptions& options) {
   if (options.batch_size < 1) throw std::invalid_argument("--batch-size must be at least 1");
+  if (options.max_search_memory < 1) throw std::invalid_argument("--max-search-memory must be at least 1 (MiB)");
 }
 
 }  // namespace nmt

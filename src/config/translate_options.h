@@ -26,6 +26,7 @@ struct SearchOptions {
 struct BatchingOptions {
   int batch_size = 64;  // sentences per batch, or tokens with batch_in_tokens
   bool batch_in_tokens = false;
+  int max_search_memory = 1024;  // MiB one batch's search may hold; larger batches are cut (search/memory.h)
 };
 
 // Everything that says how a model translates: which checkpoint, search, batching, threads.

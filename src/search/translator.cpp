@@ -6,6 +6,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "search/memory.h"
 #include "text/batching.h"
 #include "text/special_tokens.h"
 #include "util/runtime.h"
@@ -28,6 +29,30 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
       device_(device) {
   validate(search_);
   validate(batching_);
+  check_beam_fits_vocabulary(target_vocabulary_.size(), search_);
+}
+
+// Batches of `order` (longest source first) by --batch-size, each cut further so that its search
+// holds at most --max-search-memory.
+std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std::vector<int64_t>>& sources,
+                                                           const std::vector<int64_t>& order) const {
+  std::vector<int64_t> source_lengths(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) source_lengths[i] = static_cast<int64_t>(sources[i].size());
+  const std::vector<std::vector<int64_t>> by_size = cut_batches(
+      order,
+      [&](int64_t index) {
+        return PaddedLengths{sources[index].size(), 0};
+      },
+      static_cast<size_t>(batching_.batch_size),
+      batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
+  std::vector<std::vector<int64_t>> batches;
+  for (const std::vector<int64_t>& batch : by_size) {
+    for (auto& piece : split_for_memory(batch, source_lengths, model_, target_vocabulary_.size(), search_,
+                                        int64_t{batching_.max_search_memory} << 20)) {
+      batches.push_back(std::move(piece));
+    }
+  }
+  return batches;
 }
 
 std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
@@ -45,13 +70,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   // Longest first: similar lengths share a batch (little padding), and the slowest batch is known early.
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return sources[a].size() > sources[b].size(); });
-  const std::vector<std::vector<int64_t>> batches = cut_batches(
-      order,
-      [&](int64_t index) {
-        return PaddedLengths{sources[index].size(), 0};
-      },
-      static_cast<size_t>(batching_.batch_size),
-      batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
+  const std::vector<std::vector<int64_t>> batches = plan_batches(sources, order);
 
   const bool was_training = model_.is_training();
   model_.train(false);

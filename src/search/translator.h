@@ -30,6 +30,9 @@ class Translator {
                                      const std::function<void(size_t)>& progress = {});
 
  private:
+  std::vector<std::vector<int64_t>> plan_batches(const std::vector<std::vector<int64_t>>& sources,
+                                                 const std::vector<int64_t>& order) const;
+
   Ensemble model_;
   Vocabulary source_vocabulary_;
   Vocabulary target_vocabulary_;
