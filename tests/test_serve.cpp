@@ -3,7 +3,12 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <thread>
 
@@ -51,6 +56,50 @@ json post(httplib::Client& client, const json& body, int expected_status = 200) 
 
 const std::vector<std::string> kSentences = {"A frog sees the bridge .", "", "The dog eats .",
                                              "Two wolves hear a shop on the hill ."};
+
+// A request line and one header, without the blank line that ends the headers.
+const std::string kPartialRequest = "POST /translate HTTP/1.1\r\nHost: x\r\n";
+
+// A connection to 127.0.0.1:port that has sent `bytes` (-1 if it could not connect).
+int open_connection(int port, const std::string& bytes) {
+  const int socket = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (socket < 0) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+    ::close(socket);
+    return -1;
+  }
+  return socket;
+}
+
+// What the server sends on `socket` until it closes the connection; `closed` says whether it did
+// within `seconds`.
+std::string read_until_closed(int socket, double seconds, bool& closed) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::string text;
+  char buffer[4096];
+  closed = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd ready{socket, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) return text;
+    const ssize_t count = ::recv(socket, buffer, sizeof(buffer), 0);
+    if (count <= 0) {  // closed, or reset
+      closed = true;
+      return text;
+    }
+    text.append(buffer, static_cast<size_t>(count));
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace
 
@@ -189,6 +238,26 @@ TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, 
   CHECK(server.stop() == 0);
 }
 
+TEST_CASE("serve: a beam the vocabulary cannot fill is refused at start, a search over --max-search-memory gets 413",
+          "[serve]") {
+  ServerProcess refused(server_arguments({"--max-beam-size", "100000"}), "serve_beam");
+  CHECK(refused.port == 0);
+  CHECK(refused.exit_status() == 1);
+  CHECK_THAT(refused.log(), Catch::Contains("--max-beam-size 100000") && Catch::Contains("use at most 198"));
+
+  ServerProcess server({"--model", served_model(), "--threads", "1", "--max-search-memory", "1"});
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  std::string long_sentence;
+  for (int i = 0; i < 1000; ++i) long_sentence += "x ";
+  const json refused_search = post(client, {{"text", {"The dog eats .", long_sentence}}, {"beam_size", 16}}, 413);
+  CHECK_THAT(refused_search["error"].get<std::string>(),
+             Catch::Contains("text[1]") && Catch::Contains("--max-search-memory 1"));
+  // The short sentence alone fits, and the server goes on.
+  CHECK(post(client, {{"text", "The dog eats ."}, {"beam_size", 16}})["translations"].size() == 1);
+  CHECK(server.stop() == 0);
+}
+
 TEST_CASE("serve: concurrent clients are batched together and each gets its own translation", "[serve]") {
   ServerProcess server(server_arguments({"--max-wait-ms", "50", "--beam-size", "1"}));
   REQUIRE(server.port > 0);
@@ -233,6 +302,107 @@ TEST_CASE("serve: concurrent clients are batched together and each gets its own 
   // Batched: fewer batches than requests.
   CHECK(after["batches"].get<size_t>() - before["batches"].get<size_t>() < requests);
   CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: 200 connections that send part of a request and then nothing do not hold up a real one", "[serve]") {
+  // httplib gave each connection a thread of 128 until its headers were in: these 200 held them
+  // all for 7 s (5 s for the next header, 2 s for a next request), and the real request waited.
+  ServerProcess server(server_arguments());
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  client.set_read_timeout(20);
+  const json body = {{"text", kSentences[0]}};
+  const json alone = post(client, body)["translations"][0];
+
+  constexpr int kStalled = 200;
+  std::vector<int> stalled;
+  for (int i = 0; i < kStalled; ++i) {
+    stalled.push_back(open_connection(server.port, kPartialRequest));
+    REQUIRE(stalled.back() >= 0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const json answer = post(client, body)["translations"][0];
+  const double seconds = seconds_since(start);
+  CHECK(answer == alone);
+  CHECK(seconds < 1.0);
+  // They were kept waiting, not dropped: nothing has come back on any of them yet.
+  int answered = 0;
+  for (int socket : stalled) {
+    pollfd ready{socket, POLLIN, 0};
+    answered += ::poll(&ready, 1, 0);
+  }
+  CHECK(answered == 0);
+  for (int socket : stalled) ::close(socket);
+  CHECK(post(client, body)["translations"][0] == alone);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --max-waiting-connections is closed",
+          "[serve]") {
+  ServerProcess server(server_arguments({"--header-timeout", "0.5", "--max-waiting-connections", "8"}));
+  REQUIRE(server.port > 0);
+  // 12 connections wait for their headers: the 4 oldest are closed without an answer at once, and
+  // each of the other 8 gets a 408 no sooner than 0.5 s after its first byte.
+  constexpr int kWaiting = 12;
+  std::vector<int> sockets;
+  std::vector<std::chrono::steady_clock::time_point> sent;
+  for (int i = 0; i < kWaiting; ++i) {
+    sockets.push_back(open_connection(server.port, kPartialRequest));
+    sent.push_back(std::chrono::steady_clock::now());
+    REQUIRE(sockets.back() >= 0);
+  }
+  for (int i = 0; i < kWaiting; ++i) {
+    INFO("connection " << i);
+    bool closed = false;
+    const std::string answer = read_until_closed(sockets[i], 10, closed);
+    ::close(sockets[i]);
+    CHECK(closed);
+    if (i < kWaiting - 8) {
+      CHECK(answer.empty());
+    } else {
+      CHECK(seconds_since(sent[i]) >= 0.5);
+      REQUIRE(answer.rfind("HTTP/1.1 408 ", 0) == 0);
+      const json error = json::parse(answer.substr(answer.find("\r\n\r\n") + 4));
+      CHECK_THAT(error["error"].get<std::string>(), Catch::Contains("--header-timeout"));
+    }
+  }
+
+  // A request line and headers over 64 KiB: 431.
+  std::string long_head = "GET /health HTTP/1.1\r\nX: ";
+  long_head.resize(64 * 1024 + 1, 'a');
+  const int too_long = open_connection(server.port, long_head);
+  REQUIRE(too_long >= 0);
+  bool too_long_closed = false;
+  CHECK(read_until_closed(too_long, 10, too_long_closed).rfind("HTTP/1.1 431 ", 0) == 0);
+  CHECK(too_long_closed);
+  ::close(too_long);
+
+  // Requests that arrive together on a kept-alive connection are each answered, in order.
+  const int pipelined = open_connection(server.port,
+                                        "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                                        "GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  REQUIRE(pipelined >= 0);
+  bool closed = false;
+  const std::string answers = read_until_closed(pipelined, 10, closed);
+  ::close(pipelined);
+  CHECK(closed);
+  CHECK(answers.rfind("HTTP/1.1 200 ", 0) == 0);
+  CHECK(answers.find("HTTP/1.1 404 ") != std::string::npos);
+
+  // A kept-alive client gets the same answer to each request; /health counts the refusals.
+  httplib::Client client = client_for(server);
+  client.set_keep_alive(true);
+  const json body = {{"text", kSentences[2]}};
+  const json first = post(client, body);
+  for (int i = 0; i < 3; ++i) CHECK(post(client, body) == first);
+  const json status = json::parse(client.Get("/health")->body);
+  CHECK(status["requests_refused"] == 8 + 1 + 1);  // the 408s, the 431 and the 404
+  CHECK(server.stop() == 0);
+
+  ServerProcess refused(server_arguments({"--header-timeout", "0"}), "serve_refused");
+  CHECK(refused.port == 0);
+  CHECK(refused.exit_status() == 1);
+  CHECK_THAT(refused.log(), Catch::Contains("--header-timeout must be"));
 }
 
 TEST_CASE("serve: SIGTERM answers the request in flight, then exits 0; a port in use is a clear error", "[serve]") {

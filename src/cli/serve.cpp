@@ -23,7 +23,12 @@ Command add_serve(CLI::App& program) {
   add("--max-batch", options->max_batch, "sentences translated together, across requests");
   add("--max-wait-ms", options->max_wait_ms, "how long a request may wait for others to share its batch");
   add("--workers", options->workers, "batches translated at once (several: one thread each)");
-  add("--connections", options->connections, "connections served at once");
+  add("--connections", options->connections, "requests read and answered at once (one thread each)");
+  add("--max-waiting-connections", options->max_waiting_connections,
+      "connections waiting, without a thread, for their request line and headers or their next request; past "
+      "this the oldest is closed");
+  add("--header-timeout", options->header_timeout,
+      "seconds from a request's first byte to the end of its headers (then 408 and closed)");
   add("--max-body-bytes", options->limits.max_body_bytes, "largest request body");
   add("--max-sentences", options->limits.max_sentences, "most sentences in one request");
   add("--max-sentence-bytes", options->limits.max_sentence_bytes, "longest sentence");

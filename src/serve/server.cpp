@@ -3,22 +3,33 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <netdb.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "inference/model.h"
+#include "search/memory.h"
 #include "serve/batch_queue.h"
+#include "serve/connections.h"
 #include "serve/page.h"
 #include "util/runtime.h"
 
@@ -67,6 +78,12 @@ void check(const ServeOptions& options) {
   }
   if (options.connections < 1 || options.connections > 4096) {
     throw std::invalid_argument("--connections must be from 1 to 4096");
+  }
+  if (options.max_waiting_connections < 1 || options.max_waiting_connections > 65536) {
+    throw std::invalid_argument("--max-waiting-connections must be from 1 to 65536");
+  }
+  if (!(options.header_timeout > 0 && options.header_timeout <= 3600)) {
+    throw std::invalid_argument("--header-timeout must be more than 0 and at most 3600 seconds");
   }
   const RequestLimits& limits = options.limits;
   if (limits.max_body_bytes < 16) throw std::invalid_argument("--max-body-bytes must be at least 16");
@@ -136,10 +153,9 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       started(Clock::now()),
       queue(models, batch_queue_options(options), device) {}
 
-// Connections, timeouts and the listening socket (written to `listening` when it is made).
+// Limits, timeouts and the listening socket (written to `listening` when it is made); the
+// connections themselves are HttpServer's.
 void configure(httplib::Server& server, const ServeOptions& options, socket_t& listening) {
-  const auto connections = static_cast<size_t>(options.connections);
-  server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
   server.set_payload_max_length(options.limits.max_body_bytes);
   // httplib's default adds SO_REUSEPORT, with which a second server on the same port would share
   // its connections instead of being refused: SO_REUSEADDR alone.
@@ -150,8 +166,8 @@ void configure(httplib::Server& server, const ServeOptions& options, socket_t& l
   });
   server.set_tcp_nodelay(true);  // answers are small: send them now, not after the client's ACK
   server.set_keep_alive_max_count(1000);
-  server.set_keep_alive_timeout(2);  // an idle connection delays a SIGTERM's exit by at most this
-  server.set_read_timeout(5);        // a client that stops sending mid-request is dropped after this
+  server.set_keep_alive_timeout(2);  // how long an idle connection waits for a request
+  server.set_read_timeout(5);        // a client that stops sending a body is dropped after this
   server.set_write_timeout(5);
 }
 
@@ -175,6 +191,26 @@ void answer_health(const Service& service, httplib::Response& response) {
                {"batches", service.queue.batches_done()}});
 }
 
+// Refuses a request with a sentence whose search alone would hold more than --max-search-memory
+// (search/memory.h), before it joins a batch that other requests share.
+void check_search_memory(const Service& service, const TranslateRequest& request) {
+  const int64_t bound = int64_t{service.options.translate.batching.max_search_memory} << 20;
+  const Ensemble model = service.models.ensemble();
+  for (size_t i = 0; i < request.text.size(); ++i) {
+    const auto length = static_cast<int64_t>(service.models.source_vocabulary().encode(request.text[i]).size()) + 1;
+    const int64_t bytes =
+        sentence_search_bytes(model, length, service.models.target_vocabulary().size(), request.search);
+    if (bytes > bound) {
+      throw RequestError(413, "text[" + std::to_string(i) + "] (" + std::to_string(length) + " subwords) needs about " +
+                                  std::to_string((bytes >> 20) + 1) + " MiB for its search at beam_size " +
+                                  std::to_string(request.search.beam_size) +
+                                  ", more than the server's --max-search-memory " +
+                                  std::to_string(service.options.translate.batching.max_search_memory) +
+                                  ": send a shorter sentence or a smaller beam_size");
+    }
+  }
+}
+
 // POST /translate.
 void answer_translate(Service& service, const httplib::Request& http_request, httplib::Response& response) {
   const ServeOptions& options = service.options;
@@ -183,6 +219,7 @@ void answer_translate(Service& service, const httplib::Request& http_request, ht
     if (request.search.return_attention && !service.models.has_attention()) {
       throw RequestError(400, "attention/alignment: this model was trained with attention none");
     }
+    check_search_memory(service, request);
     const std::vector<Translation> translations =
         request.text.empty() ? std::vector<Translation>{} : service.queue.translate(request.text, request.search);
     answer_json(response, 200, translations_json(request, translations, service.models.target_vocabulary()));
@@ -302,6 +339,17 @@ void listen_until_signal(httplib::Server& server) {
   stopper.join();
 }
 
+// --max-beam-size beyond the tokens the model can produce: no request could fill such a beam.
+void check_beam_fits(const ServeOptions& options, const TranslationModels& models) {
+  const int64_t largest = largest_beam(models.target_vocabulary().size(), options.translate.search);
+  if (options.limits.max_beam_size > largest) {
+    throw std::invalid_argument("--max-beam-size " + std::to_string(options.limits.max_beam_size) +
+                                " is larger than the " + std::to_string(largest) +
+                                " tokens the model can produce, so no beam can be filled: use at most " +
+                                std::to_string(largest));
+  }
+}
+
 }  // namespace
 
 void serve(const ServeOptions& options) {
@@ -310,9 +358,16 @@ void serve(const ServeOptions& options) {
   set_threads(options.translate.threads);
   const torch::Device device = parse_device(options.translate.device);
   const TranslationModels models = load_models(options.translate, device);
+  check_beam_fits(options, models);
   Service service(options, models, device);
 
-  httplib::Server server;
+  ConnectionOptions connections;
+  connections.threads = static_cast<size_t>(options.connections);
+  connections.max_waiting = waiting_connections_that_fit(static_cast<size_t>(options.max_waiting_connections),
+                                                         static_cast<size_t>(options.connections));
+  connections.header_timeout_seconds = options.header_timeout;
+  connections.on_refused = [&service] { ++service.requests_refused; };
+  HttpServer server(std::move(connections));
   socket_t listening = -1;
   configure(server, options, listening);
   add_routes(server, service);

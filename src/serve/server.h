@@ -2,8 +2,10 @@
 //   POST /translate  {"text": [...], "beam_size", "n_best", "attention", "alignment"} (serve/request.h)
 //   GET  /health     the model, vocabulary sizes, device, uptime, requests served
 //   GET  /           a page to type sentences into and see each one's attention (serve/page.html)
-// Requests from all connections are translated together (serve/batch_queue.h). SIGINT or SIGTERM
-// stops accepting connections, answers what is in flight, and returns; a second one exits at once.
+// Requests from all connections are translated together (serve/batch_queue.h). A connection waits
+// for its request line and headers without a thread, so that clients which send part of a request
+// and then nothing hold none (server.cpp, "Connections"). SIGINT or SIGTERM stops accepting
+// connections, answers what is in flight, and returns; a second one exits at once.
 #pragma once
 
 #include <string>
@@ -20,8 +22,12 @@ struct ServeOptions {
   int max_batch = 64;              // sentences translated together, across requests
   double max_wait_ms = 0;          // how long a request may wait for others to join its batch
   int workers = 1;                 // batches translated at once (each on one thread when several)
-  int connections = 128;           // connections served at once (more wait to be accepted)
+  int connections = 128;           // requests read and answered at once, one thread each
   RequestLimits limits;
+  // A connection waits without a thread while its request line and headers arrive, and between
+  // requests (kept alive).
+  int max_waiting_connections = 1000;  // connections waiting at once; past this the oldest is closed
+  double header_timeout = 5;           // seconds from a request's first byte to its last header (408)
 };
 
 // Checks the options, loads the model, and serves until SIGINT or SIGTERM. Throws
