@@ -43,6 +43,22 @@ inline int loopback_port(int* keep = nullptr) {
   return ntohs(address.sin_port);
 }
 
+// A connection to 127.0.0.1:port that has sent `bytes` (-1 if it could not connect).
+inline int open_connection(int port, const std::string& bytes) {
+  const int socket = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (socket < 0) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+    ::close(socket);
+    return -1;
+  }
+  return socket;
+}
+
 // A running child: its pid, and the test's ends of its standard input and output when piped.
 struct Child {
   pid_t pid = -1;

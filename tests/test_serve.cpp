@@ -60,22 +60,6 @@ const std::vector<std::string> kSentences = {"A frog sees the bridge .", "", "Th
 // A request line and one header, without the blank line that ends the headers.
 const std::string kPartialRequest = "POST /translate HTTP/1.1\r\nHost: x\r\n";
 
-// A connection to 127.0.0.1:port that has sent `bytes` (-1 if it could not connect).
-int open_connection(int port, const std::string& bytes) {
-  const int socket = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (socket < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
-    ::close(socket);
-    return -1;
-  }
-  return socket;
-}
-
 // What the server sends on `socket` until it closes the connection; `closed` says whether it did
 // within `seconds`.
 std::string read_until_closed(int socket, double seconds, bool& closed) {

@@ -12,6 +12,7 @@
 
 #include "train/distributed.h"
 #include "util/clock.h"
+#include "util/exit_deadline.h"
 
 namespace nmt {
 namespace {
@@ -19,6 +20,8 @@ namespace {
 constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 // How long a heartbeat must stand still for a failure to be put on its rank.
 constexpr auto kSilence = 3 * kHeartbeat;
+// How long the process may take to end after a failure, its destructors included.
+constexpr auto kTeardown = std::chrono::seconds(2);
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -137,9 +140,22 @@ std::string Rendezvous::silent_ranks() {
 }
 
 void Rendezvous::fail(const std::string& what, const std::string& cause) {
-  throw std::runtime_error("distributed training stopped at step " + std::to_string(step_ + 1) + ", rank " +
-                           std::to_string(rank_) + ": " + what + " failed: " + silent_ranks() + " [" +
-                           first_line(cause) + "]; the checkpoints rank 0 wrote are complete: --resume continues");
+  const std::string failed = "distributed training stopped at step " + std::to_string(step_ + 1) + ", rank " +
+                             std::to_string(rank_) + ": " + what + " failed: ";
+  const std::string after =
+      " [" + first_line(cause) + "]; the checkpoints rank 0 wrote are complete: --resume continues";
+  // Naming the silent rank asks the store, whose server a rank stopped halfway through a message to
+  // it leaves blocked for good (util/exit_deadline.h); so do the store's and the group's destructors
+  // on the way out. The run ends with this error either way, within kSilence and kTeardown.
+  exit_unless_ended_within(
+      std::chrono::duration<double>(kSilence + kTeardown).count(),
+      failed +
+          "the rendezvous store did not answer either (a rank or another client stopped halfway through "
+          "a message to it, or lost the network)" +
+          after);
+  const std::string message = failed + silent_ranks() + after;
+  exit_unless_ended_within(std::chrono::duration<double>(kTeardown).count(), message);
+  throw std::runtime_error(message);
 }
 
 void Rendezvous::publish(const std::string& key, const std::string& value) {
