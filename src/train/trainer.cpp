@@ -49,20 +49,6 @@ bool record_validation(TrainingProgress& progress, double value, Metric metric, 
   return improved;
 }
 
-// After an update skipped as diverged (train_step): a warning, and after max-skipped-steps in a
-// row the end of the run, with last.ckpt as the last validation wrote it.
-void check_divergence(int skipped_in_a_row, const std::string& why, int64_t step, const TrainConfig& config,
-                      spdlog::logger& log) {
-  log.warn("step {}: update skipped, {} ({} in a row; the run stops at max-skipped-steps {})", step, why,
-           skipped_in_a_row, config.max_skipped_steps);
-  if (skipped_in_a_row >= config.max_skipped_steps) {
-    throw std::runtime_error(
-        "training diverged: " + std::to_string(skipped_in_a_row) + " updates in a row skipped (last: " + why +
-        ", step " + std::to_string(step) + "); " + (fs::path(config.model_dir) / kLastCheckpoint).string() +
-        " holds the last validated weights: lower learning-rate or set clip-norm, then --resume (or --overwrite)");
-  }
-}
-
 // The first weight that is not finite, or "" when all are.
 std::string non_finite_weight(const Seq2Seq& network) {
   for (const auto& parameter : network->named_parameters()) {
@@ -106,17 +92,33 @@ std::string last_good_checkpoints(const fs::path& dir) {
   return found[0] + " and " + found[1] + " hold the last good weights";
 }
 
-// The one-line error of a run whose weights broke at the current step (`why`): nothing is saved.
-// --resume goes on with last.ckpt's learning rate, not --learning-rate: a lower one needs a new run.
-std::string divergence_message(const TrainingCheckpoint& state, const std::string& why) {
-  const fs::path dir(state.config.model_dir);
+// The one-line error of a run that diverged at `step` (`why`): nothing is saved. --resume goes on
+// with last.ckpt's learning rate, not --learning-rate: a lower one needs a new run.
+std::string divergence_message(const std::string& model_dir, int64_t step, const std::string& why) {
+  const fs::path dir(model_dir);
   const std::string remedy =
       fs::exists(dir / kLastCheckpoint)
           ? "lower learning-rate and start again with --overwrite, or set clip-norm and --resume (which keeps "
             "last.ckpt's learning rate)"
           : "lower learning-rate or set clip-norm, then --overwrite";
-  return "training diverged at step " + std::to_string(state.progress.step) + ": " + why + "; nothing saved, " +
+  return "training diverged at step " + std::to_string(step) + ": " + why + "; nothing saved, " +
          last_good_checkpoints(dir) + ": " + remedy;
+}
+
+std::string divergence_message(const TrainingCheckpoint& state, const std::string& why) {
+  return divergence_message(state.config.model_dir, state.progress.step, why);
+}
+
+// After an update skipped as diverged (train_step): a warning, and after max-skipped-steps in a
+// row the end of the run.
+void check_divergence(int skipped_in_a_row, const std::string& why, int64_t step, const TrainConfig& config,
+                      spdlog::logger& log) {
+  log.warn("step {}: update skipped, {} ({} in a row; the run stops at max-skipped-steps {})", step, why,
+           skipped_in_a_row, config.max_skipped_steps);
+  if (skipped_in_a_row >= config.max_skipped_steps) {
+    throw std::runtime_error(divergence_message(
+        config.model_dir, step, std::to_string(skipped_in_a_row) + " updates in a row skipped (last: " + why + ")"));
+  }
 }
 
 // Weights that are no longer finite are never saved: the run stops instead.
