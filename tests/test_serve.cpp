@@ -381,6 +381,17 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
   for (int i = 0; i < 3; ++i) CHECK(post(client, body) == first);
   const json status = json::parse(client.Get("/health")->body);
   CHECK(status["requests_refused"] == 8 + 1 + 1);  // the 408s, the 431 and the 404
+
+  // A bad request line gets one 400 and the connection closes: the headers httplib did not read
+  // are never answered as requests of their own.
+  const int bad_line = open_connection(server.port, "PROPFIND / HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n");
+  REQUIRE(bad_line >= 0);
+  bool bad_line_closed = false;
+  const std::string bad_answer = read_until_closed(bad_line, 10, bad_line_closed);
+  ::close(bad_line);
+  CHECK(bad_line_closed);
+  CHECK(bad_answer.rfind("HTTP/1.1 400 ", 0) == 0);
+  CHECK(bad_answer.find("HTTP/1.1 ", 1) == std::string::npos);
   CHECK(server.stop() == 0);
 
   ServerProcess refused(server_arguments({"--header-timeout", "0"}), "serve_refused");

@@ -31,6 +31,7 @@ struct Connection {
   std::string received;
   size_t scanned = 0;          // bytes of `received` already searched for the end of the headers
   size_t requests = 0;         // answered on this connection so far
+  size_t head_end = 0;         // once its headers are in: bytes of `received` up to the blank line
   bool started = false;        // a byte of the next request has arrived
   Clock::time_point deadline;  // it is closed then unless the request's headers are in
 };
@@ -63,7 +64,10 @@ Arrival read_head(Connection& connection) {
   char buffer[kReadChunk];
   for (;;) {
     const size_t from = connection.scanned > 3 ? connection.scanned - 3 : 0;
-    if (connection.received.find("\r\n\r\n", from) != std::string::npos) return Arrival::kHead;
+    if (const size_t blank = connection.received.find("\r\n\r\n", from); blank != std::string::npos) {
+      connection.head_end = blank + 4;
+      return Arrival::kHead;
+    }
     connection.scanned = connection.received.size();
     if (connection.received.size() > kMaxHeadBytes) return Arrival::kTooLong;
     const ssize_t count = ::recv(connection.socket, buffer, sizeof(buffer), MSG_DONTWAIT);
@@ -115,6 +119,7 @@ class ConnectionStream final : public httplib::Stream {
     const size_t count = std::min(size, received.size() - offset_);
     std::memcpy(data, received.data() + offset_, count);
     offset_ += count;
+    consumed_ += count;
     return static_cast<ssize_t>(count);
   }
 
@@ -130,6 +135,10 @@ class ConnectionStream final : public httplib::Stream {
   void get_remote_ip_and_port(std::string& ip, int& port) const override { address(true, ip, port); }
   void get_local_ip_and_port(std::string& ip, int& port) const override { address(false, ip, port); }
   socket_t socket() const override { return connection_.socket; }
+
+  // Whether httplib read the request's headers to their end. It answers a bad request line with
+  // 400 without reading them, and answering the rest as requests would answer what was never asked.
+  bool read_whole_head() const { return consumed_ >= connection_.head_end; }
 
   // Drops what httplib has read, keeping what came after it (the start of the next request).
   void keep_unread() {
@@ -155,7 +164,8 @@ class ConnectionStream final : public httplib::Stream {
 
   Connection& connection_;
   const ConnectionOptions& options_;
-  size_t offset_ = 0;  // into connection_.received: what httplib has read
+  size_t offset_ = 0;    // into connection_.received: what httplib has read
+  size_t consumed_ = 0;  // bytes httplib has read in all
 };
 
 }  // namespace
@@ -378,7 +388,7 @@ void ConnectionQueue::answer_requests() {
     bool closed = false;
     const bool answered = answer_(stream, last, closed);
     stream.keep_unread();
-    if (answered && !closed && !last) {
+    if (answered && !closed && !last && stream.read_whole_head()) {
       park(std::move(connection));
     } else {
       hang_up(connection);
@@ -415,7 +425,8 @@ size_t waiting_connections_that_fit(size_t wanted, size_t answering) {
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return wanted;
   if (limit.rlim_cur < needed) {
     rlimit raised = limit;
-    raised.rlim_cur = std::min(needed, limit.rlim_max);
+    // Room beyond `needed` too: connections whose headers are in queue for a thread without a cap.
+    raised.rlim_cur = std::min(std::max<rlim_t>(needed, 65536), limit.rlim_max);
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
   }
   if (limit.rlim_cur >= needed) return wanted;
