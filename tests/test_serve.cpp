@@ -81,6 +81,18 @@ std::string read_until_closed(int socket, double seconds, bool& closed) {
   }
 }
 
+// Sends `bytes` on a new connection and returns all the server answers before it closes the
+// connection, which it must do within 10 s.
+std::string answers_until_closed(int port, const std::string& bytes) {
+  const int socket = open_connection(port, bytes);
+  REQUIRE(socket >= 0);
+  bool closed = false;
+  const std::string answers = read_until_closed(socket, 10, closed);
+  ::close(socket);
+  CHECK(closed);
+  return answers;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -354,22 +366,12 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
   // A request line and headers over 64 KiB: 431.
   std::string long_head = "GET /health HTTP/1.1\r\nX: ";
   long_head.resize(64 * 1024 + 1, 'a');
-  const int too_long = open_connection(server.port, long_head);
-  REQUIRE(too_long >= 0);
-  bool too_long_closed = false;
-  CHECK(read_until_closed(too_long, 10, too_long_closed).rfind("HTTP/1.1 431 ", 0) == 0);
-  CHECK(too_long_closed);
-  ::close(too_long);
+  CHECK(answers_until_closed(server.port, long_head).rfind("HTTP/1.1 431 ", 0) == 0);
 
   // Requests that arrive together on a kept-alive connection are each answered, in order.
-  const int pipelined = open_connection(server.port,
-                                        "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                                        "GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-  REQUIRE(pipelined >= 0);
-  bool closed = false;
-  const std::string answers = read_until_closed(pipelined, 10, closed);
-  ::close(pipelined);
-  CHECK(closed);
+  const std::string answers = answers_until_closed(server.port,
+                                                   "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                   "GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   CHECK(answers.rfind("HTTP/1.1 200 ", 0) == 0);
   CHECK(answers.find("HTTP/1.1 404 ") != std::string::npos);
 
@@ -384,12 +386,7 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
 
   // A bad request line gets one 400 and the connection closes: the headers httplib did not read
   // are never answered as requests of their own.
-  const int bad_line = open_connection(server.port, "PROPFIND / HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n");
-  REQUIRE(bad_line >= 0);
-  bool bad_line_closed = false;
-  const std::string bad_answer = read_until_closed(bad_line, 10, bad_line_closed);
-  ::close(bad_line);
-  CHECK(bad_line_closed);
+  const std::string bad_answer = answers_until_closed(server.port, "PROPFIND / HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n");
   CHECK(bad_answer.rfind("HTTP/1.1 400 ", 0) == 0);
   CHECK(bad_answer.find("HTTP/1.1 ", 1) == std::string::npos);
   CHECK(server.stop() == 0);
