@@ -33,7 +33,7 @@ int64_t search_bytes_per_row(const Ensemble& model, int64_t source_length, int64
 int64_t sentence_search_bytes(const Ensemble& model, int64_t source_length, int64_t target_vocab_size,
                               const SearchOptions& options);
 
-// Cuts `batch` (sentence indices, longest source first; `source_length(index)` gives each one's
+// Cuts `batch` (sentence indices, longest source first; `source_lengths[index]` is each one's
 // length with EOS) into consecutive pieces whose search holds at most `max_bytes`. Throws
 // std::invalid_argument naming the options when a single sentence does not fit.
 std::vector<std::vector<int64_t>> split_for_memory(const std::vector<int64_t>& batch,
