@@ -3,9 +3,10 @@
 # distributed kill and stop cases, anything over 10 s), a real full disk
 # (scripts/faults/disk_full.sh, root only), nmt serve's page in headless chromium
 # (scripts/page_test.sh), the suite under AddressSanitizer and UndefinedBehaviorSanitizer
-# (scripts/sanitize.sh, its own build) and the fuzz targets (scripts/fuzz.sh, clang, its own build,
-# NMT_FUZZ_SECONDS each, default 30). Each part runs whatever the others did; the last lines say
-# of each whether it passed, failed or was skipped and why.
+# (scripts/sanitize.sh, its own build), the fuzz targets (scripts/fuzz.sh, clang, its own build,
+# NMT_FUZZ_SECONDS each, default 30) and the fast suite against LibTorch 2.x with CUDA, on the CPU
+# (scripts/libtorch2.sh, its own build). Each part runs whatever the others did; the last lines
+# say of each whether it passed, failed or was skipped and why.
 # Usage: scripts/check_all.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,4 +21,5 @@ else
 fi
 run_check sanitizers "$root/scripts/sanitize.sh"
 run_check fuzz "$root/scripts/fuzz.sh" "${NMT_FUZZ_SECONDS:-30}"
+run_check libtorch2 "$root/scripts/libtorch2.sh"
 print_summary check_all

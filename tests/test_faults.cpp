@@ -133,27 +133,25 @@ TEST_CASE("faults: a closed or full standard output is reported and the exit sta
   CHECK_THAT(closed.output, Catch::Contains("standard output: write failed (Broken pipe)"));
 }
 
-TEST_CASE("faults: a diverging run skips its updates, stops after max-skipped-steps, and saves only finite weights",
-          "[faults]") {
+TEST_CASE("faults: a diverging run skips its updates, stops after max-skipped-steps, and saves nothing", "[faults]") {
   const fs::path dir = fresh("diverge");
   const fs::path model = dir / "model";
-  const CommandResult result =
-      run_nmt(tiny_train_arguments(model.string(), 60, 2) + " --learning-rate 1e6 --clip-norm 0 --max-skipped-steps 3");
+  // No validation before the stop: the first update's weights give a dev loss of millions of nats
+  // a token, which a validation would stop at as a divergence of its own (the next case).
+  const CommandResult result = run_nmt(tiny_train_arguments(model.string(), 60, 100) +
+                                       " --learning-rate 1e6 --clip-norm 0 --max-skipped-steps 3");
+  INFO(result.output);
   CHECK(result.status == 1);
-  CHECK_THAT(result.output, Catch::Contains("update skipped"));
-  CHECK_THAT(result.output, Catch::Contains("updates in a row skipped") && Catch::Contains("last.ckpt (step ") &&
-                                Catch::Contains("hold the last good weights") &&
-                                Catch::Contains("start again with --overwrite, or set clip-norm and --resume"));
-  for (const char* name : {"last.ckpt", "best.ckpt"}) {
-    if (fs::exists(model / name)) {
-      INFO(name);
-      CHECK(all_finite(load_training_checkpoint((model / name).string(), torch::kCPU)));
-    }
-  }
+  CHECK_THAT(result.output, Catch::Contains("step 4: update skipped") && Catch::Contains("3 in a row"));
+  CHECK_THAT(result.output, Catch::Contains("training diverged at step 4: 3 updates in a row skipped") &&
+                                Catch::Contains("no checkpoint was written before") &&
+                                Catch::Contains("lower learning-rate or set clip-norm, then --overwrite"));
+  CHECK(checkpoint_bytes(model).empty());
 }
 
 // --learning-rate 1e30: an update leaves finite but enormous weights, whose dev loss at the next
-// validation is not a number (and whose BLEU is 0, which once made them best.ckpt).
+// validation is not a number (Debian's LibTorch, OpenBLAS) or about 1e31 nats a token (LibTorch
+// 2.x from pip, MKL), and whose BLEU is 0, which once made them best.ckpt.
 TEST_CASE("faults: a validation whose dev loss is not finite is never best, saves nothing and stops the run",
           "[faults]") {
   const fs::path dir = fresh("dev_loss_nan");
@@ -163,7 +161,7 @@ TEST_CASE("faults: a validation whose dev loss is not finite is never best, save
         run_nmt(tiny_train_arguments(model.string(), 6, 2) + " --learning-rate 1e30 --keep-checkpoints 2");
     INFO(result.output);
     CHECK(result.status == 1);
-    CHECK_THAT(result.output, Catch::Contains("training diverged at step 2: the dev loss is not a number") &&
+    CHECK_THAT(result.output, Catch::Contains("training diverged at step 2: the dev loss is ") &&
                                   Catch::Contains("no checkpoint was written before") &&
                                   Catch::Contains("then --overwrite"));
     CHECK(checkpoint_bytes(model).empty());
@@ -182,7 +180,7 @@ TEST_CASE("faults: a validation whose dev loss is not finite is never best, save
     INFO(result.output);
     CHECK(result.status == 1);
     CHECK_THAT(result.output,
-               Catch::Contains("training diverged at step 4: the dev loss is not a number") &&
+               Catch::Contains("training diverged at step 4: the dev loss is ") &&
                    Catch::Contains((model / "best.ckpt").string() + " (step 2) and " + (model / "last.ckpt").string() +
                                    " (step 2) hold the last good weights") &&
                    Catch::Contains("--resume"));
@@ -205,7 +203,7 @@ TEST_CASE("faults: with two ranks, a validation whose dev loss is not finite end
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const std::string& log : logs) {
     INFO(log << ":\n" << read_file(log));
-    CHECK_THAT(read_file(log), Catch::Contains("training diverged at step 2: the dev loss is not a number"));
+    CHECK_THAT(read_file(log), Catch::Contains("training diverged at step 2: the dev loss is "));
   }
   CHECK(result.output == "1 1\n");
   CHECK(seconds < 25);  // both at once, well within --dist-timeout 30

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "inference/checkpoint_format.h"
+#include "train/fused_adam.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -37,6 +38,9 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
   archive.write("plateau_count", c10::IValue(progress.plateau_count));
   write_double(archive, "learning_rate", progress.learning_rate);
   archive.write("random_state", random_state());
+  if (const torch::Device device = checkpoint.model.network->parameters().front().device(); device.is_cuda()) {
+    archive.write("cuda_random_state", random_state(device));
+  }
 
   torch::serialize::OutputArchive model_archive;
   checkpoint.model.network->save(model_archive);
@@ -78,7 +82,8 @@ TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch
             progress.validations_without_improvement = value.toInt();
         archive.read("plateau_count", value), progress.plateau_count = value.toInt();
         progress.learning_rate = read_double(archive, "learning_rate");
-        archive.try_read("random_state", checkpoint.random_state);  // stays undefined in older checkpoints
+        archive.try_read("random_state", checkpoint.random_state);            // stays undefined in older checkpoints
+        archive.try_read("cuda_random_state", checkpoint.cuda_random_state);  // and in a run's on the CPU
       },
       remedy);
   return checkpoint;
@@ -92,15 +97,17 @@ int64_t read_checkpoint_step(const std::string& path) {
   return step.toInt();
 }
 
-void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer, const torch::Device& device) {
+void restore_optimizer(const std::string& path, torch::optim::Adam& optimizer, const torch::Device& device) {
   try {
     torch::serialize::InputArchive archive, optimizer_archive;
     archive.load_from(path, device);
     archive.read("optimizer", optimizer_archive);
-    optimizer.load(optimizer_archive);
+    load_adam_state(optimizer_archive, optimizer);
   } catch (const c10::Error& error) {
     std::string message = error.what_without_backtrace();
     throw std::runtime_error(path + ": cannot restore the optimizer state: " + message.substr(0, message.find('\n')));
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(path + ": cannot restore the optimizer state: " + error.what());
   }
 }
 

@@ -3,6 +3,7 @@
 // has the format). Files are written to a temporary name and renamed.
 #pragma once
 
+#include <torch/optim/adam.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -38,9 +39,13 @@ struct TrainingCheckpoint {
   // that --resume continues with the draws the run would have made; undefined in a checkpoint
   // written before it was stored.
   torch::Tensor random_state;
+  // The GPU's generator likewise (dropout on a GPU draws from it), in a checkpoint written by a run
+  // on a GPU; undefined otherwise.
+  torch::Tensor cuda_random_state;
 };
 
-// Writes the checkpoint, with the current state of LibTorch's CPU generator as random_state.
+// Writes the checkpoint, with the current state of LibTorch's CPU generator as random_state, and
+// of the model's GPU's as cuda_random_state when the model is on one.
 void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint, torch::optim::Optimizer* optimizer);
 
 // Loads a checkpoint with its training configuration and progress onto `device`; errors name the
@@ -53,6 +58,6 @@ int64_t read_checkpoint_step(const std::string& path);
 
 // Restores optimizer state; `optimizer`'s parameters must be the loaded model's, so call
 // load_training_checkpoint first.
-void restore_optimizer(const std::string& path, torch::optim::Optimizer& optimizer, const torch::Device& device);
+void restore_optimizer(const std::string& path, torch::optim::Adam& optimizer, const torch::Device& device);
 
 }  // namespace nmt

@@ -62,7 +62,7 @@ std::shared_ptr<spdlog::logger> make_worker_log(int rank) {
 }  // namespace
 
 DataParallelProcesses::DataParallelProcesses(const DistributedOptions& options, const TrainConfig& config)
-    : options_(options), distributed_(options, parse_device(config.device)) {}
+    : options_(options), distributed_(options, parse_device(config.device, options.local_rank)) {}
 
 TrainingSetup DataParallelProcesses::set_up(const TrainConfig& config, const TrainRunOptions& run) {
   TrainingSetup setup;

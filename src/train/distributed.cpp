@@ -4,6 +4,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -60,6 +61,25 @@ int64_t digest(const std::vector<torch::Tensor>& tensors) {
   return static_cast<int64_t>(hash >> 1);
 }
 
+// LibTorch 1.13's Gloo and NCCL groups are ProcessGroups themselves; from 2.0 they are Backends,
+// which a ProcessGroup holds, one per device type.
+template <typename Group>
+c10::intrusive_ptr<c10d::ProcessGroup> process_group(c10::intrusive_ptr<Group> backend,
+                                                     const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                     int world_size, c10::DeviceType device_type) {
+#if TORCH_VERSION_MAJOR >= 2
+  const auto type = device_type == c10::DeviceType::CUDA ? c10d::ProcessGroup::BackendType::NCCL
+                                                         : c10d::ProcessGroup::BackendType::GLOO;
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world_size);
+  group->setDefaultBackend(type);
+  group->setBackend(device_type, type, backend);
+  return group;
+#else
+  (void)store, (void)rank, (void)world_size, (void)device_type;
+  return backend;
+#endif
+}
+
 }  // namespace
 
 void resolve_distributed_options(DistributedOptions& options) {
@@ -111,7 +131,8 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
 #ifdef USE_C10D_NCCL
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = timeout;
-      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, world_size_, nccl_options);
+      group_ = process_group(c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, world_size_, nccl_options),
+                             store, rank_, world_size_, c10::DeviceType::CUDA);
 #else
       throw std::invalid_argument(
           "--device cuda with several ranks needs NCCL, and this LibTorch was built without it: use a "
@@ -126,7 +147,8 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
       } else {
         gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
       }
-      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank_, world_size_, gloo_options);
+      group_ = process_group(c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank_, world_size_, gloo_options),
+                             store, rank_, world_size_, c10::DeviceType::CPU);
     }
   } catch (const std::invalid_argument&) {
     throw;  // the rendezvous, unwound, stops the heartbeat

@@ -6,8 +6,23 @@
 #pragma once
 
 #include <torch/optim/adam.h>
+#include <torch/serialize/input-archive.h>
+
+#include <type_traits>
+#include <utility>
 
 namespace nmt {
+
+// LibTorch keys an optimizer's state by its parameter's TensorImpl: the pointer as text ("0x...")
+// in LibTorch 1.13, the pointer itself in 2.x.
+using AdamStateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+AdamStateKey adam_state_key(const torch::Tensor& param);
+
+// Loads what torch::optim::Adam::save wrote (FusedAdam's too), whichever LibTorch wrote it. Saved
+// states are matched to parameters by their order, as LibTorch's own load does, but by their keys
+// as text: LibTorch 2.x reads 1.13's "0x..." keys as decimal numbers, all 0, and loses the state.
+// Throws std::runtime_error when the groups or their sizes differ from the optimizer's.
+void load_adam_state(torch::serialize::InputArchive& archive, torch::optim::Adam& optimizer);
 
 class FusedAdam : public torch::optim::Adam {
  public:

@@ -37,7 +37,7 @@ void publish_setup(Distributed& distributed, const TrainingSetup& setup) {
 TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed, spdlog::logger& log) {
   set_threads(config.threads);
   TrainingSetup setup;
-  setup.device = parse_device(config.device);
+  setup.device = parse_device(config.device, distributed.local_rank());
   const nlohmann::json message = nlohmann::json::parse(distributed.wait_for("setup", 0));
   TrainingCheckpoint& state = setup.state;
   state.config = config;
@@ -61,7 +61,7 @@ TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed,
   std::istringstream optimizer_bytes(distributed.wait_for("optimizer", 0));
   torch::serialize::InputArchive archive;
   archive.load_from(optimizer_bytes, setup.device);
-  setup.optimizer->load(archive);
+  load_adam_state(archive, *setup.optimizer);
 
   // The machine's first rank opens (or prepares) the corpus before the machine's others map it.
   const int first_on_machine = distributed.rank() - distributed.local_rank();

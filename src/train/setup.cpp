@@ -207,7 +207,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   set_threads(config.threads);
   set_seed(config.seed);
   TrainingSetup setup;
-  setup.device = parse_device(config.device);
+  setup.device = parse_device(config.device);  // rank 0 is its machine's first: cuda:0
   if (std::string warning = slow_blas_warning(); !warning.empty()) log.warn("{}", warning);
   log.info("LibTorch {} threads, device {}, CPU kernels {}", torch::get_num_threads(), config.device,
            kernels::to_string(kernels::kernel_level()));
@@ -253,6 +253,16 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
           "{} holds no random-number state (an older checkpoint): dropout draws differ from an "
           "uninterrupted run's",
           last_path);
+    }
+    if (setup.device.is_cuda()) {
+      if (state.cuda_random_state.defined()) {
+        set_random_state(state.cuda_random_state, setup.device);
+      } else {
+        log.warn(
+            "{} holds no GPU random-number state (written on the CPU, or by an older nmt): dropout draws "
+            "differ from an uninterrupted run's",
+            last_path);
+      }
     }
   }
 

@@ -60,13 +60,19 @@ std::string non_finite_weight(const Seq2Seq& network) {
 std::string describe_non_finite(double value) { return std::isnan(value) ? "not a number" : "infinite"; }
 
 // Why a validation shows the weights broken, or "" when it does not: a weight, the dev loss or the
-// best metric's value that is not finite. Finite weights of a sane size give a finite loss (the
-// log-softmax is computed stably), so a dev loss that is not finite means weights that overflow.
+// best metric's value that is not finite, or a dev loss over kDivergedLoss a token. Finite weights
+// of a sane size give a finite loss (the log-softmax is computed stably), so a dev loss that is not
+// finite means weights that overflow; enormous finite weights give a finite but enormous loss or
+// none, depending on the BLAS's handling of overflow.
 std::string broken_weights(const TrainingCheckpoint& state, const ValidationResult& result) {
   if (std::string name = non_finite_weight(state.model.network); !name.empty()) {
     return "weight " + name + " is not finite";
   }
   if (!std::isfinite(result.loss)) return "the dev loss is " + describe_non_finite(result.loss);
+  if (result.loss > kDivergedLoss) {
+    return "the dev loss is " + fmt::format("{:.3g}", result.loss) + " nats a token (over " +
+           fmt::format("{:g}", kDivergedLoss) + ")";
+  }
   const Metric metric = state.config.best_metric;
   if (!std::isfinite(result.metric(metric))) {
     return "dev " + to_string(metric) + " is " + describe_non_finite(result.metric(metric));

@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#ifdef NMT_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -96,27 +98,37 @@ void flush_standard_output(std::ostream& out) {
 
 void set_seed(int seed) { torch::manual_seed(static_cast<uint64_t>(seed)); }
 
-torch::Tensor random_state() {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+torch::Tensor random_state(const torch::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
 
-void set_random_state(const torch::Tensor& state) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+void set_random_state(const torch::Tensor& state, const torch::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
+  generator.set_state(state.to(torch::kCPU));  // a checkpoint loaded onto a GPU brings it there
 }
 
-torch::Device parse_device(const std::string& name) {
+torch::Device parse_device(const std::string& name, int local_rank) {
   if (name == "cpu") return torch::kCPU;
   if (name == "cuda") {
     if (!torch::cuda::is_available()) {
       throw std::invalid_argument(
           "--device cuda: this LibTorch has no CUDA support or sees no GPU; use --device cpu, or build "
-          "against a CUDA LibTorch (docs/building.md, 'GPU')");
+          "against a CUDA LibTorch (docs/building.md, 'LibTorch 2.x and CUDA')");
     }
-    return torch::kCUDA;
+    const auto gpus = static_cast<int>(torch::cuda::device_count());
+    if (local_rank >= gpus) {
+      throw std::invalid_argument("--device cuda: local rank " + std::to_string(local_rank) + " needs GPU " +
+                                  std::to_string(local_rank) + ", and this machine shows " + std::to_string(gpus) +
+                                  ": start at most one rank per GPU (CUDA_VISIBLE_DEVICES picks them)");
+    }
+    const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+#ifdef NMT_WITH_CUDA
+    c10::cuda::set_device(device.index());  // where LibTorch and NCCL put what names no GPU
+#endif
+    return device;
   }
   throw std::invalid_argument("--device: '" + name + "' is not one of cpu|cuda");
 }

@@ -50,13 +50,15 @@ void flush_standard_output(std::ostream& out);
 // Seeds LibTorch's generators (CPU and CUDA).
 void set_seed(int seed);
 
-// The state of LibTorch's CPU generator (dropout draws from it), to store in a checkpoint and
-// restore on --resume.
-torch::Tensor random_state();
-void set_random_state(const torch::Tensor& state);
+// The state of LibTorch's generator for `device` (the CPU's, or a GPU's), to store in a
+// checkpoint and restore on --resume: dropout draws from the generator of the device it runs on.
+torch::Tensor random_state(const torch::Device& device = torch::kCPU);
+void set_random_state(const torch::Tensor& state, const torch::Device& device = torch::kCPU);
 
-// "cpu" or "cuda"; throws std::invalid_argument when CUDA is asked for but unavailable.
-torch::Device parse_device(const std::string& name);
+// "cpu" or "cuda"; throws std::invalid_argument when CUDA is asked for but unavailable. With CUDA,
+// `local_rank` picks the GPU (cuda:<local_rank>, as torchrun numbers a machine's processes), which
+// becomes the process's current GPU; there must be that many GPUs.
+torch::Device parse_device(const std::string& name, int local_rank = 0);
 
 // A warning text when the BLAS that LibTorch calls is the slow reference BLAS, else empty.
 std::string slow_blas_warning();

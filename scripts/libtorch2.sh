@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The fast suite against LibTorch 2.x: fetched once by scripts/get_libtorch.sh (with CUDA where the
+# CUDA toolkit is installed, so that every CUDA branch of ours is compiled and linked), built in
+# build-libtorch/, and run on the CPU through CTest. The GPU itself is scripts/gpu_check.sh's.
+# Usage: scripts/libtorch2.sh [CTEST_ARGUMENTS...]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+start=$SECONDS
+prefix="$("$root/scripts/get_libtorch.sh")"
+echo "libtorch2: LibTorch at $prefix ($((SECONDS - start)) s to fetch or find)"
+start=$SECONDS
+NMT_LIBTORCH="$prefix" NMT_BUILD_DIR="$root/build-libtorch" "$root/scripts/build.sh"  # every target
+echo "libtorch2: built in $((SECONDS - start)) s"
+ctest --test-dir "$root/build-libtorch" -LE slow --output-on-failure -j 2 "$@"
+# Without the CUDA toolkit the LibTorch is the CPU-only one, and our CUDA branches went uncompiled.
+if ! grep -q NMT_WITH_CUDA "$root/build-libtorch/CMakeFiles/nmt_lib.dir/flags.make"; then
+  echo "the suite passed against a CPU-only LibTorch 2.x: no CUDA toolkit here, so the CUDA code was not compiled"
+  exit 77
+fi
