@@ -4,7 +4,7 @@
 # (scripts/faults/disk_full.sh, root only), nmt serve's page in headless chromium
 # (scripts/page_test.sh), the suite under AddressSanitizer and UndefinedBehaviorSanitizer
 # (scripts/sanitize.sh, its own build), the fuzz targets (scripts/fuzz.sh, clang, its own build,
-# NMT_FUZZ_SECONDS each, default 30) and the fast suite against LibTorch 2.x with CUDA, on the CPU
+# NMT_FUZZ_SECONDS each, default 30) and the whole suite against LibTorch 2.x with CUDA, on the CPU
 # (scripts/libtorch2.sh, its own build). Each part runs whatever the others did; the last lines
 # say of each whether it passed, failed or was skipped and why.
 # Usage: scripts/check_all.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The fast suite against LibTorch 2.x: fetched once by scripts/get_libtorch.sh (with CUDA where the
-# CUDA toolkit is installed, so that every CUDA branch of ours is compiled and linked), built in
-# build-libtorch/, and run on the CPU through CTest. The GPU itself is scripts/gpu_check.sh's.
+# The whole suite, [slow] cases included, against LibTorch 2.x: fetched once by
+# scripts/get_libtorch.sh (with CUDA where the CUDA toolkit is installed, so that every CUDA
+# branch of ours is compiled and linked), every target built in build-libtorch/, and the suite
+# run on the CPU through CTest. The GPU itself is scripts/gpu_check.sh's.
 # Usage: scripts/libtorch2.sh [CTEST_ARGUMENTS...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,7 +12,7 @@ echo "libtorch2: LibTorch at $prefix ($((SECONDS - start)) s to fetch or find)"
 start=$SECONDS
 NMT_LIBTORCH="$prefix" NMT_BUILD_DIR="$root/build-libtorch" "$root/scripts/build.sh"  # every target
 echo "libtorch2: built in $((SECONDS - start)) s"
-ctest --test-dir "$root/build-libtorch" -LE slow --output-on-failure -j 2 "$@"
+ctest --test-dir "$root/build-libtorch" --output-on-failure -j 2 "$@"  # the [slow] cases too
 # Without the CUDA toolkit the LibTorch is the CPU-only one, and our CUDA branches went uncompiled.
 if ! grep -q NMT_WITH_CUDA "$root/build-libtorch/CMakeFiles/nmt_lib.dir/flags.make"; then
   echo "the suite passed against a CPU-only LibTorch 2.x: no CUDA toolkit here, so the CUDA code was not compiled"

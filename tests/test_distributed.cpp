@@ -114,7 +114,10 @@ TEST_CASE("distributed: a rank that dies or stops ends the other within the time
   CHECK(seconds < 5 + 3 + 4);
   if (stall_store) {
     ::close(stalled);
-    CHECK(log.find("the rendezvous store did not answer either") != std::string::npos);
+    // LibTorch 1.13's store server reads a message's rest blocking, and stalls; 2.x's (libuv) does
+    // not, and the rank is named as without the stall.
+    CHECK((log.find("the rendezvous store did not answer either") != std::string::npos ||
+           log.find("rank 1 stopped answering") != std::string::npos));
   } else if (victim == 0) {
     CHECK(log.find("rank 0 (the master at 127.0.0.1:" + std::to_string(port) +
                    ", which holds the rendezvous store) "
