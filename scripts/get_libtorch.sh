@@ -49,8 +49,12 @@ if [ ! -f "$target/.complete" ]; then
   fi
   # --no-deps: the C++ library needs none of the Python packages; a half-done fetch leaves no
   # .complete, so the next run starts again.
-  "$python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "$target" "${index[@]}" \
-    "${packages[@]}" >&2
+  if ! "$python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --target "$target" "${index[@]}" "${packages[@]}" >&2; then
+    echo "get_libtorch: pip could not fetch ${packages[*]}${index:+ from ${index[1]}}: check the network" \
+      "(the CPU-only build needs download.pytorch.org, the CUDA build only PyPI)" >&2
+    exit 1
+  fi
   if [ ! -f "$prefix/Torch/TorchConfig.cmake" ]; then
     echo "get_libtorch: $target has no torch/share/cmake/Torch/TorchConfig.cmake after the install" >&2
     exit 1
