@@ -7,7 +7,7 @@
 //                                      or with --packed the recurrent loops' LoopWeight on one thread)
 //   nmt_bench --config FILE train [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
 //             [--profile TRACE.json]
-//   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--mm-gflops R]
+//   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--device cuda] [--mm-gflops R]
 //   RANK=r WORLD_SIZE=n MASTER_PORT=p nmt_bench allreduce --bytes B   (every rank; rank 0 prints
 //             | all-reduce | setting | ms per all-reduce | bus GB/s |)
 //
@@ -49,6 +49,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Where a row ran: "N threads" on the CPU, "GPU" on a GPU.
+std::string runs_on(const torch::Device& device) {
+  return device.is_cuda() ? "GPU" : std::to_string(torch::get_num_threads()) + " threads";
+}
+
+// Waits for the GPU's queued work, so that the clock read next counts it (a CPU computes at once).
+void finish_queued_work(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
 
 // Peak resident set size of this process in MiB (VmHWM).
 double peak_rss_mib() {
@@ -136,6 +146,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   for (int i = 0; i < warmup; ++i) {
     train_step(model, optimizer, collate(corpus, batches[i]).to(device), config);
   }
+  finish_queued_work(device);
   int64_t target_tokens = 0, source_tokens = 0, sentences = 0, target_cells = 0;
   // With --profile, the timed steps also write a Chrome trace of every LibTorch operator.
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
@@ -149,6 +160,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
     sentences += batch.source.size(0);
     target_cells += batch.target_output.numel();
   }
+  finish_queued_work(device);
   const double seconds = seconds_since(start);
   profiler.reset();
 
@@ -162,7 +174,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
               " target padding, " + config.model.attention + (config.model.coverage ? " with coverage" : "") +
               (config.model.decoder_layers > 1 ? ", " + std::to_string(config.model.decoder_layers) + " decoder layers"
                                                : "") +
-              ", " + std::to_string(torch::get_num_threads()) + " threads"};
+              ", " + runs_on(device)};
   row.sentences_per_second = static_cast<double>(sentences) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
   row.flops_per_token = training_flops_per_target_token(config.model, shapes);
@@ -175,11 +187,11 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   set_threads(options.threads);
   const SearchOptions& search = options.search;
   const BatchingOptions& batching = options.batching;
-  const TranslationModels models = load_models(options, torch::kCPU);
+  const torch::Device device = parse_device(options.device);
+  const TranslationModels models = load_models(options, device);
   const TranslationModel& model = models.members.front();
   const std::vector<std::string> lines = read_lines(input);
-  Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching,
-                        torch::kCPU);
+  Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching, device);
   translator.translate(
       {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
 
@@ -206,8 +218,7 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   Row row{members +
               (search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size)),
           std::to_string(lines.size()) + " sentences, batch " + std::to_string(batching.batch_size) +
-              (batching.batch_in_tokens ? " tokens" : " sentences") + ", " + std::to_string(torch::get_num_threads()) +
-              " threads"};
+              (batching.batch_in_tokens ? " tokens" : " sentences") + ", " + runs_on(device)};
   row.sentences_per_second = static_cast<double>(lines.size()) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
   row.flops_per_token = count.forward_per_target_token(shapes) - count.decoder + beam_decoder;
