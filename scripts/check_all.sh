@@ -12,7 +12,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/checks.sh"
 
-if run_check build "$root/scripts/build.sh" nmt nmt_tests nmt_page_check; then
+if run_check build env -u NMT_LIBTORCH -u NMT_BUILD_DIR "$root/scripts/build.sh" nmt nmt_tests nmt_page_check; then
   run_check slow-cases ctest --test-dir "$root/build" -L slow --output-on-failure -j 2
   run_check disk-full "$root/scripts/faults/disk_full.sh" "$root/build/nmt"
   run_check page "$root/scripts/page_test.sh"

@@ -5,8 +5,8 @@
 #   NMT_LIBTORCH="$(scripts/get_libtorch.sh)" scripts/build.sh
 #
 # With the CUDA toolkit (nvcc on PATH, or under /usr/local/cuda) it is PyPI's CUDA 13 build; the
-# toolkit's cuBLAS, cuDNN, NCCL and runtime serve it, so of the wheel's nvidia-* dependencies only
-# the three the toolkit lacks are fetched (cuSPARSELt, NVSHMEM, cuFile). Without the toolkit, or
+# toolkit's runtime and cuBLAS serve it, so of the wheel's nvidia-* dependencies only those the
+# toolkit lacks are fetched: cuSPARSELt, NVSHMEM, cuFile, and cuDNN and NCCL unless installed. Without the toolkit, or
 # with --cpu, it is the CPU-only build from download.pytorch.org. Python's torch module is not
 # installed: only its files are unpacked.
 #
@@ -45,6 +45,10 @@ if [ ! -f "$target/.complete" ]; then
   else
     # torch's own pins for CUDA 13 (its METADATA): the libraries the toolkit does not carry.
     packages=("torch==$version" nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 "nvidia-cufile==1.15.1.6.*")
+    # cuDNN and NCCL are not part of every toolkit install.
+    libraries="$(ldconfig -p 2>/dev/null || true)"
+    grep -q "libcudnn.so.9 " <<< "$libraries" || packages+=(nvidia-cudnn-cu13==9.19.0.56)
+    grep -q "libnccl.so.2 " <<< "$libraries" || packages+=(nvidia-nccl-cu13==2.28.9)
     index=()
   fi
   # --no-deps: the C++ library needs none of the Python packages; a half-done fetch leaves no

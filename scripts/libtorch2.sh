@@ -7,14 +7,17 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 start=$SECONDS
-prefix="$("$root/scripts/get_libtorch.sh")"
+if ! prefix="$("$root/scripts/get_libtorch.sh")"; then
+  echo "could not fetch LibTorch 2.x (the reason is above): the suite was not run against it"
+  exit 77
+fi
 echo "libtorch2: LibTorch at $prefix ($((SECONDS - start)) s to fetch or find)"
 start=$SECONDS
 NMT_LIBTORCH="$prefix" NMT_BUILD_DIR="$root/build-libtorch" "$root/scripts/build.sh"  # every target
 echo "libtorch2: built in $((SECONDS - start)) s"
 ctest --test-dir "$root/build-libtorch" --output-on-failure -j 2 "$@"  # the [slow] cases too
 # Without the CUDA toolkit the LibTorch is the CPU-only one, and our CUDA branches went uncompiled.
-if ! grep -q NMT_WITH_CUDA "$root/build-libtorch/CMakeFiles/nmt_lib.dir/flags.make"; then
+if ! grep -qx "cuda ON" "$root/build-libtorch/libtorch.txt"; then
   echo "the suite passed against a CPU-only LibTorch 2.x: no CUDA toolkit here, so the CUDA code was not compiled"
   exit 77
 fi

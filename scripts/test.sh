@@ -9,7 +9,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/checks.sh"
 
-if run_check set-up "$root/scripts/setup.sh" && run_check build "$root/scripts/build.sh" nmt nmt_tests; then
+if run_check set-up "$root/scripts/setup.sh" && run_check build env -u NMT_LIBTORCH -u NMT_BUILD_DIR "$root/scripts/build.sh" nmt nmt_tests; then
   run_check format "$root/scripts/format.sh" --check
   run_check suite ctest --test-dir "$root/build" -LE slow --output-on-failure -j 2 "$@"
 else

@@ -35,7 +35,9 @@ AdamStateKey adam_state_key(const torch::Tensor& param) {
 void load_adam_state(torch::serialize::InputArchive& archive, torch::optim::Adam& optimizer) {
   c10::IValue version;
   if (!archive.try_read("pytorch_version", version)) {
-    throw std::runtime_error("the optimizer state is in LibTorch's format from before 1.5, which is not read");
+    throw std::runtime_error(
+        "the optimizer state is in LibTorch's format from before 1.5, which is not read: start a new run with "
+        "--overwrite (translation can still use the checkpoint)");
   }
   torch::serialize::InputArchive groups_archive, states_archive;
   archive.read("param_groups", groups_archive);
@@ -45,7 +47,8 @@ void load_adam_state(torch::serialize::InputArchive& archive, torch::optim::Adam
   auto& groups = optimizer.param_groups();
   if (size.item<int64_t>() != static_cast<int64_t>(groups.size())) {
     throw std::runtime_error("the optimizer state has " + std::to_string(size.item<int64_t>()) +
-                             " parameter groups and the optimizer " + std::to_string(groups.size()));
+                             " parameter groups and the optimizer " + std::to_string(groups.size()) +
+                             ": it was written for another model (train with the options it was trained with)");
   }
   optimizer.state().clear();
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -60,7 +63,8 @@ void load_adam_state(torch::serialize::InputArchive& archive, torch::optim::Adam
     if (size.item<int64_t>() != static_cast<int64_t>(params.size())) {
       throw std::runtime_error("the optimizer state's group " + std::to_string(i) + " has " +
                                std::to_string(size.item<int64_t>()) + " parameters and the model's " +
-                               std::to_string(params.size()));
+                               std::to_string(params.size()) +
+                               ": it was written for another model (train with the options it was trained with)");
     }
     for (size_t j = 0; j < params.size(); ++j) {
       c10::IValue key;

@@ -122,7 +122,8 @@ torch::Device parse_device(const std::string& name, int local_rank) {
     if (local_rank >= gpus) {
       throw std::invalid_argument("--device cuda: local rank " + std::to_string(local_rank) + " needs GPU " +
                                   std::to_string(local_rank) + ", and this machine shows " + std::to_string(gpus) +
-                                  ": start at most one rank per GPU (CUDA_VISIBLE_DEVICES picks them)");
+                                  ": start at most one rank per GPU (CUDA_VISIBLE_DEVICES picks them), and set "
+                                  "LOCAL_RANK (as torchrun does) when the ranks span machines");
     }
     const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 #ifdef NMT_WITH_CUDA
