@@ -257,7 +257,6 @@ TEST_CASE("sequence loss skips padded positions and matches cross_entropy with i
       torch::cat({torch::full({2, 1}, kBosId, torch::kInt64), target_output.narrow(1, 0, 3)}, 1);
   DecoderOutput out = model(source, lengths, target_input);
   SequenceLoss loss = sequence_loss(*model->decoder, out, target_output, 0.1);
-  CHECK(loss.tokens == 6);
   auto options =
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kPadId).label_smoothing(0.1).reduction(torch::kSum);
   torch::Tensor reference = torch::nn::functional::cross_entropy(

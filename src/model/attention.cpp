@@ -7,12 +7,13 @@
 #include <limits>
 
 #include "model/fused_attention.h"
+#include "util/runtime.h"
 
 namespace nmt {
 
 torch::Tensor make_source_mask(const torch::Tensor& lengths, int64_t max_length, const torch::Device& device) {
   auto positions = torch::arange(max_length, torch::TensorOptions().dtype(torch::kInt64).device(device));
-  return positions.unsqueeze(0) < lengths.to(device).unsqueeze(1);  // [B, S]
+  return positions.unsqueeze(0) < to_device(lengths, device).unsqueeze(1);  // [B, S]
 }
 
 EncodedSource EncodedSource::index_select(const torch::Tensor& index) const {

@@ -1,5 +1,6 @@
 #include "model/bigru.h"
 
+#include <torch/nn/utils/rnn.h>
 #include <torch/torch.h>
 
 #include <array>
@@ -66,6 +67,52 @@ torch::Tensor output_at_step(const torch::Tensor& hidden, const torch::Tensor& m
   return reverse ? hidden : hidden * mask;
 }
 
+// cuDNN reads the weights of all layers and directions from one buffer; LibTorch copies them into
+// a new one at every call (and warns) unless the parameters already are views into such a buffer.
+// _cudnn_rnn_flatten_weight makes the buffer and points the parameters at it, keeping them the same
+// tensors (the optimizer's and autograd's references stay valid); moving the module to another
+// device or loading weights with set_data undoes it, so it is checked at every call.
+void BiGruImpl::flatten_for_cudnn(int64_t input_size) {
+  const torch::Tensor& first = directions_.front().weight_ih;
+  if (flat_weights_.defined() && flat_weights_.device() == first.device() &&
+      first.data_ptr() == flat_weights_.data_ptr()) {
+    return;
+  }
+  c10::InferenceMode not_inference(false);  // translation runs in inference mode; the parameters are not
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> weights;
+  for (const Direction& direction : directions_) {
+    weights.insert(weights.end(), {direction.weight_ih, direction.weight_hh, direction.bias_ih, direction.bias_hh});
+  }
+  constexpr int64_t kCudnnGru = 3;  // cudnnRNNMode_t CUDNN_GRU
+  flat_weights_ = at::_cudnn_rnn_flatten_weight(weights, /*weight_stride0=*/4, input_size, kCudnnGru, hidden_size_,
+                                                /*proj_size=*/0, static_cast<int64_t>(directions_.size() / 2),
+                                                /*batch_first=*/false, /*bidirectional=*/true);
+}
+
+// On a GPU: cuDNN's GRU over the packed batch, all layers, directions and positions in one call.
+// Packing gives the padding rule of bigru.h (padded outputs 0, final states at each sentence's own
+// end), so the result equals the loop's.
+BiGruImpl::Output BiGruImpl::forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu) {
+  namespace rnn = torch::nn::utils::rnn;
+  flatten_for_cudnn(input.size(2));
+  std::vector<torch::Tensor> weights;
+  for (const Direction& direction : directions_) {
+    weights.insert(weights.end(), {direction.weight_ih, direction.weight_hh, direction.bias_ih, direction.bias_hh});
+  }
+  const auto layers = static_cast<int64_t>(directions_.size() / 2);
+  const rnn::PackedSequence packed =
+      rnn::pack_padded_sequence(input, lengths_cpu, /*batch_first=*/true, /*enforce_sorted=*/false);
+  const torch::Tensor h0 = torch::zeros({2 * layers, input.size(0), hidden_size_}, input.options());
+  auto [output, final] = at::gru(packed.data(), packed.batch_sizes(), h0, weights, /*has_biases=*/true, layers,
+                                 dropout_, is_training(), /*bidirectional=*/true);
+  const rnn::PackedSequence packed_output(output, packed.batch_sizes(), packed.sorted_indices(),
+                                          packed.unsorted_indices());
+  torch::Tensor states = std::get<0>(rnn::pad_packed_sequence(packed_output, /*batch_first=*/true,
+                                                              /*padding_value=*/0.0, input.size(1)));
+  return {states, final.index_select(1, packed.unsorted_indices())};
+}
+
 BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Tensor& lengths) {
   TORCH_CHECK(input.dim() == 3 && lengths.dim() == 1 && lengths.size(0) == input.size(0) && input.size(0) > 0,
               "BiGru: input [B, S, I] and lengths [B] expected, B > 0");
@@ -74,6 +121,9 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
   const int64_t shortest = lengths_cpu.min().item<int64_t>();
   TORCH_CHECK(shortest >= 1 && lengths_cpu.max().item<int64_t>() <= positions,
               "BiGru: lengths must be between 1 and the padded length");
+  if (input.is_cuda() && input.scalar_type() == directions_.front().weight_ih.scalar_type()) {
+    return forward_cudnn(input, lengths_cpu);
+  }
   const torch::Tensor mask =  // [S, B, 1], 1 at real positions
       make_source_mask(lengths_cpu, positions, input.device()).t().unsqueeze(2).to(input.scalar_type());
 

@@ -7,6 +7,8 @@
 // all positions are one matrix product before the loop, the loop holds only the hidden product,
 // and that product's weight gradient is one product after the loop (loop_linear.h).
 //
+// On a GPU the whole network is one cuDNN call instead (forward_cudnn).
+//
 // Padding: a sentence's real positions come first. Steps past a sentence's end leave its state
 // unchanged (forward direction) or still at h_0 = 0 (backward direction, which starts at S - 1),
 // so padded positions never reach real ones, and their outputs are exactly 0.
@@ -42,9 +44,14 @@ class BiGruImpl : public torch::nn::Module {
   torch::Tensor run(const Direction& direction, const torch::Tensor& input_gates, const torch::Tensor& mask,
                     int64_t first_padded, bool reverse, torch::Tensor& final);
 
+  Output forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu);
+  void flatten_for_cudnn(int64_t input_size);
+
   int64_t hidden_size_;
   double dropout_;
-  std::vector<Direction> directions_;  // layer 0 forward, layer 0 backward, layer 1 forward, ...
+  std::vector<Direction> directions_;
+  torch::Tensor flat_weights_;  // on a GPU: the buffer cuDNN reads the parameters from  // layer 0 forward, layer 0
+                                // backward, layer 1 forward, ...
 };
 TORCH_MODULE(BiGru);
 

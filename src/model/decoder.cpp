@@ -94,7 +94,9 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
       apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout,
                     is_training());
   torch::Tensor coverage = state.coverage.defined() ? state.coverage + attended.weights : torch::Tensor();
-  state = {torch::stack(new_hidden, 0), attentional, coverage, state.position + 1};
+  torch::Tensor hidden =
+      new_hidden.size() == 1 ? new_hidden[0].unsqueeze(0) : torch::stack(new_hidden, 0);  // [L, B, H]
+  state = {hidden, attentional, coverage, state.position + 1};
   return {attentional, attended.weights};
 }
 

@@ -130,6 +130,7 @@ torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& st
   TORCH_CHECK(
       weights.dim() == 2 && states.dim() == 3 && weights.size(0) == states.size(0) && weights.size(1) == states.size(1),
       "weighted_sum: weights [B, S] and states [B, S, C] expected");
+  if (weights.is_cuda()) return torch::bmm(weights.unsqueeze(1), states).squeeze(1);  // one kernel each way
   if (!kernels::use_kernel(kernels::Operation::kWeightedSum, {weights, states}))
     return (weights.unsqueeze(2) * states).sum(1);
   if (!kernels::autograd_records({weights, states})) {

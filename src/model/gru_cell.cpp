@@ -78,6 +78,10 @@ torch::Tensor GruCellImpl::from_gates(const torch::Tensor& input_gates, const to
     }
     return FusedGruStep::apply(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous());
   }
+  if (input_gates.is_cuda()) {  // one kernel each way, as torch::nn::GRUCell runs on a GPU
+    return std::get<0>(
+        at::_thnn_fused_gru_cell(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous()));
+  }
   // The same step in LibTorch's ops (other devices and types, CPUs without AVX2).
   auto input_parts = input_gates.chunk(3, /*dim=*/1);
   auto hidden_parts = hidden_gates.chunk(3, /*dim=*/1);

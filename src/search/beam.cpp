@@ -10,7 +10,8 @@
 //
 // The phases of a step, in BeamSearch::run: expand (the decoder step and the 2K best extensions
 // of each sentence), finish hypotheses and select the K alive beams (per sentence), and reorder
-// the state for the next step.
+// the state for the next step. The selection runs on the host, with the token histories there: on
+// a GPU a step waits once, for its candidates.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "search/search.h"
 #include "text/special_tokens.h"
+#include "util/runtime.h"
 
 namespace nmt {
 
@@ -31,10 +33,10 @@ struct Candidate {
   double log_probability;
 };
 
-// Rows [B * K] of the state or history, tensors of all alive beams.
+// Rows [B * K] of the history of all alive beams.
 struct BeamRows {
-  torch::Tensor tokens;     // [R, t] output so far
-  torch::Tensor attention;  // [R, t, S] (only with return_attention)
+  std::vector<std::vector<int64_t>> tokens;  // R x [t] output so far, on the host
+  torch::Tensor attention;                   // [R, t, S] (only with return_attention)
 };
 
 // The 2K best extensions of each active sentence, best first, on the CPU.
@@ -109,7 +111,7 @@ BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch:
   for (int64_t b = 0; b < batch_size; ++b) alive_scores_[b * beam_] = 0.0;
 
   finished_.resize(batch_size);
-  rows_ = BeamRows{torch::empty({batch_size * beam_, 0}, int_options_), torch::Tensor()};
+  rows_ = BeamRows{std::vector<std::vector<int64_t>>(static_cast<size_t>(batch_size * beam_)), torch::Tensor()};
   previous_ = torch::full({batch_size * beam_}, kBosId, int_options_);
 }
 
@@ -134,7 +136,7 @@ Extensions BeamSearch::expand(const torch::Tensor& log_probs) const {
   const int64_t per_row = std::min<int64_t>(2 * beam_, vocab);
   auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [A*K, 2K]
   torch::Tensor scores_tensor =
-      torch::tensor(alive_scores_, torch::kFloat64).to(device_).view({active_count * beam_, 1});
+      to_device(torch::tensor(alive_scores_, torch::kFloat64), device_).view({active_count * beam_, 1});
   torch::Tensor candidates = (row_log_probs.to(torch::kFloat64) + scores_tensor).view({active_count, beam_ * per_row});
   auto [top_scores, top_positions] = candidates.topk(std::min<int64_t>(2 * beam_, beam_ * per_row), /*dim=*/1);
   // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
@@ -143,8 +145,9 @@ Extensions BeamSearch::expand(const torch::Tensor& log_probs) const {
   torch::Tensor top_tokens = row_tokens.view({-1})
                                  .index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
                                  .view(top_positions.sizes());
-  torch::Tensor top_ids = (top_beams * vocab + top_tokens).cpu();
-  return Extensions{top_scores.cpu(), top_ids, vocab};
+  // Scores and ids (exact in float64: ids < K * V) in one copy: on a GPU the step's one wait.
+  const torch::Tensor both = torch::stack({top_scores, (top_beams * vocab + top_tokens).to(torch::kFloat64)}).cpu();
+  return Extensions{both[0], both[1].to(torch::kInt64), vocab};
 }
 
 // The step's attention [A*K, S] joins the history of every row.
@@ -195,8 +198,7 @@ std::vector<Candidate> BeamSearch::finish_hypotheses(int64_t a, int64_t length, 
 // unless that is EOS.
 void BeamSearch::finish(int64_t sentence, const Candidate& candidate, int64_t length, bool ended_with_eos) {
   Hypothesis hypothesis;
-  auto token_data = rows_.tokens[candidate.origin_row].cpu();
-  hypothesis.tokens.assign(token_data.data_ptr<int64_t>(), token_data.data_ptr<int64_t>() + token_data.numel());
+  hypothesis.tokens = rows_.tokens[static_cast<size_t>(candidate.origin_row)];
   if (!ended_with_eos) hypothesis.tokens.push_back(candidate.token);
   hypothesis.log_probability = candidate.log_probability;
   hypothesis.score = candidate.log_probability / length_penalty(length, options_.length_penalty);
@@ -243,15 +245,20 @@ void BeamSearch::keep_alive(int64_t a, const std::vector<Candidate>& alive, Next
 
 // Reorder the state, the histories and the encoder output for the next step's beams.
 void BeamSearch::reorder(const Ensemble::State& stepped, NextBeams& next) {
-  torch::Tensor origin = torch::tensor(next.origin, torch::kInt64).to(device_);
-  torch::Tensor tokens = torch::tensor(next.token, torch::kInt64).to(device_);
+  torch::Tensor origin = to_device(torch::tensor(next.origin, torch::kInt64), device_);
+  torch::Tensor tokens = to_device(torch::tensor(next.token, torch::kInt64), device_);
   state_ = stepped.index_select(origin);
-  rows_.tokens = torch::cat({rows_.tokens.index_select(0, origin), tokens.unsqueeze(1)}, 1);
+  std::vector<std::vector<int64_t>> histories(next.origin.size());
+  for (size_t row = 0; row < histories.size(); ++row) {
+    histories[row] = rows_.tokens[static_cast<size_t>(next.origin[row])];
+    histories[row].push_back(next.token[row]);
+  }
+  rows_.tokens = std::move(histories);
   if (rows_.attention.defined()) rows_.attention = rows_.attention.index_select(0, origin);
   // Rows of one sentence share the same encoder output, so it is reselected only when
   // sentences leave the batch, not on every beam reorder.
   if (next.still_active.size() != active_.size()) {
-    encoded_ = encoded_.index_select(torch::tensor(next.encoded_rows, torch::kInt64).to(device_));
+    encoded_ = encoded_.index_select(to_device(torch::tensor(next.encoded_rows, torch::kInt64), device_));
   }
   active_ = std::move(next.still_active);
   alive_scores_ = std::move(next.scores);

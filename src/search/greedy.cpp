@@ -1,12 +1,16 @@
-// Greedy search: at each step the most probable token, for the whole batch at once. Rows of
-// finished sentences are dropped from the batch so the remaining steps cost less.
+// Greedy search: at each step the most probable token, for the whole batch at once. On the CPU,
+// rows of finished sentences are dropped from the batch so the remaining steps cost less; on a GPU
+// the batch keeps its shape and the host does not wait for the steps (greedy_search_on_gpu).
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "search/search.h"
 #include "text/special_tokens.h"
+#include "util/runtime.h"
 
 namespace nmt {
 
@@ -27,8 +31,77 @@ torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) 
   return log_probs;
 }
 
+namespace {
+
+// Greedy search on a GPU: the batch keeps its shape, finished rows go on with padding, and the
+// host never waits for a step. Tokens, log-probabilities and the finished flags stay on the GPU;
+// whether every row has finished arrives one step late (read_async), so the host queues step t + 1
+// while the GPU runs step t, and at most one step more than needed is computed. Same results as
+// the CPU's loop, which drops finished rows instead.
+SearchResult greedy_search_on_gpu(Ensemble& model, const torch::Tensor& source, const torch::Tensor& lengths,
+                                  const SearchOptions& options) {
+  const int64_t batch_size = source.size(0);
+  const torch::Device device = source.device();
+  const Ensemble::Source encoded = model.encode(source, lengths);
+  Ensemble::State state = model.initial_state(encoded);
+  const torch::Tensor lengths_cpu = lengths.cpu();
+  std::vector<int64_t> limits(static_cast<size_t>(batch_size));
+  for (int64_t b = 0; b < batch_size; ++b) {
+    limits[static_cast<size_t>(b)] = max_output_length(lengths_cpu[b].item<int64_t>(), options);
+  }
+  const int64_t longest = *std::max_element(limits.begin(), limits.end());
+  const torch::Tensor limit = to_device(torch::tensor(limits, torch::kInt64), device);
+  const auto on_device = torch::TensorOptions().device(device);
+  torch::Tensor finished = torch::zeros({batch_size}, on_device.dtype(torch::kBool));
+  torch::Tensor log_probability = torch::zeros({batch_size}, on_device.dtype(torch::kFloat64));
+  torch::Tensor length = torch::zeros({batch_size}, on_device.dtype(torch::kInt64));  // tokens incl. EOS
+  torch::Tensor previous = torch::full({batch_size}, kBosId, on_device.dtype(torch::kInt64));
+  std::vector<torch::Tensor> tokens, attention;
+  std::optional<AsyncRead> all_finished;
+  for (int64_t t = 0; t < longest; ++t) {
+    if (all_finished) {
+      all_finished->wait();
+      if (all_finished->host.item<bool>()) break;
+    }
+    Ensemble::Step out = model.step(previous, state, encoded);
+    auto [best_log_probs, best_tokens] = ban_tokens(out.log_probs, options).max(/*dim=*/1);  // [B]
+    best_tokens.masked_fill_(finished, kPadId);
+    log_probability += best_log_probs.to(torch::kFloat64).masked_fill(finished, 0);
+    length += finished.logical_not();
+    finished = finished.logical_or(best_tokens.eq(kEosId)).logical_or(limit.le(t + 1));
+    tokens.push_back(best_tokens);
+    if (options.return_attention && out.attention.defined()) attention.push_back(out.attention);
+    all_finished = read_async(finished.all());
+    state = out.state;
+    previous = best_tokens;
+  }
+  // One copy back of everything.
+  const torch::Tensor tokens_cpu = torch::stack(tokens, 1).cpu();  // [B, steps]
+  const torch::Tensor log_probability_cpu = log_probability.cpu();
+  const torch::Tensor length_cpu = length.cpu();
+  const torch::Tensor attention_cpu = attention.empty() ? torch::Tensor() : torch::stack(attention, 1).cpu();
+  SearchResult results(static_cast<size_t>(batch_size), std::vector<Hypothesis>(1));
+  for (int64_t b = 0; b < batch_size; ++b) {
+    Hypothesis& hypothesis = results[static_cast<size_t>(b)][0];
+    const int64_t steps = length_cpu[b].item<int64_t>();
+    const auto* row = tokens_cpu[b].data_ptr<int64_t>();
+    for (int64_t t = 0; t < steps; ++t) {
+      if (row[t] != kEosId) hypothesis.tokens.push_back(row[t]);
+    }
+    hypothesis.log_probability = log_probability_cpu[b].item<double>();
+    hypothesis.score = hypothesis.log_probability / length_penalty(steps, options.length_penalty);
+    if (attention_cpu.defined()) {
+      hypothesis.attention = attention_cpu[b].narrow(0, 0, steps).narrow(1, 0, lengths_cpu[b].item<int64_t>());
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
 SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                            const SearchOptions& options) {
+  if (source.is_cuda()) return greedy_search_on_gpu(model, source, lengths, options);
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
   Ensemble::Source encoded = model.encode(source, lengths);

@@ -5,14 +5,15 @@
 #include <random>
 
 #include "text/special_tokens.h"
+#include "util/runtime.h"
 
 namespace nmt {
 
 Batch Batch::to(const torch::Device& device) const {
   Batch moved = *this;
-  moved.source = source.to(device);
-  moved.target_input = target_input.to(device);
-  moved.target_output = target_output.to(device);
+  moved.source = to_device(source, device);
+  moved.target_input = to_device(target_input, device);
+  moved.target_output = to_device(target_output, device);
   return moved;  // source_lengths stay on the CPU: the encoder reads them there
 }
 

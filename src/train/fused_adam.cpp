@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -95,12 +96,67 @@ bool FusedAdam::fits_kernel(const torch::Tensor& param) const {
          state.exp_avg_sq().numel() == param.numel();
 }
 
+// The state of `param`, made as Adam makes it (torch/csrc/api/src/optim/adam.cpp) on its first step.
+torch::optim::AdamParamState& FusedAdam::state_of(const torch::Tensor& param) {
+  const AdamStateKey key = adam_state_key(param);
+  auto found = state_.find(key);
+  if (found == state_.end()) {
+    auto state = std::make_unique<torch::optim::AdamParamState>();
+    state->step(0);
+    state->exp_avg(torch::zeros_like(param, torch::MemoryFormat::Preserve));
+    state->exp_avg_sq(torch::zeros_like(param, torch::MemoryFormat::Preserve));
+    found = state_.emplace(key, std::move(state)).first;
+  }
+  return static_cast<torch::optim::AdamParamState&>(*found->second);
+}
+
+bool FusedAdam::step_on_gpu() {
+  for (const auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
+    if (options.weight_decay() != 0 || options.amsgrad()) return false;
+    for (const auto& param : group.params()) {
+      if (!param.grad().defined()) continue;
+      if (!param.is_cuda() || param.scalar_type() != torch::kFloat || param.grad().scalar_type() != torch::kFloat) {
+        return false;
+      }
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
+    struct Lists {
+      std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+    };
+    std::map<int64_t, Lists> by_step;  // the kernel takes one step count per call (parameters' usually agree)
+    for (auto& param : group.params()) {
+      if (!param.grad().defined()) continue;
+      torch::optim::AdamParamState& state = state_of(param);
+      state.step(state.step() + 1);
+      Lists& lists = by_step[state.step()];
+      lists.params.push_back(param);
+      lists.grads.push_back(param.grad());
+      lists.exp_avgs.push_back(state.exp_avg());
+      lists.exp_avg_sqs.push_back(state.exp_avg_sq());
+    }
+    for (auto& [step, lists] : by_step) {
+      // The kernel reads the step count from the GPU; the host's count stays the one saved.
+      const torch::Tensor count = torch::full({}, static_cast<double>(step), lists.params.front().options());
+      const std::vector<torch::Tensor> counts(lists.params.size(), count);
+      at::_fused_adam_(lists.params, lists.grads, lists.exp_avgs, lists.exp_avg_sqs, /*max_exp_avg_sqs=*/{}, counts,
+                       options.lr(), std::get<0>(options.betas()), std::get<1>(options.betas()),
+                       /*weight_decay=*/0.0, options.eps(), /*amsgrad=*/false, /*maximize=*/false);
+    }
+  }
+  return true;
+}
+
 torch::Tensor FusedAdam::step(LossClosure closure) {
   torch::Tensor loss;
   if (closure != nullptr) {  // first, so that the gradients it makes are the ones checked
     torch::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  if (step_on_gpu()) return loss;
   bool fits = true;  // every group's options and every parameter with a gradient
   for (const auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
@@ -120,17 +176,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());  // captured below
     for (auto& param : group.params()) {
       if (!param.grad().defined()) continue;
-      // Adam's own key and initial state (torch/csrc/api/src/optim/adam.cpp).
-      const AdamStateKey key = adam_state_key(param);
-      auto found = state_.find(key);
-      if (found == state_.end()) {
-        auto state = std::make_unique<torch::optim::AdamParamState>();
-        state->step(0);
-        state->exp_avg(torch::zeros_like(param, torch::MemoryFormat::Preserve));
-        state->exp_avg_sq(torch::zeros_like(param, torch::MemoryFormat::Preserve));
-        found = state_.emplace(key, std::move(state)).first;
-      }
-      auto& state = static_cast<torch::optim::AdamParamState&>(*found->second);
+      torch::optim::AdamParamState& state = state_of(param);
       state.step(state.step() + 1);
       const double correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
       const double correction2 = 1 - std::pow(beta2, static_cast<double>(state.step()));

@@ -1,8 +1,8 @@
 // torch::optim::Adam with its update done by one kernel pass per parameter (kernels/adam_kernel.h)
-// instead of eight LibTorch passes. Same state (AdamParamState, under the same keys), so it saves
-// and loads exactly as Adam does and checkpoints move between the two. Parameters the kernel does
-// not handle (not float32 on the CPU, the kernels off or absent (kernels/dispatch.h), weight decay
-// or amsgrad) take Adam's own step, the reference.
+// instead of eight LibTorch passes, and on a GPU by LibTorch's fused multi-tensor kernel. Same state
+// (AdamParamState, under the same keys), so it saves and loads exactly as Adam does and checkpoints
+// move between the two. Parameters neither kernel handles (the CPU kernels off or absent
+// (kernels/dispatch.h), other types, weight decay or amsgrad) take Adam's own step, the reference.
 #pragma once
 
 #include <torch/optim/adam.h>
@@ -31,6 +31,11 @@ class FusedAdam : public torch::optim::Adam {
 
  private:
   bool fits_kernel(const torch::Tensor& param) const;
+  torch::optim::AdamParamState& state_of(const torch::Tensor& param);
+  // On a GPU (float32, no weight decay or amsgrad): LibTorch's fused multi-tensor Adam, what
+  // torch.optim.Adam(fused=True) runs, one launch for all parameters instead of about eight per
+  // parameter. False, with nothing done, for anything else.
+  bool step_on_gpu();
 };
 
 }  // namespace nmt

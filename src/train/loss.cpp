@@ -128,12 +128,20 @@ SequenceLoss sequence_loss(DecoderImpl& decoder, const DecoderOutput& output, co
                   output.attentional.size(0) == target_output.size(0) &&
                   output.attentional.size(1) == target_output.size(1),
               "sequence_loss: attentional [B, T, H] and target_output [B, T] expected");
-  const torch::Tensor targets = target_output.flatten();                    // [B * T]
+  const torch::Tensor targets = target_output.flatten();  // [B * T]
+  if (!targets.is_cpu()) {
+    // On a GPU, every position with padding ignored: picking the real ones first (nonzero) would
+    // make the host wait for the GPU to learn their number.
+    const auto options =
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kPadId).label_smoothing(epsilon).reduction(
+            torch::kSum);
+    return {torch::nn::functional::cross_entropy(decoder.output_logits(output.attentional.flatten(0, 1)), targets,
+                                                 options)};
+  }
   const torch::Tensor positions = targets.ne(kPadId).nonzero().squeeze(1);  // [N] real target tokens
   const torch::Tensor attentional = output.attentional.flatten(0, 1).index_select(0, positions);  // [N, H]
   return {output_layer_loss(attentional, decoder.output_weight, decoder.output_bias, targets.index_select(0, positions),
-                            epsilon),
-          positions.size(0)};
+                            epsilon)};
 }
 
 torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,

@@ -25,8 +25,7 @@ torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor
                                 const torch::Tensor& targets, double epsilon);
 
 struct SequenceLoss {
-  torch::Tensor sum;   // scalar: the summed loss of the target tokens
-  int64_t tokens = 0;  // how many target tokens (positions that are not padding)
+  torch::Tensor sum;  // scalar: the summed loss of the target tokens (positions that are not padding)
 };
 
 // The loss of a teacher-forced pass: decoder output [B, T, H] against target_output [B, T].

@@ -294,6 +294,20 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
   return train_step(model, optimizer, {batch}, batch.target_tokens, config);
 }
 
+namespace {
+
+// The 2-norm of all gradients together, as torch::nn::utils::clip_grad_norm_ computes it, left on
+// their device (clip_grad_norm_ reads it back at once).
+torch::Tensor gradient_norm(const std::vector<torch::Tensor>& gradients) {
+  if (gradients.empty()) return torch::zeros({});
+  std::vector<torch::Tensor> norms;
+  norms.reserve(gradients.size());
+  for (const torch::Tensor& gradient : gradients) norms.push_back(gradient.norm());
+  return torch::stack(norms).norm();
+}
+
+}  // namespace
+
 StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const std::vector<Batch>& batches,
                       int64_t update_tokens, const TrainConfig& config, GradientReducer* reducer, double clock) {
   // Gradients set to none rather than filled with zeros: backward then writes them instead of
@@ -301,39 +315,46 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
   model->zero_grad(/*set_to_none=*/true);
   StepResult result;
   result.clock = clock;
+  torch::Tensor loss_sum;  // on the model's device: reading it there would wait for the GPU
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
     DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
     const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
-    result.loss_sum += loss.sum.item<double>();
-    const bool last = i + 1 == batches.size();
-    if (!reducer && last) {  // alone, a diverged loss needs no backward
-      const double mean_loss = result.loss_sum / static_cast<double>(update_tokens);
-      if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {
-        result.skipped = "loss " + std::to_string(mean_loss) + " per token";
-        return result;
-      }
-    }
-    if (reducer && last) reducer->begin(result.loss_sum, clock);
+    const torch::Tensor batch_loss = loss.sum.detach().to(torch::kDouble);
+    loss_sum = loss_sum.defined() ? loss_sum + batch_loss : batch_loss;
+    if (reducer && i + 1 == batches.size()) reducer->begin(loss_sum.item<double>(), clock);
     (loss.sum / static_cast<double>(update_tokens)).backward();
   }
   if (reducer) {
     if (batches.empty()) reducer->begin(0, clock);  // an epoch's last update may leave a rank none
     std::tie(result.loss_sum, result.clock) = reducer->finish();
-    const double mean_loss = result.loss_sum / static_cast<double>(update_tokens);
-    if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {
-      model->zero_grad(/*set_to_none=*/true);
-      result.skipped = "loss " + std::to_string(mean_loss) + " per token";
-      return result;
-    }
   }
-  // clip_grad_norm_ with an infinite threshold only measures the norm.
-  const double gradient_norm = torch::nn::utils::clip_grad_norm_(
-      model->parameters(), config.clip_norm > 0 ? config.clip_norm : std::numeric_limits<double>::infinity());
-  if (!std::isfinite(gradient_norm)) {
+  std::vector<torch::Tensor> gradients;
+  for (const auto& parameter : model->parameters()) {
+    if (parameter.grad().defined()) gradients.push_back(parameter.grad());
+  }
+  // The loss and the gradient norm in one read: on a GPU, the one wait of an update.
+  torch::Tensor values = gradient_norm(gradients).to(torch::kDouble).unsqueeze(0);
+  if (!reducer && loss_sum.defined()) values = torch::cat({values, loss_sum.unsqueeze(0)});
+  values = values.cpu();
+  const double norm = values[0].item<double>();
+  if (!reducer && loss_sum.defined()) result.loss_sum = values[1].item<double>();
+  const double mean_loss = result.loss_sum / static_cast<double>(update_tokens);
+  if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {
     model->zero_grad(/*set_to_none=*/true);
-    result.skipped = "gradient norm " + std::to_string(gradient_norm);
+    result.skipped = "loss " + std::to_string(mean_loss) + " per token";
     return result;
+  }
+  if (!std::isfinite(norm)) {
+    model->zero_grad(/*set_to_none=*/true);
+    result.skipped = "gradient norm " + std::to_string(norm);
+    return result;
+  }
+  // Clipping as clip_grad_norm_ does it.
+  const double clip = config.clip_norm > 0 ? config.clip_norm / (norm + 1e-6) : 1.0;
+  if (clip < 1) {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& gradient : gradients) gradient.mul_(clip);
   }
   optimizer.step();
   return result;

@@ -54,7 +54,7 @@ ValidationResult Validator::run() {
       DecoderOutput out = model_(batch.source, batch.source_lengths, batch.target_input);
       const SequenceLoss loss = sequence_loss(*model_->decoder, out, batch.target_output, /*epsilon=*/0.0);
       loss_sum += loss.sum.item<double>();
-      tokens += loss.tokens;
+      tokens += batch.target_tokens;
     }
     result.loss = loss_sum / static_cast<double>(tokens);
     result.perplexity = std::exp(result.loss);

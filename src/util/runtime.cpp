@@ -7,6 +7,8 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #ifdef NMT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -132,6 +134,24 @@ torch::Device parse_device(const std::string& name, int local_rank) {
     return device;
   }
   throw std::invalid_argument("--device: '" + name + "' is not one of cpu|cuda");
+}
+
+torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device) {
+  if (device.is_cuda() && tensor.is_cpu()) return tensor.pin_memory().to(device, /*non_blocking=*/true);
+  return tensor.to(device);
+}
+
+AsyncRead read_async(const torch::Tensor& tensor) {
+#ifdef NMT_WITH_CUDA
+  if (tensor.is_cuda()) {
+    torch::Tensor host = torch::empty(tensor.sizes(), tensor.options().device(torch::kCPU).pinned_memory(true));
+    host.copy_(tensor, /*non_blocking=*/true);
+    auto event = std::make_shared<at::cuda::CUDAEvent>();
+    event->record(at::cuda::getCurrentCUDAStream(tensor.device().index()));
+    return {host, [event] { event->synchronize(); }};
+  }
+#endif
+  return {tensor.cpu(), [] {}};
 }
 
 std::string slow_blas_warning() {

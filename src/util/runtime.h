@@ -60,6 +60,18 @@ void set_random_state(const torch::Tensor& state, const torch::Device& device = 
 // becomes the process's current GPU; there must be that many GPUs.
 torch::Device parse_device(const std::string& name, int local_rank = 0);
 
+// `tensor` on `device`. A CPU tensor bound for a GPU goes through pinned memory without waiting:
+// a plain copy from pageable memory waits for all the GPU's queued work first.
+torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device);
+
+// A copy of `tensor` on the CPU that a GPU sends while the host goes on: `host` holds the values
+// once wait() has returned. For a CPU tensor they are there at once.
+struct AsyncRead {
+  torch::Tensor host;
+  std::function<void()> wait;
+};
+AsyncRead read_async(const torch::Tensor& tensor);
+
 // A warning text when the BLAS that LibTorch calls is the slow reference BLAS, else empty.
 std::string slow_blas_warning();
 
