@@ -200,6 +200,13 @@ TEST_CASE("configuration: entries round-trip, bad values name the key", "[config
   invalid.model.tie_embeddings = false;
   invalid.device = "tpu";
   CHECK_THROWS_WITH(validate(invalid), Catch::StartsWith("device"));
+  invalid.device = "cpu";
+  invalid.precision = "bf16";  // a GPU's only
+  CHECK_THROWS_WITH(validate(invalid), Catch::StartsWith("precision") && Catch::Contains("--device cuda"));
+  invalid.device = "cuda";
+  CHECK_NOTHROW(validate(invalid));
+  invalid.precision = "fp16";
+  CHECK_THROWS_WITH(validate(invalid), Catch::StartsWith("precision"));
   TrainConfig missing;
   CHECK_THROWS_WITH(validate(missing), Catch::StartsWith("train-source"));
 }

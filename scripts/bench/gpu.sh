@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # The GPU benchmark: our training and search against a PyTorch reference of the same model
 # (scripts/bench/gpu_reference.py: cuDNN's GRU for the encoder, a Python loop over GRUCell for the
-# decoder), side by side in one run on one GPU. Prints one Markdown table and the versions.
-#   1. training speed at the recipe's batch (2000 tokens) and at 8000 tokens, ours and the reference's;
-#   2. the recipe trained on the GPU for NMT_GPU_MINUTES (default 2), for the translation rows;
-#   3. test_2016_flickr translated greedy and with beam 5 (batch 64), ours and the reference's with
-#      the same weights, and the BLEU of both (the same model: the two should score alike).
+# decoder), side by side in one run on one GPU. Prints one Markdown table, BLEU lines and versions.
+#   1. the recipe trained on the GPU for NMT_GPU_STEPS updates (default 2000), in fp32 and in bf16;
+#   2. training speed at the recipe's batch (2000 tokens) and at 8000 tokens: ours in fp32 and bf16,
+#      the reference's (fp32);
+#   3. test_2016_flickr translated greedy and with beam 5 (batch 64): ours and the reference's with
+#      the same weights, and the BLEU of both (the same model: the two should score alike), and of
+#      the bf16-trained model.
 # Usage: scripts/bench/gpu.sh    (a CUDA build: scripts/libtorch2.sh; the corpus: scripts/get_multi30k.sh;
 #        python3 with torch and sentencepiece: pip install torch sentencepiece)
 # Environment: NMT_BUILD_DIR (default build-libtorch), NMT_BENCH_STEPS (timed updates, default 200),
-# NMT_GPU_MINUTES, NMT_GPU_MODELS (where the trained model goes, default models).
+# NMT_GPU_STEPS, NMT_GPU_MODELS (where the trained models go, default models).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 build="${NMT_BUILD_DIR:-$root/build-libtorch}"
 steps="${NMT_BENCH_STEPS:-200}"
-minutes="${NMT_GPU_MINUTES:-2}"
+updates="${NMT_GPU_STEPS:-2000}"
 model="${NMT_GPU_MODELS:-$root/models}/gpu-bench"
 config=configs/multi30k_de_en.toml
 test_source=data/multi30k/test_2016_flickr.de
@@ -30,26 +32,41 @@ python3 -c "import torch, sentencepiece; assert torch.cuda.is_available()" ||
 nvidia-smi -L
 mkdir -p "$(dirname "$model")"
 
-"$build/nmt" train --config "$config" --device cuda --model-dir "$model" --overwrite --max-minutes "$minutes" \
-  --early-stopping-patience 0 > "$model.log" 2>&1 || { tail -5 "$model.log" >&2; exit 1; }
-grep -E "validation|done" "$model.log" | tail -2 >&2
-
+# Trains the recipe into $1 with precision $2; prints how it ended.
+train_recipe() {
+  "$build/nmt" train --config "$config" --device cuda --precision "$2" --model-dir "$1" --overwrite \
+    --max-steps "$updates" --early-stopping-patience 0 > "$1.log" 2>&1 || { tail -3 "$1.log" >&2; return 1; }
+  echo "$2: $(grep -E "done" "$1.log" | tail -1 | sed 's/^\[[^]]*\] \[info\] //')"
+}
+train_recipe "$model" fp32
+train_recipe "$model-bf16" bf16 || echo "gpu bench: training in bf16 failed ($model-bf16.log)" >&2
 echo "| what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for tokens in 2000 8000; do
   # One epoch has 125 batches of 8000 tokens.
   timed=$([ "$tokens" -gt 2000 ] && echo $((steps < 100 ? steps : 100)) || echo "$steps")
-  "$build/nmt_bench" --config "$config" train --device cuda --batch-tokens "$tokens" --bench-steps "$timed" \
-    --bench-warmup 20 | tail -1
+  for precision in fp32 bf16; do
+    "$build/nmt_bench" --config "$config" train --device cuda --precision "$precision" --batch-tokens "$tokens" \
+      --bench-steps "$timed" --bench-warmup 20 2>&1 | tail -1 | sed "s/, GPU |/, GPU, $precision |/"
+  done
   $reference train --vocab "$model/vocab.joint.model" --source data/multi30k/train.de --target data/multi30k/train.en \
     --batch-tokens "$tokens" --steps "$timed" --warmup 20 --device cuda | tail -1
 done
 for beam in 1 5; do
   "$build/nmt_bench" translate --model "$model" --input "$test_source" --beam-size "$beam" --batch-size 64 \
     --device cuda | tail -1
+  # The same without CUDA graphs (src/util/cuda_graph.h), which greedy search uses.
+  [ "$beam" = 1 ] && NMT_CUDA_GRAPHS=off "$build/nmt_bench" translate --model "$model" --input "$test_source" \
+    --beam-size 1 --batch-size 64 --device cuda | tail -1 | sed "s/, GPU |/, GPU, no CUDA graphs |/"
   $reference translate --checkpoint "$model/best.ckpt" --input "$test_source" --output "$model/test.reference.beam$beam" \
     --beam-size "$beam" --batch-size 64 --device cuda | tail -1
 done
+if [ -f "$model-bf16/best.ckpt" ]; then
+  "$build/nmt" translate --model "$model-bf16" --input "$test_source" --output "$model/test.bf16.beam5" \
+    --device cuda --quiet
+  echo "beam 5, trained in bf16: $("$build/nmt" evaluate --hyp "$model/test.bf16.beam5" \
+    --ref data/multi30k/test_2016_flickr.en | head -1)"
+fi
 for beam in 1 5; do
   "$build/nmt" translate --model "$model" --input "$test_source" --output "$model/test.ours.beam$beam" \
     --beam-size "$beam" --device cuda --quiet

@@ -63,8 +63,9 @@ struct TrainConfig {
 
   // Run
   int seed = 1;
-  int threads = 0;             // 0 = number of cores
-  std::string device = "cpu";  // cpu | cuda
+  int threads = 0;                 // 0 = number of cores
+  std::string device = "cpu";      // cpu | cuda
+  std::string precision = "fp32";  // fp32 | bf16 (GPU: products in bf16, weights and loss in float32)
 };
 
 // Declares `config`'s fields as options of `app` (long names, e.g. --hidden-size).

@@ -73,6 +73,8 @@ class ScorerImpl : public torch::nn::Module {
   virtual int64_t heads() const { return 1; }
   // Whether score() reads AttentionStep::coverage (the decoder then carries it in its state).
   virtual bool uses_coverage() const { return false; }
+  // Whether scores depend on AttentionStep::position (local-m).
+  virtual bool uses_position() const { return false; }
   // W, v (u, heads) for a scorer of the additive form, which the fused training loop runs on its
   // own kernels; nothing for the others (the loop then calls AttentionImpl::forward per step).
   virtual std::optional<AdditiveForm> additive_form() const { return std::nullopt; }
@@ -108,6 +110,7 @@ class AttentionImpl : public torch::nn::Module {
 
   bool has_scorer() const { return scorer_ != nullptr; }
   bool uses_coverage() const { return scorer_ && scorer_->uses_coverage(); }
+  bool uses_position() const { return scorer_ && scorer_->uses_position(); }
   // The scorer's query_weight(), or undefined.
   torch::Tensor query_weight() const { return scorer_ ? scorer_->query_weight() : torch::Tensor(); }
   // The scorer's additive form (ScorerImpl::additive_form), or nothing.

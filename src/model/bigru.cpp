@@ -12,6 +12,7 @@
 #include "model/encoded_source.h"
 #include "model/gru_cell.h"
 #include "model/loop_linear.h"
+#include "util/runtime.h"
 
 namespace nmt {
 
@@ -95,6 +96,7 @@ void BiGruImpl::flatten_for_cudnn(int64_t input_size) {
 // end), so the result equals the loop's.
 BiGruImpl::Output BiGruImpl::forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu) {
   namespace rnn = torch::nn::utils::rnn;
+  const AutocastScope float32(input.device(), false);  // bf16 training: the encoder stays in float32
   flatten_for_cudnn(input.size(2));
   std::vector<torch::Tensor> weights;
   for (const Direction& direction : directions_) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "util/runtime.h"
+
 namespace nmt {
 
 namespace {
@@ -73,8 +75,10 @@ struct LoopStep : public torch::autograd::Function<LoopStep> {
 LoopLinear::LoopLinear(torch::Tensor weight, torch::Tensor bias) : weight_(std::move(weight)), bias_(std::move(bias)) {
   TORCH_CHECK(weight_.dim() == 2 && (!bias_.defined() || (bias_.dim() == 1 && bias_.size(0) == weight_.size(0))),
               "LoopLinear: weight [out, in] and bias [out] expected");
-  const bool deferred =
-      torch::GradMode::is_enabled() && weight_.requires_grad() && (!bias_.defined() || bias_.requires_grad());
+  // Under autocast (bf16 on a GPU) the steps' products change type, which the deferred gradient
+  // does not follow: autograd's own linear map then.
+  const bool deferred = torch::GradMode::is_enabled() && weight_.requires_grad() &&
+                        (!bias_.defined() || bias_.requires_grad()) && !autocast_enabled(weight_.device());
   if (!deferred) return;
   record_ = c10::make_intrusive<LoopLinearRecord>();
   record_->weight = weight_.detach();

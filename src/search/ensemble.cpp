@@ -64,6 +64,13 @@ Ensemble::Step Ensemble::step(const torch::Tensor& previous_tokens, const State&
   return result;
 }
 
+bool Ensemble::uses_step_position() const {
+  for (const Seq2Seq& member : members_) {
+    if (member->decoder->attention->uses_position()) return true;
+  }
+  return false;
+}
+
 bool Ensemble::has_attention() const {
   for (const Seq2Seq& member : members_) {
     if (member->decoder->attention->has_scorer()) return true;

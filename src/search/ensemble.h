@@ -44,6 +44,8 @@ class Ensemble {
 
   // Whether any member has a scorer (Step::attention is defined).
   bool has_attention() const;
+  // Whether any member's scores depend on the step's position (local-m attention).
+  bool uses_step_position() const;
   const std::vector<Seq2Seq>& members() const { return members_; }
   // train() / eval() on every member; whether the first is training.
   void train(bool on);

@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
-#include <optional>
 
 #include "search/search.h"
 #include "text/special_tokens.h"
+#include "util/cuda_graph.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -34,14 +35,16 @@ torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) 
 namespace {
 
 // Greedy search on a GPU: the batch keeps its shape, finished rows go on with padding, and the
-// host never waits for a step. Tokens, log-probabilities and the finished flags stay on the GPU;
-// whether every row has finished arrives one step late (read_async), so the host queues step t + 1
-// while the GPU runs step t, and at most one step more than needed is computed. Same results as
-// the CPU's loop, which drops finished rows instead.
+// host never waits for a step. The step works in place on tensors that stay put (the state, the
+// previous tokens, the running sums), so that it can be captured once as a CUDA graph and replayed
+// (util/cuda_graph.h); whether every row has finished arrives two steps late (read_async), so the
+// host queues the next steps while the GPU runs this one, and at most two steps more than needed
+// are computed. Same results as the CPU's loop, which drops finished rows instead.
 SearchResult greedy_search_on_gpu(Ensemble& model, const torch::Tensor& source, const torch::Tensor& lengths,
                                   const SearchOptions& options) {
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
+  const GpuSideStream stream(device);  // graphs are captured on a stream of their own
   const Ensemble::Source encoded = model.encode(source, lengths);
   Ensemble::State state = model.initial_state(encoded);
   const torch::Tensor lengths_cpu = lengths.cpu();
@@ -52,28 +55,51 @@ SearchResult greedy_search_on_gpu(Ensemble& model, const torch::Tensor& source, 
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   const torch::Tensor limit = to_device(torch::tensor(limits, torch::kInt64), device);
   const auto on_device = torch::TensorOptions().device(device);
-  torch::Tensor finished = torch::zeros({batch_size}, on_device.dtype(torch::kBool));
-  torch::Tensor log_probability = torch::zeros({batch_size}, on_device.dtype(torch::kFloat64));
-  torch::Tensor length = torch::zeros({batch_size}, on_device.dtype(torch::kInt64));  // tokens incl. EOS
-  torch::Tensor previous = torch::full({batch_size}, kBosId, on_device.dtype(torch::kInt64));
-  std::vector<torch::Tensor> tokens, attention;
-  std::optional<AsyncRead> all_finished;
-  for (int64_t t = 0; t < longest; ++t) {
-    if (all_finished) {
-      all_finished->wait();
-      if (all_finished->host.item<bool>()) break;
-    }
+  const torch::Tensor finished = torch::zeros({batch_size}, on_device.dtype(torch::kBool));
+  const torch::Tensor all_finished = torch::zeros({}, on_device.dtype(torch::kBool));
+  const torch::Tensor log_probability = torch::zeros({batch_size}, on_device.dtype(torch::kFloat64));
+  const torch::Tensor length = torch::zeros({batch_size}, on_device.dtype(torch::kInt64));  // tokens incl. EOS
+  const torch::Tensor steps_taken = torch::zeros({}, on_device.dtype(torch::kInt64));
+  const torch::Tensor previous = torch::full({batch_size}, kBosId, on_device.dtype(torch::kInt64));
+  const bool keep_attention = options.return_attention && model.has_attention();
+  torch::Tensor step_attention;  // [B, S], the step's weights, when asked for
+  auto step = [&] {
     Ensemble::Step out = model.step(previous, state, encoded);
     auto [best_log_probs, best_tokens] = ban_tokens(out.log_probs, options).max(/*dim=*/1);  // [B]
     best_tokens.masked_fill_(finished, kPadId);
-    log_probability += best_log_probs.to(torch::kFloat64).masked_fill(finished, 0);
-    length += finished.logical_not();
-    finished = finished.logical_or(best_tokens.eq(kEosId)).logical_or(limit.le(t + 1));
-    tokens.push_back(best_tokens);
-    if (options.return_attention && out.attention.defined()) attention.push_back(out.attention);
-    all_finished = read_async(finished.all());
-    state = out.state;
-    previous = best_tokens;
+    log_probability.add_(best_log_probs.to(torch::kFloat64).masked_fill_(finished, 0));
+    length.add_(finished.logical_not());
+    steps_taken.add_(1);
+    finished.logical_or_(best_tokens.eq(kEosId)).logical_or_(limit.le(steps_taken));
+    all_finished.copy_(finished.all());
+    previous.copy_(best_tokens);
+    for (size_t m = 0; m < state.members.size(); ++m) {
+      DecoderState& to = state.members[m];
+      const DecoderState& from = out.state.members[m];
+      to.hidden.copy_(from.hidden);
+      to.attentional.copy_(from.attentional);
+      if (to.coverage.defined()) to.coverage.copy_(from.coverage);
+    }
+    if (keep_attention) {
+      if (!step_attention.defined()) step_attention = torch::empty_like(out.attention);
+      step_attention.copy_(out.attention);
+    }
+  };
+  // The step's position is a host number a graph would freeze: local-m attention runs without one.
+  StepGraph graph(cuda_graphs_enabled(device) && !model.uses_step_position());
+  std::vector<torch::Tensor> tokens, attention;
+  std::deque<AsyncRead> done;  // whether all rows had finished after each of the last two steps
+  for (int64_t t = 0; t < longest; ++t) {
+    if (done.size() == 2) {
+      done.front().wait();
+      if (done.front().host.item<bool>()) break;
+      done.pop_front();
+    }
+    graph.run(step);
+    for (DecoderState& member : state.members) ++member.position;
+    tokens.push_back(previous.clone());
+    if (keep_attention) attention.push_back(step_attention.clone());
+    done.push_back(read_async(all_finished));
   }
   // One copy back of everything.
   const torch::Tensor tokens_cpu = torch::stack(tokens, 1).cpu();  // [B, steps]

@@ -38,6 +38,7 @@ TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed,
   set_threads(config.threads);
   TrainingSetup setup;
   setup.device = parse_device(config.device, distributed.local_rank());
+  check_precision(config, setup.device);
   const nlohmann::json message = nlohmann::json::parse(distributed.wait_for("setup", 0));
   TrainingCheckpoint& state = setup.state;
   state.config = config;

@@ -193,6 +193,14 @@ TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& lo
   return data;
 }
 
+void check_precision(const TrainConfig& config, const torch::Device& device) {
+  if (config.precision == "bf16" && !has_bf16(device)) {
+    throw std::invalid_argument(
+        "precision bf16: this GPU has no full-speed bfloat16 (compute capability 8.0 or "
+        "later: A100, H100 and newer); use precision fp32");
+  }
+}
+
 void check_training_files(const TrainConfig& config) {
   std::vector<std::string> files = expand_file_list(config.train_source, "train-source");
   for (const std::string& file : expand_file_list(config.train_target, "train-target")) files.push_back(file);
@@ -208,6 +216,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   set_seed(config.seed);
   TrainingSetup setup;
   setup.device = parse_device(config.device);  // rank 0 is its machine's first: cuda:0
+  check_precision(config, setup.device);
   if (std::string warning = slow_blas_warning(); !warning.empty()) log.warn("{}", warning);
   log.info("LibTorch {} threads, device {}, CPU kernels {}", torch::get_num_threads(), config.device,
            kernels::to_string(kernels::kernel_level()));
@@ -318,8 +327,13 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
   torch::Tensor loss_sum;  // on the model's device: reading it there would wait for the GPU
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
-    DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
-    const SequenceLoss loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
+    SequenceLoss loss;
+    {
+      // bf16: the forward pass under autocast, the backward (below) outside it, as torch.autocast.
+      const AutocastScope autocast(batch.source.device(), config.precision == "bf16");
+      DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
+      loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);
+    }
     const torch::Tensor batch_loss = loss.sum.detach().to(torch::kDouble);
     loss_sum = loss_sum.defined() ? loss_sum + batch_loss : batch_loss;
     if (reducer && i + 1 == batches.size()) reducer->begin(loss_sum.item<double>(), clock);

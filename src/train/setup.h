@@ -70,6 +70,8 @@ struct TrainingSetup {
 
 // Throws std::runtime_error naming the first training or dev file that cannot be opened.
 void check_training_files(const TrainConfig& config);
+// Throws std::invalid_argument when precision bf16 is asked of a device without full-speed bf16.
+void check_precision(const TrainConfig& config, const torch::Device& device);
 
 // `config` must be validated. With `resume`, the model, vocabularies, progress and optimizer state
 // come from model_dir/last.ckpt (whose fixed keys `config` must keep); otherwise the vocabularies

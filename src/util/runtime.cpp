@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 #ifdef NMT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -139,6 +141,51 @@ torch::Device parse_device(const std::string& name, int local_rank) {
 torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device) {
   if (device.is_cuda() && tensor.is_cpu()) return tensor.pin_memory().to(device, /*non_blocking=*/true);
   return tensor.to(device);
+}
+
+namespace {
+
+// LibTorch 2.x names the autocast state per device type; 1.13 had one for CUDA.
+#if TORCH_VERSION_MAJOR >= 2
+bool cuda_autocast() { return at::autocast::is_autocast_enabled(at::kCUDA); }
+void set_cuda_autocast(bool on) { at::autocast::set_autocast_enabled(at::kCUDA, on); }
+c10::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_dtype(at::kCUDA); }
+void set_cuda_autocast_dtype(c10::ScalarType dtype) { at::autocast::set_autocast_dtype(at::kCUDA, dtype); }
+#else
+bool cuda_autocast() { return at::autocast::is_enabled(); }
+void set_cuda_autocast(bool on) { at::autocast::set_enabled(on); }
+c10::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_gpu_dtype(); }
+void set_cuda_autocast_dtype(c10::ScalarType dtype) { at::autocast::set_autocast_gpu_dtype(dtype); }
+#endif
+
+}  // namespace
+
+AutocastScope::AutocastScope(const torch::Device& device, bool enabled) {
+  if (!device.is_cuda()) return;
+  active_ = true;
+  was_enabled_ = cuda_autocast();
+  was_dtype_ = cuda_autocast_dtype();
+  set_cuda_autocast(enabled);
+  set_cuda_autocast_dtype(at::kBFloat16);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // Leaving the outermost scope drops the casts autocast kept of the weights.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  set_cuda_autocast(was_enabled_);
+  set_cuda_autocast_dtype(was_dtype_);
+}
+
+bool autocast_enabled(const torch::Device& device) { return device.is_cuda() && cuda_autocast(); }
+
+bool has_bf16(const torch::Device& device) {
+#ifdef NMT_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->major >= 8;
+#endif
+  (void)device;
+  return false;
 }
 
 AsyncRead read_async(const torch::Tensor& tensor) {

@@ -64,6 +64,25 @@ torch::Device parse_device(const std::string& name, int local_rank = 0);
 // a plain copy from pageable memory waits for all the GPU's queued work first.
 torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device);
 
+// For its lifetime, LibTorch's autocast for `device` is on (bfloat16 products; softmax, losses and
+// reductions in float32, as torch.autocast does it) or off, as `enabled` says; then as it was.
+// GPUs only: on the CPU it does nothing.
+class AutocastScope {
+ public:
+  AutocastScope(const torch::Device& device, bool enabled);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false, was_enabled_ = false;
+  c10::ScalarType was_dtype_ = c10::ScalarType::Half;
+};
+// Whether autocast is on for `device` (a GPU) in this thread.
+bool autocast_enabled(const torch::Device& device);
+// Whether `device` computes in bfloat16 at full speed (a GPU of compute capability 8.0 or later).
+bool has_bf16(const torch::Device& device);
+
 // A copy of `tensor` on the CPU that a GPU sends while the host goes on: `host` holds the values
 // once wait() has returned. For a CPU tensor they are there at once.
 struct AsyncRead {

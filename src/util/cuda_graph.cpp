@@ -1,0 +1,89 @@
+#include "util/cuda_graph.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#ifdef NMT_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace nmt {
+
+bool cuda_graphs_enabled(const torch::Device& device) {
+#ifdef NMT_WITH_CUDA
+  const char* setting = std::getenv("NMT_CUDA_GRAPHS");
+  return device.is_cuda() && (setting == nullptr || std::strcmp(setting, "off") != 0);
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+#ifdef NMT_WITH_CUDA
+struct GpuSideStream::State {
+  State(c10::cuda::CUDAStream previous, c10::cuda::CUDAStream side) : previous(previous), side(side), guard(side) {}
+  c10::cuda::CUDAStream previous;
+  c10::cuda::CUDAStream side;
+  std::optional<c10::cuda::CUDAStreamGuard> guard;
+};
+
+GpuSideStream::GpuSideStream(const torch::Device& device) {
+  if (!device.is_cuda()) return;
+  const c10::cuda::CUDAStream previous = c10::cuda::getCurrentCUDAStream(device.index());
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+  at::cuda::CUDAEvent queued;
+  queued.record(previous);
+  queued.block(side);
+  state_ = std::make_unique<State>(previous, side);
+}
+
+GpuSideStream::~GpuSideStream() {
+  if (!state_) return;
+  at::cuda::CUDAEvent done;
+  done.record(state_->side);
+  done.block(state_->previous);
+  state_->guard.reset();
+}
+
+struct StepGraph::State {
+  at::cuda::CUDAGraph graph;
+};
+
+StepGraph::StepGraph(bool enabled) : enabled_(enabled) {}
+StepGraph::~StepGraph() = default;
+
+void StepGraph::run(const std::function<void()>& step) {
+  ++calls_;
+  if (!enabled_ || calls_ == 1) {
+    step();
+    return;
+  }
+  if (calls_ == 2) {
+    state_ = std::make_unique<State>();
+    // Thread-local: other threads' CUDA calls (another request of the server) do not break it.
+    state_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    step();
+    state_->graph.capture_end();
+  }
+  state_->graph.replay();
+}
+#else
+struct GpuSideStream::State {};
+GpuSideStream::GpuSideStream(const torch::Device&) {}
+GpuSideStream::~GpuSideStream() = default;
+
+struct StepGraph::State {};
+StepGraph::StepGraph(bool enabled) : enabled_(enabled) {}
+StepGraph::~StepGraph() = default;
+
+void StepGraph::run(const std::function<void()>& step) {
+  ++calls_;
+  step();
+}
+#endif
+
+}  // namespace nmt

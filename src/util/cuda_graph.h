@@ -1,0 +1,55 @@
+// CUDA graphs for a loop of identical GPU steps. A decoder step is a few dozen small kernels whose
+// launches, not their arithmetic, take the time; captured once as a graph, a step is one launch.
+//
+// A graph replays the same kernels on the same memory: the step must read and write tensors that
+// stay put (update them in place), keep its shapes, take no value from the host that changes
+// between steps, and never wait for the GPU. Capture needs a stream of its own (GpuSideStream).
+// Without a CUDA build, or with NMT_CUDA_GRAPHS=off, steps simply run.
+#pragma once
+
+#include <torch/types.h>
+
+#include <functional>
+#include <memory>
+
+namespace nmt {
+
+// Whether steps on `device` are captured as graphs: a CUDA build, a GPU device, and
+// NMT_CUDA_GRAPHS not "off".
+bool cuda_graphs_enabled(const torch::Device& device);
+
+// For its lifetime, the GPU work of this thread goes to a stream of its own, which first waits for
+// the work queued before it; at the end, that stream's work comes before anything queued after.
+// Nothing on the CPU.
+class GpuSideStream {
+ public:
+  explicit GpuSideStream(const torch::Device& device);
+  ~GpuSideStream();
+  GpuSideStream(const GpuSideStream&) = delete;
+  GpuSideStream& operator=(const GpuSideStream&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Runs a step: the first call runs it as it is (which also warms up the libraries' handles), the
+// second captures it as a graph and replays that, later calls replay the graph. Each call does the
+// step exactly once. Without graphs (cuda_graphs_enabled false) every call runs it as it is.
+class StepGraph {
+ public:
+  explicit StepGraph(bool enabled);
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  void run(const std::function<void()>& step);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  bool enabled_;
+  int calls_ = 0;
+};
+
+}  // namespace nmt
