@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "config/train_config.h"
@@ -11,8 +12,10 @@
 #include "kernels/row_kernels.h"
 #include "model/dropout.h"
 #include "model/word_dropout.h"
+#include "text/batching.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
+#include "text/token_corpus.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/fused_adam.h"
@@ -516,4 +519,61 @@ TEST_CASE("max-minutes stops the run after a last validation", "[training]") {
   // The end of the budget validates, so best.ckpt exists.
   CHECK(fs::exists(fs::path(config.model_dir) / "best.ckpt"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("train_step clips and steps exactly as clip_grad_norm_ and the optimizer do, and skips a diverged loss",
+          "[training]") {
+  const std::vector<Example> examples = {{{5, 6, 7, 8}, {9, 10, 11}}, {{12, 5}, {13, 14, 15, 16}}, {{7}, {8, 9}}};
+  const Batch batch = collate(corpus_in_memory(examples, 2), {0, 1, 2});
+  TrainConfig config;
+  config.model = tiny_model_options("additive");
+  config.model.dropout = 0;
+  config.label_smoothing = 0.1;
+  for (const double clip_norm : {0.05, 0.0}) {  // the first clips, the second only measures
+    DYNAMIC_SECTION("clip-norm " << clip_norm) {
+      config.clip_norm = clip_norm;
+      torch::manual_seed(131);
+      Seq2Seq ours(config.model, 20, 20);
+      Seq2Seq reference(config.model, 20, 20);
+      {
+        torch::NoGradGuard no_grad;
+        const auto from = ours->named_parameters();
+        for (auto& item : reference->named_parameters()) item.value().copy_(from[item.key()]);
+      }
+      torch::optim::SGD our_optimizer(ours->parameters(), torch::optim::SGDOptions(0.5));
+      torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.5));
+      const StepResult result = train_step(ours, our_optimizer, batch, config);
+      CHECK(result.skipped.empty());
+
+      DecoderOutput out = reference(batch.source, batch.source_lengths, batch.target_input);
+      const SequenceLoss loss = sequence_loss(*reference->decoder, out, batch.target_output, 0.1);
+      CHECK(result.loss_sum == Approx(loss.sum.item<double>()).epsilon(1e-12));
+      (loss.sum / static_cast<double>(batch.target_tokens)).backward();
+      const double norm = torch::nn::utils::clip_grad_norm_(
+          reference->parameters(), clip_norm > 0 ? clip_norm : std::numeric_limits<double>::infinity());
+      if (clip_norm > 0) REQUIRE(norm > clip_norm);  // so the case clips
+      reference_optimizer.step();
+      const auto expected = reference->named_parameters();
+      for (const auto& item : ours->named_parameters()) {
+        INFO(item.key());
+        CHECK(torch::equal(item.value(), expected[item.key()]));
+      }
+    }
+  }
+  SECTION("a loss over the bound skips the update, with no gradients left") {
+    torch::manual_seed(132);
+    Seq2Seq model(config.model, 20, 20);
+    {
+      torch::NoGradGuard no_grad;
+      // Every target (EOS, 8-16) made all but impossible: a loss of about 1e6 nats a token.
+      model->decoder->output_bias.fill_(-1e6).narrow(0, 0, 3).fill_(0);
+      model->decoder->output_bias.narrow(0, 17, 3).fill_(0);
+    }
+    const torch::Tensor before = model->decoder->combine->weight.clone();
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
+    const StepResult result = train_step(model, optimizer, batch, config);
+    CHECK_THAT(result.skipped, Catch::StartsWith("loss "));
+    CHECK(torch::equal(model->decoder->combine->weight, before));
+    for (const auto& parameter : model->parameters()) CHECK_FALSE(parameter.grad().defined());
+  }
 }

@@ -72,23 +72,28 @@ torch::Tensor output_at_step(const torch::Tensor& hidden, const torch::Tensor& m
 // a new one at every call (and warns) unless the parameters already are views into such a buffer.
 // _cudnn_rnn_flatten_weight makes the buffer and points the parameters at it, keeping them the same
 // tensors (the optimizer's and autograd's references stay valid); moving the module to another
-// device or loading weights with set_data undoes it, so it is checked at every call.
-void BiGruImpl::flatten_for_cudnn(int64_t input_size) {
-  const torch::Tensor& first = directions_.front().weight_ih;
-  if (flat_weights_.defined() && flat_weights_.device() == first.device() &&
-      first.data_ptr() == flat_weights_.data_ptr()) {
-    return;
-  }
-  c10::InferenceMode not_inference(false);  // translation runs in inference mode; the parameters are not
-  torch::NoGradGuard no_grad;
+// device or loading weights with set_data undoes it, so every call checks where they are.
+std::vector<torch::Tensor> BiGruImpl::all_weights() const {
   std::vector<torch::Tensor> weights;
   for (const Direction& direction : directions_) {
     weights.insert(weights.end(), {direction.weight_ih, direction.weight_hh, direction.bias_ih, direction.bias_hh});
   }
+  return weights;
+}
+
+void BiGruImpl::flatten_for_cudnn(int64_t input_size) {
+  std::vector<torch::Tensor> weights = all_weights();
+  std::vector<const void*> addresses;
+  for (const torch::Tensor& weight : weights) addresses.push_back(weight.data_ptr());
+  if (addresses == flat_addresses_ && flat_weights_.device() == weights.front().device()) return;
+  c10::InferenceMode not_inference(false);  // translation runs in inference mode; the parameters are not
+  torch::NoGradGuard no_grad;
   constexpr int64_t kCudnnGru = 3;  // cudnnRNNMode_t CUDNN_GRU
   flat_weights_ = at::_cudnn_rnn_flatten_weight(weights, /*weight_stride0=*/4, input_size, kCudnnGru, hidden_size_,
                                                 /*proj_size=*/0, static_cast<int64_t>(directions_.size() / 2),
                                                 /*batch_first=*/false, /*bidirectional=*/true);
+  flat_addresses_.clear();
+  for (const torch::Tensor& weight : weights) flat_addresses_.push_back(weight.data_ptr());
 }
 
 // On a GPU: cuDNN's GRU over the packed batch, all layers, directions and positions in one call.
@@ -98,10 +103,7 @@ BiGruImpl::Output BiGruImpl::forward_cudnn(const torch::Tensor& input, const tor
   namespace rnn = torch::nn::utils::rnn;
   const AutocastScope float32(input.device(), false);  // bf16 training: the encoder stays in float32
   flatten_for_cudnn(input.size(2));
-  std::vector<torch::Tensor> weights;
-  for (const Direction& direction : directions_) {
-    weights.insert(weights.end(), {direction.weight_ih, direction.weight_hh, direction.bias_ih, direction.bias_hh});
-  }
+  const std::vector<torch::Tensor> weights = all_weights();
   const auto layers = static_cast<int64_t>(directions_.size() / 2);
   const rnn::PackedSequence packed =
       rnn::pack_padded_sequence(input, lengths_cpu, /*batch_first=*/true, /*enforce_sorted=*/false);

@@ -46,12 +46,14 @@ class BiGruImpl : public torch::nn::Module {
 
   Output forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu);
   void flatten_for_cudnn(int64_t input_size);
+  // Every parameter in at::gru's order: per layer and direction w_ih, w_hh, b_ih, b_hh.
+  std::vector<torch::Tensor> all_weights() const;
 
   int64_t hidden_size_;
   double dropout_;
-  std::vector<Direction> directions_;
-  torch::Tensor flat_weights_;  // on a GPU: the buffer cuDNN reads the parameters from  // layer 0 forward, layer 0
-                                // backward, layer 1 forward, ...
+  std::vector<Direction> directions_;        // layer 0 forward, layer 0 backward, layer 1 forward, ...
+  torch::Tensor flat_weights_;               // on a GPU: the buffer cuDNN reads the parameters from
+  std::vector<const void*> flat_addresses_;  // where each parameter was in it
 };
 TORCH_MODULE(BiGru);
 

@@ -37,9 +37,9 @@ namespace {
 // Greedy search on a GPU: the batch keeps its shape, finished rows go on with padding, and the
 // host never waits for a step. The step works in place on tensors that stay put (the state, the
 // previous tokens, the running sums), so that it can be captured once as a CUDA graph and replayed
-// (util/cuda_graph.h); whether every row has finished arrives two steps late (read_async), so the
-// host queues the next steps while the GPU runs this one, and at most two steps more than needed
-// are computed. Same results as the CPU's loop, which drops finished rows instead.
+// (util/cuda_graph.h); whether every row has finished is read two steps late (read_async), so the
+// host queues the next step while the GPU runs this one, and at most one step more than needed is
+// computed. Same results as the CPU's loop, which drops finished rows instead.
 SearchResult greedy_search_on_gpu(Ensemble& model, const torch::Tensor& source, const torch::Tensor& lengths,
                                   const SearchOptions& options) {
   const int64_t batch_size = source.size(0);
@@ -55,12 +55,12 @@ SearchResult greedy_search_on_gpu(Ensemble& model, const torch::Tensor& source, 
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   const torch::Tensor limit = to_device(torch::tensor(limits, torch::kInt64), device);
   const auto on_device = torch::TensorOptions().device(device);
-  const torch::Tensor finished = torch::zeros({batch_size}, on_device.dtype(torch::kBool));
-  const torch::Tensor all_finished = torch::zeros({}, on_device.dtype(torch::kBool));
-  const torch::Tensor log_probability = torch::zeros({batch_size}, on_device.dtype(torch::kFloat64));
-  const torch::Tensor length = torch::zeros({batch_size}, on_device.dtype(torch::kInt64));  // tokens incl. EOS
-  const torch::Tensor steps_taken = torch::zeros({}, on_device.dtype(torch::kInt64));
-  const torch::Tensor previous = torch::full({batch_size}, kBosId, on_device.dtype(torch::kInt64));
+  torch::Tensor finished = torch::zeros({batch_size}, on_device.dtype(torch::kBool));
+  torch::Tensor all_finished = torch::zeros({}, on_device.dtype(torch::kBool));
+  torch::Tensor log_probability = torch::zeros({batch_size}, on_device.dtype(torch::kFloat64));
+  torch::Tensor length = torch::zeros({batch_size}, on_device.dtype(torch::kInt64));  // tokens incl. EOS
+  torch::Tensor steps_taken = torch::zeros({}, on_device.dtype(torch::kInt64));
+  torch::Tensor previous = torch::full({batch_size}, kBosId, on_device.dtype(torch::kInt64));
   const bool keep_attention = options.return_attention && model.has_attention();
   torch::Tensor step_attention;  // [B, S], the step's weights, when asked for
   auto step = [&] {

@@ -116,7 +116,11 @@ bool FusedAdam::step_on_gpu() {
     if (options.weight_decay() != 0 || options.amsgrad()) return false;
     for (const auto& param : group.params()) {
       if (!param.grad().defined()) continue;
-      if (!param.is_cuda() || param.scalar_type() != torch::kFloat || param.grad().scalar_type() != torch::kFloat) {
+      const torch::Tensor& grad = param.grad();
+      // The kernel's own rule: the same type, device and layout for a parameter and its gradient.
+      if (!param.is_cuda() || param.scalar_type() != torch::kFloat || grad.scalar_type() != torch::kFloat ||
+          grad.device() != param.device() || grad.strides() != param.strides() ||
+          !param.is_non_overlapping_and_dense()) {
         return false;
       }
     }

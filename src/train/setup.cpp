@@ -364,8 +364,9 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
     result.skipped = "gradient norm " + std::to_string(norm);
     return result;
   }
-  // Clipping as clip_grad_norm_ does it.
-  const double clip = config.clip_norm > 0 ? config.clip_norm / (norm + 1e-6) : 1.0;
+  // Clipping as clip_grad_norm_ does it, its coefficient in float32 (a tensor there).
+  const float clip =
+      config.clip_norm > 0 ? static_cast<float>(config.clip_norm) / (static_cast<float>(norm) + 1e-6f) : 1.0f;
   if (clip < 1) {
     torch::NoGradGuard no_grad;
     for (torch::Tensor& gradient : gradients) gradient.mul_(clip);

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <optional>
 
 #ifdef NMT_WITH_CUDA
@@ -66,8 +67,21 @@ void StepGraph::run(const std::function<void()>& step) {
     state_ = std::make_unique<State>();
     // Thread-local: other threads' CUDA calls (another request of the server) do not break it.
     state_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-    step();
-    state_->graph.capture_end();
+    try {
+      step();
+      state_->graph.capture_end();
+    } catch (const std::exception&) {
+      // Something in the step cannot be captured (it waits for the GPU, say): nothing has run
+      // yet, so the steps run as they are from here on.
+      try {
+        state_->graph.capture_end();
+      } catch (const std::exception&) {  // the capture was invalidated: ending it is all that is needed
+      }
+      state_.reset();
+      enabled_ = false;
+      step();
+      return;
+    }
   }
   state_->graph.replay();
 }

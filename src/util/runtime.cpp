@@ -145,8 +145,8 @@ torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device
 
 namespace {
 
-// LibTorch 2.x names the autocast state per device type; 1.13 had one for CUDA.
-#if TORCH_VERSION_MAJOR >= 2
+// LibTorch 2.4 and later name the autocast state per device type; before, CUDA's had its own names.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 bool cuda_autocast() { return at::autocast::is_autocast_enabled(at::kCUDA); }
 void set_cuda_autocast(bool on) { at::autocast::set_autocast_enabled(at::kCUDA, on); }
 c10::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_dtype(at::kCUDA); }
@@ -198,7 +198,7 @@ AsyncRead read_async(const torch::Tensor& tensor) {
     return {host, [event] { event->synchronize(); }};
   }
 #endif
-  return {tensor.cpu(), [] {}};
+  return {tensor.cpu().clone(), [] {}};  // a copy, as from a GPU: later writes do not reach it
 }
 
 std::string slow_blas_warning() {
