@@ -69,6 +69,39 @@ TEST_CASE("beam size 1 gives exactly the greedy output and score", "[search]") {
   }
 }
 
+TEST_CASE("the GPU's fixed-shape greedy search gives greedy search's tokens, scores and attention", "[search]") {
+  for (const std::string& type : all_attention_types()) {
+    for (const bool trained : {true, false}) {
+      DYNAMIC_SECTION(type << (trained ? ", trained" : ", untrained")) {
+        // Trained, rows end at EOS at different steps; untrained, most run to their own caps
+        // (ratio 1: source length + 10, different per row).
+        torch::manual_seed(75);
+        Seq2Seq model = trained ? small_model(type) : Seq2Seq(tiny_model_options(type), kSearchVocab, kSearchVocab);
+        model->eval();
+        torch::InferenceMode guard;
+        auto [source, lengths] = random_source({6, 2, 4, 7, 3, 1}, kSearchVocab, 74);
+        SearchOptions options = options_with(1, /*alpha=*/1.0);
+        options.max_length = 50;
+        options.max_length_ratio = 1.0;
+        const SearchResult expected = greedy_search(model, source, lengths, options);
+        const SearchResult found = greedy_search_fixed_shape(model, source, lengths, options);
+        REQUIRE(found.size() == expected.size());
+        for (size_t b = 0; b < expected.size(); ++b) {
+          INFO("sentence " << b);
+          REQUIRE(found[b].size() == 1);
+          const Hypothesis& ours = found[b][0];
+          const Hypothesis& theirs = expected[b][0];
+          CHECK(ours.tokens == theirs.tokens);
+          CHECK(ours.log_probability == Approx(theirs.log_probability).epsilon(1e-6));
+          CHECK(ours.score == Approx(theirs.score).epsilon(1e-6));
+          REQUIRE(ours.attention.defined() == theirs.attention.defined());
+          if (theirs.attention.defined()) CHECK(torch::allclose(ours.attention, theirs.attention, 1e-5, 1e-6));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("search output does not depend on the batch it is in", "[search]") {
   Seq2Seq model = small_model("additive");
   torch::InferenceMode guard;

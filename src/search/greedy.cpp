@@ -1,6 +1,6 @@
 // Greedy search: at each step the most probable token, for the whole batch at once. On the CPU,
 // rows of finished sentences are dropped from the batch so the remaining steps cost less; on a GPU
-// the batch keeps its shape and the host does not wait for the steps (greedy_search_on_gpu).
+// the batch keeps its shape and the host does not wait for the steps (greedy_search_fixed_shape).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -32,16 +32,14 @@ torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) 
   return log_probs;
 }
 
-namespace {
-
 // Greedy search on a GPU: the batch keeps its shape, finished rows go on with padding, and the
 // host never waits for a step. The step works in place on tensors that stay put (the state, the
 // previous tokens, the running sums), so that it can be captured once as a CUDA graph and replayed
 // (util/cuda_graph.h); whether every row has finished is read two steps late (read_async), so the
 // host queues the next step while the GPU runs this one, and at most one step more than needed is
 // computed. Same results as the CPU's loop, which drops finished rows instead.
-SearchResult greedy_search_on_gpu(Ensemble& model, const torch::Tensor& source, const torch::Tensor& lengths,
-                                  const SearchOptions& options) {
+SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                                       const SearchOptions& options) {
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
   const GpuSideStream stream(device);  // graphs are captured on a stream of their own
@@ -123,11 +121,9 @@ SearchResult greedy_search_on_gpu(Ensemble& model, const torch::Tensor& source, 
   return results;
 }
 
-}  // namespace
-
 SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                            const SearchOptions& options) {
-  if (source.is_cuda()) return greedy_search_on_gpu(model, source, lengths, options);
+  if (source.is_cuda()) return greedy_search_fixed_shape(model, source, lengths, options);
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
   Ensemble::Source encoded = model.encode(source, lengths);

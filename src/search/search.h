@@ -34,6 +34,11 @@ SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const to
                            const SearchOptions& options);
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                          const SearchOptions& options);
+// The greedy search a GPU runs (greedy_search takes it for GPU tensors): the batch keeps its shape
+// and the step works in place, as a CUDA graph can replay it. On the CPU it gives the same results
+// as greedy_search, more slowly; the tests run it there.
+SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                                       const SearchOptions& options);
 // beam_size 1 -> greedy_search, else beam_search.
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                     const SearchOptions& options);
