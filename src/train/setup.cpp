@@ -349,7 +349,7 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
   }
   // The loss and the gradient norm in one read: on a GPU, the one wait of an update.
   torch::Tensor values = gradient_norm(gradients).to(torch::kDouble).unsqueeze(0);
-  if (!reducer && loss_sum.defined()) values = torch::cat({values, loss_sum.unsqueeze(0)});
+  if (!reducer && loss_sum.defined()) values = torch::cat({values.to(loss_sum.device()), loss_sum.unsqueeze(0)});
   values = values.cpu();
   const double norm = values[0].item<double>();
   if (!reducer && loss_sum.defined()) result.loss_sum = values[1].item<double>();
