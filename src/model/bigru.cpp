@@ -81,8 +81,7 @@ std::vector<torch::Tensor> BiGruImpl::all_weights() const {
   return weights;
 }
 
-void BiGruImpl::flatten_for_cudnn(int64_t input_size) {
-  std::vector<torch::Tensor> weights = all_weights();
+void BiGruImpl::flatten_for_cudnn(const std::vector<torch::Tensor>& weights, int64_t input_size) {
   std::vector<const void*> addresses;
   for (const torch::Tensor& weight : weights) addresses.push_back(weight.data_ptr());
   if (addresses == flat_addresses_ && flat_weights_.device() == weights.front().device()) return;
@@ -102,8 +101,8 @@ void BiGruImpl::flatten_for_cudnn(int64_t input_size) {
 BiGruImpl::Output BiGruImpl::forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu) {
   namespace rnn = torch::nn::utils::rnn;
   const AutocastScope float32(input.device(), false);  // bf16 training: the encoder stays in float32
-  flatten_for_cudnn(input.size(2));
   const std::vector<torch::Tensor> weights = all_weights();
+  flatten_for_cudnn(weights, input.size(2));
   const auto layers = static_cast<int64_t>(directions_.size() / 2);
   const rnn::PackedSequence packed =
       rnn::pack_padded_sequence(input, lengths_cpu, /*batch_first=*/true, /*enforce_sorted=*/false);

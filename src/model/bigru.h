@@ -45,7 +45,7 @@ class BiGruImpl : public torch::nn::Module {
                     int64_t first_padded, bool reverse, torch::Tensor& final);
 
   Output forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu);
-  void flatten_for_cudnn(int64_t input_size);
+  void flatten_for_cudnn(const std::vector<torch::Tensor>& weights, int64_t input_size);
   // Every parameter in at::gru's order: per layer and direction w_ih, w_hh, b_ih, b_hh.
   std::vector<torch::Tensor> all_weights() const;
 

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "search/search.h"
 #include "text/special_tokens.h"
@@ -101,11 +102,8 @@ BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch:
   state_ = state_.index_select(expand);
 
   active_.resize(batch_size);
-  limit_.resize(batch_size);
-  for (int64_t b = 0; b < batch_size; ++b) {
-    active_[b] = b;
-    limit_[b] = max_output_length(lengths_cpu_[b].item<int64_t>(), options);
-  }
+  std::iota(active_.begin(), active_.end(), 0);
+  limit_ = max_output_lengths(lengths, options);
   // Cumulative log-probabilities of the alive beams; at the start only beam 0 is real.
   alive_scores_.assign(batch_size * beam_, kMinusInfinity);
   for (int64_t b = 0; b < batch_size; ++b) alive_scores_[b * beam_] = 0.0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <numeric>
 
 #include "search/search.h"
 #include "text/special_tokens.h"
@@ -22,6 +23,14 @@ double length_penalty(int64_t length, double alpha) {
 int64_t max_output_length(int64_t source_length, const SearchOptions& options) {
   const auto by_ratio = static_cast<int64_t>(options.max_length_ratio * static_cast<double>(source_length)) + 10;
   return std::max<int64_t>(1, std::min<int64_t>(by_ratio, options.max_length));
+}
+
+std::vector<int64_t> max_output_lengths(const torch::Tensor& lengths, const SearchOptions& options) {
+  const torch::Tensor lengths_cpu = lengths.to(torch::kCPU, torch::kInt64).contiguous();
+  const auto* length = lengths_cpu.data_ptr<int64_t>();
+  std::vector<int64_t> limits(static_cast<size_t>(lengths_cpu.numel()));
+  for (size_t b = 0; b < limits.size(); ++b) limits[b] = max_output_length(length[b], options);
+  return limits;
 }
 
 torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) {
@@ -46,10 +55,7 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
   const Ensemble::Source encoded = model.encode(source, lengths);
   Ensemble::State state = model.initial_state(encoded);
   const torch::Tensor lengths_cpu = lengths.cpu();
-  std::vector<int64_t> limits(static_cast<size_t>(batch_size));
-  for (int64_t b = 0; b < batch_size; ++b) {
-    limits[static_cast<size_t>(b)] = max_output_length(lengths_cpu[b].item<int64_t>(), options);
-  }
+  const std::vector<int64_t> limits = max_output_lengths(lengths, options);
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   const torch::Tensor limit = to_device(torch::tensor(limits, torch::kInt64), device);
   const auto on_device = torch::TensorOptions().device(device);
@@ -131,11 +137,8 @@ SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const to
   auto lengths_cpu = lengths.cpu();
 
   std::vector<int64_t> active(batch_size);  // sentence of each row
-  std::vector<int64_t> limit(batch_size);
-  for (int64_t b = 0; b < batch_size; ++b) {
-    active[b] = b;
-    limit[b] = max_output_length(lengths_cpu[b].item<int64_t>(), options);
-  }
+  std::iota(active.begin(), active.end(), 0);
+  const std::vector<int64_t> limit = max_output_lengths(lengths, options);
   SearchResult results(batch_size, std::vector<Hypothesis>(1));
   std::vector<std::vector<torch::Tensor>> attention_rows(batch_size);
   torch::Tensor previous =

@@ -50,5 +50,7 @@ torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options);
 double length_penalty(int64_t length, double alpha);
 // Output length cap for a source of `source_length` tokens.
 int64_t max_output_length(int64_t source_length, const SearchOptions& options);
+// The cap of each sentence of a batch, from its source lengths [B].
+std::vector<int64_t> max_output_lengths(const torch::Tensor& lengths, const SearchOptions& options);
 
 }  // namespace nmt
