@@ -7,6 +7,8 @@
 #include "helpers.h"
 #include "kernels/available.h"
 #include "model/bigru.h"
+#include "model/decoder_gpu.h"
+#include "model/dropout.h"
 #include "model/gru_cell.h"
 #include "model/loop_linear.h"
 #include "model/loop_weight.h"
@@ -433,4 +435,181 @@ TEST_CASE("LoopWeight multiplies as LibTorch does: every init, blocks of columns
     }
   }
   torch::set_num_threads(2);
+}
+
+namespace {
+
+struct GpuLoopCase {
+  torch::Tensor gates, initial_hidden, states, keys, mask;  // [B, T, 3H], [B, H], [B, S, C], [B, S, A], [B, S]
+  GpuLoopWeights weights;
+};
+
+// Random inputs of the GPU's decoder loop (decoder_gpu.h), float64 leaves that require gradients.
+GpuLoopCase random_gpu_loop_case(int64_t batch, int64_t steps, const std::vector<int64_t>& source_lengths,
+                                 uint64_t seed) {
+  constexpr int64_t H = 5, A = 4, C = 6;
+  torch::manual_seed(seed);
+  const int64_t positions = *std::max_element(source_lengths.begin(), source_lengths.end());
+  const auto leaf = [](std::vector<int64_t> shape) {
+    return (torch::randn(shape, torch::kFloat64) * 0.5).requires_grad_();
+  };
+  GpuLoopCase c;
+  c.gates = leaf({batch, steps, 3 * H}), c.initial_hidden = leaf({batch, H});
+  c.states = leaf({batch, positions, C}), c.keys = leaf({batch, positions, A});
+  c.mask = torch::arange(positions).unsqueeze(0) < torch::tensor(source_lengths).unsqueeze(1);
+  c.weights = {leaf({3 * H, H}), leaf({3 * H, H}), leaf({3 * H}), leaf({A, H}), leaf({A}), leaf({H, H + C})};
+  return c;
+}
+
+// The loop's maths in autograd's operations (decoder_gpu.h), with dropout masks [T, B, H] (or none).
+std::pair<torch::Tensor, torch::Tensor> reference_gpu_loop(const GpuLoopCase& c, const torch::Tensor& masks) {
+  const GpuLoopWeights& w = c.weights;
+  torch::Tensor hidden = c.initial_hidden, fed = torch::zeros_like(c.initial_hidden);
+  std::vector<torch::Tensor> attentionals, attentions;
+  for (int64_t t = 0; t < c.gates.size(1); ++t) {
+    const auto input = (c.gates.select(1, t) + fed.mm(w.feed.t())).chunk(3, 1);
+    const auto recurrent = (hidden.mm(w.hidden.t()) + w.hidden_bias).chunk(3, 1);
+    const torch::Tensor reset = torch::sigmoid(input[0] + recurrent[0]);
+    const torch::Tensor update = torch::sigmoid(input[1] + recurrent[1]);
+    const torch::Tensor candidate = torch::tanh(input[2] + reset * recurrent[2]);
+    hidden = (1 - update) * candidate + update * hidden;
+    const torch::Tensor energies = (torch::tanh(c.keys + hidden.mm(w.query.t()).unsqueeze(1)) * w.energy)
+                                       .sum(2)
+                                       .masked_fill(c.mask.logical_not(), -std::numeric_limits<double>::infinity());
+    const torch::Tensor weights = torch::softmax(energies, 1);
+    const torch::Tensor context = torch::bmm(weights.unsqueeze(1), c.states).squeeze(1);
+    fed = torch::tanh(torch::cat({hidden, context}, 1).mm(w.combine.t()));
+    if (masks.defined()) fed = fed * masks[t];
+    attentionals.push_back(fed);
+    attentions.push_back(weights);
+  }
+  return {torch::stack(attentionals, 1), torch::stack(attentions, 1)};
+}
+
+std::vector<torch::Tensor> gpu_loop_leaves(const GpuLoopCase& c) {
+  const GpuLoopWeights& w = c.weights;
+  return {c.gates, c.initial_hidden, c.states, c.keys, w.feed, w.hidden, w.hidden_bias, w.query, w.energy, w.combine};
+}
+
+// One GpuDecoderLoop on `device` meets several shapes in turn, `rounds` times over, a longer target
+// after a shorter one included: its buffers grow and keep their records from forward to backward,
+// and on a GPU its step graphs, recorded in the first round, replay in the next. Each pass is held
+// against the same maths in float64 autograd on the CPU.
+void check_gpu_loop_shapes(const torch::Device& device, int rounds) {
+  GpuDecoderLoop loop;
+  struct Shape {
+    int64_t batch, steps;
+    std::vector<int64_t> source_lengths;
+    double dropout;
+  };
+  const std::vector<Shape> shapes{{3, 4, {5, 2, 4}, 0.0},
+                                  {5, 2, {3, 3, 1, 2, 3}, 0.3},
+                                  {3, 7, {5, 5, 1}, 0.0},
+                                  {3, 4, {2, 5, 4}, 0.3},
+                                  {1, 1, {1}, 0.0}};
+  uint64_t seed = 200;
+  for (int round = 0; round < rounds; ++round) {
+    for (const Shape& shape : shapes) {
+      INFO("round " << round << ", B " << shape.batch << ", T " << shape.steps << ", dropout " << shape.dropout);
+      const GpuLoopCase c = random_gpu_loop_case(shape.batch, shape.steps, shape.source_lengths, ++seed);
+      const auto as_float = [&](const torch::Tensor& tensor) { return tensor.to(device, torch::kFloat); };
+      const GpuLoopWeights& w = c.weights;
+      EncodedSource source;
+      source.states = as_float(c.states), source.keys = as_float(c.keys), source.mask = c.mask.to(device);
+      torch::manual_seed(seed);  // the loop draws its masks [T, B, H] at once
+      torch::Tensor masks;
+      if (shape.dropout > 0) {
+        masks = dropout_mask({shape.steps, shape.batch, 5}, shape.dropout, torch::TensorOptions(device)).cpu();
+      }
+      torch::manual_seed(seed);
+      auto [attentional, attention] = loop.run(as_float(c.gates), as_float(c.initial_hidden), source,
+                                               {as_float(w.feed), as_float(w.hidden), as_float(w.hidden_bias),
+                                                as_float(w.query), as_float(w.energy), as_float(w.combine)},
+                                               shape.dropout);
+      auto [expected_attentional, expected_attention] =
+          reference_gpu_loop(c, masks.defined() ? masks.to(torch::kFloat64) : masks);
+      const auto on_cpu = [](const torch::Tensor& tensor) { return tensor.to(torch::kCPU, torch::kFloat64); };
+      CHECK(torch::allclose(on_cpu(attentional), expected_attentional, 1e-4, 1e-5));
+      CHECK(torch::allclose(on_cpu(attention), expected_attention, 1e-4, 1e-5));
+      if (shape.dropout > 0) CHECK((attentional == 0).sum().item<int64_t>() > 0);
+
+      const torch::Tensor output_weights = torch::randn(attentional.sizes(), torch::kFloat64);
+      const torch::Tensor attention_weights = torch::randn(attention.sizes(), torch::kFloat64);
+      const std::vector<torch::Tensor> leaves = gpu_loop_leaves(c);
+      const auto ours = torch::autograd::grad(
+          {(on_cpu(attentional) * output_weights).sum() + (on_cpu(attention) * attention_weights).sum()}, leaves);
+      const auto theirs = torch::autograd::grad(
+          {(expected_attentional * output_weights).sum() + (expected_attention * attention_weights).sum()}, leaves);
+      const char* names[] = {"gates", "initial_hidden", "states", "keys", "W_f", "W_h", "b_h", "W_q", "v", "W_c"};
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        INFO(names[i] << ": largest difference " << (ours[i] - theirs[i]).abs().max().item<double>());
+        CHECK(torch::allclose(ours[i], theirs[i], 1e-3, 1e-5));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the GPU's training loop of the decoder gives the maths' values and gradients, shape after shape",
+          "[model]") {
+  check_gpu_loop_shapes(torch::kCPU, 1);  // on the CPU (its graphs are a GPU's), float32 against float64
+}
+
+TEST_CASE("cuda: the GPU's decoder loop, as recorded graphs, gives the maths' values and gradients", "[.][cuda]") {
+  if (!torch::cuda::is_available()) FAIL("no GPU: the [cuda] cases need a CUDA build of nmt_tests and a visible GPU");
+  check_gpu_loop_shapes(torch::kCUDA, 3);
+}
+
+TEST_CASE("the GPU's training loop refuses a backward whose records a later forward overwrote", "[model]") {
+  GpuDecoderLoop loop;
+  const GpuLoopCase c = random_gpu_loop_case(2, 3, {2, 1}, 300);
+  const auto as_float = [](const torch::Tensor& tensor) { return tensor.to(torch::kFloat); };
+  EncodedSource source;
+  source.states = as_float(c.states), source.keys = as_float(c.keys), source.mask = c.mask;
+  const GpuLoopWeights& w = c.weights;
+  const GpuLoopWeights weights{as_float(w.feed),  as_float(w.hidden), as_float(w.hidden_bias),
+                               as_float(w.query), as_float(w.energy), as_float(w.combine)};
+  auto first = loop.run(as_float(c.gates), as_float(c.initial_hidden), source, weights, 0.0);
+  auto second = loop.run(as_float(c.gates), as_float(c.initial_hidden), source, weights, 0.0);
+  CHECK_THROWS_WITH(first.first.sum().backward(), Catch::Contains("before this pass's backward"));
+  second.first.sum().backward();  // the last forward's backward still runs
+  CHECK(c.weights.combine.grad().defined());
+}
+
+TEST_CASE("the decoder's training pass through the GPU's loop equals the per-step path", "[model]") {
+  // The loop taken on the CPU (ScopedGpuLoopEverywhere) for the one-layer additive decoder, against
+  // the per-step path in float64: the wiring of the decoder's weights and initial state into it.
+  const ScopedGpuLoopEverywhere everywhere;
+  ModelOptions options = tiny_model_options("additive", /*decoder_hidden=*/13);
+  torch::manual_seed(310);
+  Seq2Seq ours(options, kVocab, kVocab);
+  Seq2Seq reference(options, kVocab, kVocab);
+  {
+    torch::NoGradGuard no_grad;
+    const auto parameters = ours->named_parameters();
+    for (const auto& item : reference->named_parameters()) item.value().copy_(parameters[item.key()]);
+  }
+  reference->to(torch::kFloat64);  // float64 takes the per-step path
+  ours->train(), reference->train();
+  auto [source, lengths] = random_source({6, 3, 5, 1}, kVocab, 311);
+  torch::Tensor target_input = torch::randint(4, kVocab, {4, 5}, torch::kInt64);
+  target_input.select(1, 0).fill_(kBosId);
+  const DecoderOutput mine = ours(source, lengths, target_input);
+  const DecoderOutput theirs = reference(source, lengths, target_input);
+  REQUIRE(mine.attentional.grad_fn() != nullptr);
+  CHECK(mine.attentional.grad_fn()->name().find("DecoderLoopGpu") != std::string::npos);
+  CHECK(torch::allclose(mine.attentional.to(torch::kFloat64), theirs.attentional, 1e-4, 1e-5));
+  CHECK(torch::allclose(mine.attention.to(torch::kFloat64), theirs.attention, 1e-4, 1e-5));
+  const torch::Tensor output_weights = torch::randn(theirs.attentional.sizes(), torch::kFloat64);
+  (mine.attentional.to(torch::kFloat64) * output_weights).sum().backward();
+  (theirs.attentional * output_weights).sum().backward();
+  const auto expected = reference->named_parameters();
+  for (const auto& item : ours->named_parameters()) {
+    INFO(item.key());
+    REQUIRE(item.value().grad().defined() == expected[item.key()].grad().defined());
+    if (item.value().grad().defined()) {
+      CHECK(torch::allclose(item.value().grad().to(torch::kFloat64), expected[item.key()].grad(), 1e-3, 1e-4));
+    }
+  }
 }

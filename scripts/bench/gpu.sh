@@ -2,7 +2,9 @@
 # The GPU benchmark: our training and search against a PyTorch reference of the same model
 # (scripts/bench/gpu_reference.py: cuDNN's GRU for the encoder, a Python loop over GRUCell for the
 # decoder), side by side in one run on one GPU. Prints one Markdown table, BLEU lines and versions.
-#   1. the recipe trained on the GPU for NMT_GPU_STEPS updates (default 2000), in fp32 and in bf16;
+#   1. the recipe trained on the GPU in fp32 and in bf16, side by side (two processes on the one GPU:
+#      their times are not speeds), for NMT_GPU_STEPS updates (default 2000; 0: the whole recipe, to
+#      its early stop);
 #   2. training speed at the recipe's batch (2000 tokens) and at 8000 tokens: ours in fp32 and bf16,
 #      the reference's (fp32);
 #   3. test_2016_flickr translated greedy and with beam 5 (batch 64): ours and the reference's with
@@ -34,12 +36,16 @@ mkdir -p "$(dirname "$model")"
 
 # Trains the recipe into $1 with precision $2; prints how it ended.
 train_recipe() {
+  local limit=()
+  [ "$updates" -gt 0 ] && limit=(--max-steps "$updates" --early-stopping-patience 0)
   "$build/nmt" train --config "$config" --device cuda --precision "$2" --model-dir "$1" --overwrite \
-    --max-steps "$updates" --early-stopping-patience 0 > "$1.log" 2>&1 || { tail -3 "$1.log" >&2; return 1; }
+    "${limit[@]}" > "$1.log" 2>&1 || { tail -3 "$1.log" >&2; return 1; }
   echo "$2: $(grep -E "done" "$1.log" | tail -1 | sed 's/^\[[^]]*\] \[info\] //')"
 }
+train_recipe "$model-bf16" bf16 > "$model-bf16.result" 2>&1 &
 train_recipe "$model" fp32
-train_recipe "$model-bf16" bf16 || echo "gpu bench: training in bf16 failed ($model-bf16.log)" >&2
+wait $! || echo "gpu bench: training in bf16 failed ($model-bf16.log)" >&2
+cat "$model-bf16.result"
 echo "| what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for tokens in 2000 8000; do

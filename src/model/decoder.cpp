@@ -107,6 +107,13 @@ bool DecoderImpl::takes_fused_loop(const torch::Tensor& token_gates, const Encod
   return kernels::use_kernel(kernels::Operation::kDecoderLoop, {token_gates, source.states, source.keys}, fits);
 }
 
+bool DecoderImpl::takes_gpu_loop(const torch::Tensor& token_gates) const {
+  if (!gpu_loop_device(token_gates.device()) || cell_pointers_.size() != 1 || token_gates.size(1) == 0) return false;
+  const std::optional<AdditiveForm> form = attention->additive_form();
+  return form && form->heads == 1 && !form->coverage.defined() && torch::autograd::GradMode::is_enabled() &&
+         feed_gates->weight.requires_grad() && feed_gates->weight.scalar_type() == torch::kFloat;
+}
+
 torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {
   return apply_dropout(word_dropout(embedding(tokens), options_.word_dropout, is_training()), options_.dropout,
                        is_training());
@@ -139,6 +146,16 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   if (always_reference) {
     // Every input token is known: embed and project all of them in one matrix multiply.
     const torch::Tensor token_gates = embedding_gates(embed(target_input));  // [B, T, 3H]
+    if (takes_gpu_loop(token_gates)) {
+      const AdditiveForm form = *attention->additive_form();
+      const GruCellImpl& cell = *cell_pointers_.front();
+      if (!gpu_loop_) gpu_loop_ = std::make_shared<GpuDecoderLoop>();
+      auto [attentional, weights] = gpu_loop_->run(
+          token_gates, state.hidden[0], source,
+          {feed_gates->weight, cell.weight_hh, cell.bias_hh, form.query_weight, form.energy, combine->weight},
+          is_training() ? options_.dropout : 0.0);
+      return {attentional, weights};
+    }
     if (takes_fused_loop(token_gates, source)) {
       // The additive form runs on the loop's own kernels; any other scorer runs its forward().
       const std::optional<AdditiveForm> form = attention->additive_form();

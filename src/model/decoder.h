@@ -4,8 +4,9 @@
 //   a_t   = tanh(W_c [h_t; c_t])                    Luong et al. 2015, eq. 5
 //   p(y_t)= softmax(W_o a_t + b_o)                  eq. 6
 // advance() is the one place this runs; step() (both searches) and forward() (teacher forcing)
-// use it. The one exception is training with a scorer on a CPU with the AVX2 kernels: forward() then runs the same
-// maths as one fused function with a hand-written backward (decoder_fused.h), tested against advance().
+// use it. The exceptions are training passes: with a scorer on a CPU with the AVX2 kernels, forward() runs the same
+// maths as one fused function with a hand-written backward (decoder_fused.h); on a GPU, with one layer and the
+// additive scorer, as a loop of recorded step graphs (decoder_gpu.h). Both are tested against advance().
 //
 // Shapes: B batch (or batch * beam), S source length, T target length, E embedding size,
 // H decoder hidden size, L layers, C encoder state size, V target vocabulary.
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "model/attention.h"
+#include "model/decoder_gpu.h"
 #include "model/encoded_source.h"
 #include "model/gru_cell.h"
 #include "model/loop_linear.h"
@@ -106,12 +108,16 @@ class DecoderImpl : public torch::nn::Module {
   // Whether forward() runs as one fused function (decoder_fused.h): while autograd records, with
   // the kernels on (kernels/dispatch.h), for any scorer and number of layers.
   bool takes_fused_loop(const torch::Tensor& token_gates, const EncodedSource& source) const;
+  // Whether forward() runs as the GPU's loop (decoder_gpu.h): while autograd records, on a GPU, with
+  // one layer and the additive scorer of one head without coverage.
+  bool takes_gpu_loop(const torch::Tensor& token_gates) const;
   // Embeddings of tokens [...] -> [..., E], with word dropout and dropout while training.
   torch::Tensor embed(const torch::Tensor& tokens);
 
   DecoderOptions options_;
   std::vector<GruCellImpl*> cell_pointers_;
   std::vector<torch::nn::LinearImpl*> layer_gate_pointers_;
+  std::shared_ptr<GpuDecoderLoop> gpu_loop_;  // made by the first pass that takes it
 };
 TORCH_MODULE(Decoder);
 

@@ -30,6 +30,15 @@ Ensemble::State Ensemble::State::index_select(const torch::Tensor& index) const 
   return selected;
 }
 
+void Ensemble::State::copy_(const State& from) {
+  for (size_t m = 0; m < members.size(); ++m) {
+    DecoderState& to = members[m];
+    to.hidden.copy_(from.members[m].hidden);
+    to.attentional.copy_(from.members[m].attentional);
+    if (to.coverage.defined()) to.coverage.copy_(from.members[m].coverage);
+  }
+}
+
 Ensemble::Source Ensemble::encode(const torch::Tensor& source, const torch::Tensor& lengths) {
   Source encoded;
   for (Seq2Seq& member : members_) encoded.members.push_back(member->encode(source, lengths));

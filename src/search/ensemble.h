@@ -31,6 +31,9 @@ class Ensemble {
   struct State {
     std::vector<DecoderState> members;
     State index_select(const torch::Tensor& index) const;
+    // In place: every member's tensors take `from`'s values (not the positions), so that the state
+    // of a fixed-shape search (search.h) stays where a CUDA graph reads it.
+    void copy_(const State& from);
   };
   struct Step {
     torch::Tensor log_probs;  // [B, V] float32: the mean of the members' log-probabilities

@@ -66,33 +66,32 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
   torch::Tensor steps_taken = torch::zeros({}, on_device.dtype(torch::kInt64));
   torch::Tensor previous = torch::full({batch_size}, kBosId, on_device.dtype(torch::kInt64));
   const bool keep_attention = options.return_attention && model.has_attention();
-  torch::Tensor step_attention;  // [B, S], the step's weights, when asked for
+  // Every step's tokens [B, longest] and weights [B, longest, S] (when asked for), written in place.
+  torch::Tensor tokens = torch::full({batch_size, longest}, kPadId, on_device.dtype(torch::kInt64));
+  torch::Tensor attention;
   auto step = [&] {
     Ensemble::Step out = model.step(previous, state, encoded);
     auto [best_log_probs, best_tokens] = ban_tokens(out.log_probs, options).max(/*dim=*/1);  // [B]
     best_tokens.masked_fill_(finished, kPadId);
     log_probability.add_(best_log_probs.to(torch::kFloat64).masked_fill_(finished, 0));
     length.add_(finished.logical_not());
+    const torch::Tensor position = steps_taken.view({1});  // this step's column
+    tokens.index_copy_(1, position, best_tokens.unsqueeze(1));
+    if (keep_attention) {
+      if (!attention.defined())
+        attention = torch::zeros({batch_size, longest, out.attention.size(1)}, out.attention.options());
+      attention.index_copy_(1, position, out.attention.unsqueeze(1));
+    }
     steps_taken.add_(1);
     finished.logical_or_(best_tokens.eq(kEosId)).logical_or_(limit.le(steps_taken));
     all_finished.copy_(finished.all());
     previous.copy_(best_tokens);
-    for (size_t m = 0; m < state.members.size(); ++m) {
-      DecoderState& to = state.members[m];
-      const DecoderState& from = out.state.members[m];
-      to.hidden.copy_(from.hidden);
-      to.attentional.copy_(from.attentional);
-      if (to.coverage.defined()) to.coverage.copy_(from.coverage);
-    }
-    if (keep_attention) {
-      if (!step_attention.defined()) step_attention = torch::empty_like(out.attention);
-      step_attention.copy_(out.attention);
-    }
+    state.copy_(out.state);
   };
   // The step's position is a host number a graph would freeze: local-m attention runs without one.
   StepGraph graph(cuda_graphs_enabled(device) && !model.uses_step_position());
-  std::vector<torch::Tensor> tokens, attention;
   std::deque<AsyncRead> done;  // whether all rows had finished after each of the last two steps
+  int64_t steps = 0;
   for (int64_t t = 0; t < longest; ++t) {
     if (done.size() == 2) {
       done.front().wait();
@@ -100,16 +99,15 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
       done.pop_front();
     }
     graph.run(step);
+    ++steps;
     for (DecoderState& member : state.members) ++member.position;
-    tokens.push_back(previous.clone());
-    if (keep_attention) attention.push_back(step_attention.clone());
     done.push_back(read_async(all_finished));
   }
   // One copy back of everything.
-  const torch::Tensor tokens_cpu = torch::stack(tokens, 1).cpu();  // [B, steps]
+  const torch::Tensor tokens_cpu = tokens.narrow(1, 0, steps).cpu();  // [B, steps]
   const torch::Tensor log_probability_cpu = log_probability.cpu();
   const torch::Tensor length_cpu = length.cpu();
-  const torch::Tensor attention_cpu = attention.empty() ? torch::Tensor() : torch::stack(attention, 1).cpu();
+  const torch::Tensor attention_cpu = attention.defined() ? attention.narrow(1, 0, steps).cpu() : torch::Tensor();
   SearchResult results(static_cast<size_t>(batch_size), std::vector<Hypothesis>(1));
   for (int64_t b = 0; b < batch_size; ++b) {
     Hypothesis& hypothesis = results[static_cast<size_t>(b)][0];

@@ -39,6 +39,11 @@ SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torc
 // as greedy_search, more slowly; the tests run it there.
 SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                                        const SearchOptions& options);
+// The beam search a GPU runs (beam_search takes it for GPU tensors): the batch keeps its B * K rows
+// and the step works in place, as a CUDA graph can replay it. On the CPU it gives the same results
+// as beam_search; the tests run it there.
+SearchResult beam_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                                     const SearchOptions& options);
 // beam_size 1 -> greedy_search, else beam_search.
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                     const SearchOptions& options);

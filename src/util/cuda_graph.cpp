@@ -26,20 +26,37 @@ bool cuda_graphs_enabled(const torch::Device& device) {
 
 #ifdef NMT_WITH_CUDA
 struct GpuSideStream::State {
-  State(c10::cuda::CUDAStream previous, c10::cuda::CUDAStream side) : previous(previous), side(side), guard(side) {}
+  // The side stream waits for the work queued before it, then becomes current.
+  explicit State(c10::cuda::CUDAStream side)
+      : previous(c10::cuda::getCurrentCUDAStream(side.device_index())), side(side) {
+    at::cuda::CUDAEvent queued;
+    queued.record(previous);
+    queued.block(side);
+    guard.emplace(side);
+  }
   c10::cuda::CUDAStream previous;
   c10::cuda::CUDAStream side;
   std::optional<c10::cuda::CUDAStreamGuard> guard;
 };
 
+struct GpuStream::State {
+  c10::cuda::CUDAStream stream;
+};
+
+GpuStream::GpuStream(const torch::Device& device) {
+  if (device.is_cuda()) {
+    state_ = std::make_shared<State>(State{c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())});
+  }
+}
+GpuStream::~GpuStream() = default;
+
 GpuSideStream::GpuSideStream(const torch::Device& device) {
   if (!device.is_cuda()) return;
-  const c10::cuda::CUDAStream previous = c10::cuda::getCurrentCUDAStream(device.index());
-  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-  at::cuda::CUDAEvent queued;
-  queued.record(previous);
-  queued.block(side);
-  state_ = std::make_unique<State>(previous, side);
+  state_ = std::make_unique<State>(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
+}
+
+GpuSideStream::GpuSideStream(const GpuStream& stream) {
+  if (stream.state_) state_ = std::make_unique<State>(stream.state_->stream);
 }
 
 GpuSideStream::~GpuSideStream() {
@@ -54,7 +71,12 @@ struct StepGraph::State {
   at::cuda::CUDAGraph graph;
 };
 
-StepGraph::StepGraph(bool enabled) : enabled_(enabled) {}
+GraphPool new_graph_pool() {
+  const auto id = at::cuda::graph_pool_handle();
+  return {id.first, id.second};
+}
+
+StepGraph::StepGraph(bool enabled, GraphPool pool) : enabled_(enabled), pool_(pool) {}
 StepGraph::~StepGraph() = default;
 
 void StepGraph::run(const std::function<void()>& step) {
@@ -66,7 +88,7 @@ void StepGraph::run(const std::function<void()>& step) {
   if (calls_ == 2) {
     state_ = std::make_unique<State>();
     // Thread-local: other threads' CUDA calls (another request of the server) do not break it.
-    state_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    state_->graph.capture_begin({pool_.first, pool_.second}, cudaStreamCaptureModeThreadLocal);
     try {
       step();
       state_->graph.capture_end();
@@ -86,12 +108,19 @@ void StepGraph::run(const std::function<void()>& step) {
   state_->graph.replay();
 }
 #else
+struct GpuStream::State {};
+GpuStream::GpuStream(const torch::Device&) {}
+GpuStream::~GpuStream() = default;
+
 struct GpuSideStream::State {};
 GpuSideStream::GpuSideStream(const torch::Device&) {}
+GpuSideStream::GpuSideStream(const GpuStream&) {}
 GpuSideStream::~GpuSideStream() = default;
 
+GraphPool new_graph_pool() { return {}; }
+
 struct StepGraph::State {};
-StepGraph::StepGraph(bool enabled) : enabled_(enabled) {}
+StepGraph::StepGraph(bool enabled, GraphPool pool) : enabled_(enabled), pool_(pool) {}
 StepGraph::~StepGraph() = default;
 
 void StepGraph::run(const std::function<void()>& step) {

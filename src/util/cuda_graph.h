@@ -18,12 +18,28 @@ namespace nmt {
 // NMT_CUDA_GRAPHS not "off".
 bool cuda_graphs_enabled(const torch::Device& device);
 
+// A stream picked once and kept: for graphs recorded and replayed over many calls, so that the
+// libraries' per-stream handles (cuBLAS's workspace) are set up by the first call, which runs as it
+// is, and not inside a recording. Nothing without a GPU.
+class GpuStream {
+ public:
+  explicit GpuStream(const torch::Device& device);
+  ~GpuStream();
+
+ private:
+  friend class GpuSideStream;
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
 // For its lifetime, the GPU work of this thread goes to a stream of its own, which first waits for
 // the work queued before it; at the end, that stream's work comes before anything queued after.
 // Nothing on the CPU.
 class GpuSideStream {
  public:
   explicit GpuSideStream(const torch::Device& device);
+  // The same on `stream`.
+  explicit GpuSideStream(const GpuStream& stream);
   ~GpuSideStream();
   GpuSideStream(const GpuSideStream&) = delete;
   GpuSideStream& operator=(const GpuSideStream&) = delete;
@@ -33,12 +49,21 @@ class GpuSideStream {
   std::unique_ptr<State> state_;
 };
 
+// A memory pool that several graphs share: graphs that never run at once (one stream, one after the
+// other) and keep nothing of their own past a replay can share one, so that their temporaries take
+// the same memory. {0, 0} is a pool of the graph's own.
+struct GraphPool {
+  unsigned long long first = 0, second = 0;  // LibTorch's MempoolId_t
+};
+// A fresh pool to share (a CUDA build; else {0, 0}).
+GraphPool new_graph_pool();
+
 // Runs a step: the first call runs it as it is (which also warms up the libraries' handles), the
 // second captures it as a graph and replays that, later calls replay the graph. Each call does the
 // step exactly once. Without graphs (cuda_graphs_enabled false) every call runs it as it is.
 class StepGraph {
  public:
-  explicit StepGraph(bool enabled);
+  explicit StepGraph(bool enabled, GraphPool pool = {});
   ~StepGraph();
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;
@@ -49,6 +74,7 @@ class StepGraph {
   struct State;
   std::unique_ptr<State> state_;
   bool enabled_;
+  GraphPool pool_;
   int calls_ = 0;
 };
 
