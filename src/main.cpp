@@ -16,12 +16,17 @@ int main(int argc, char** argv) {
   if (!cli::config_files_valid(invocation.arguments)) return 2;
 
   CLI::App program{
-      "nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, average, "
-      "serve)",
+      "nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, score, "
+      "average, serve)",
       "nmt"};
   const std::vector<cli::Command> commands = {
-      cli::add_train(program, invocation), cli::add_prepare(program), cli::add_translate(program),
-      cli::add_evaluate(program),          cli::add_serve(program),   cli::add_average(program),
+      cli::add_train(program, invocation),
+      cli::add_prepare(program),
+      cli::add_translate(program),
+      cli::add_evaluate(program),
+      cli::add_serve(program),
+      cli::add_average(program),
+      cli::add_score(program),
   };
   cli::configure_program(program, *commands[1].app);
   if (const int status = cli::parse(program, invocation.arguments); status >= 0) return status;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "cli_helpers.h"
 #include "helpers.h"
@@ -443,4 +444,79 @@ TEST_CASE("cli: a beam the vocabulary cannot fill is refused, a batch of beams s
                                      " --beam-size 198 --max-search-memory 1 --quiet");
   CHECK(tiny.status == 1);
   CHECK_THAT(tiny.output, Catch::Contains("--max-search-memory 1") && Catch::Contains("lower --beam-size"));
+}
+
+TEST_CASE("cli: score gives a translation its --with-scores score; bad files name file and line", "[cli]") {
+  const std::string model_dir = (work_directory() / "model").string();
+  CommandResult trained =
+      run_nmt(tiny_train_arguments(model_dir, /*steps=*/500, /*validate_every=*/500) + " --learning-rate 0.01");
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  const std::vector<std::string> dev = read_lines(kToy + "/dev.src");
+  const std::string input = (work_directory() / "input.txt").string();
+  write_file_atomic(input, dev[0] + "\n" + dev[1] + "\n\n" + dev[2] + "\n" + dev[3] + "\n");
+  const std::string hypotheses = (work_directory() / "hypotheses.txt").string();
+  const std::string model = " --model " + model_dir + " --threads 1";
+  // Beam 5: every line of this model ends with EOS, so its text is all its tokens.
+  CommandResult translated =
+      run_nmt("translate" + model + " --input " + input + " --beam-size 5 --with-scores --quiet");
+  REQUIRE(translated.status == 0);
+  std::vector<double> expected;
+  std::string texts;
+  std::istringstream lines(translated.output);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t tab = line.find('\t');
+    expected.push_back(std::stod(line.substr(0, tab)));
+    texts += line.substr(tab + 1) + "\n";
+  }
+  REQUIRE(expected.size() == 5);
+  write_file_atomic(hypotheses, texts);
+  const std::string scores = (work_directory() / "scores.txt").string();
+  CommandResult scored =
+      run_nmt("score" + model + " --src " + input + " --tgt " + hypotheses + " --per-token --output " + scores);
+  INFO(scored.output);
+  REQUIRE(scored.status == 0);
+  const std::vector<std::string> score_lines = read_lines(scores);
+  REQUIRE(score_lines.size() == 5);
+  for (size_t i = 0; i < score_lines.size(); ++i) {
+    INFO("line " << i + 1 << ": " << score_lines[i]);
+    std::istringstream fields(score_lines[i]);
+    double score = 0, total = 0, mean = 0;
+    fields >> score >> total >> mean;
+    CHECK(score == Approx(expected[i]).epsilon(1e-5));
+    std::vector<double> tokens;
+    for (double value; fields >> value;) tokens.push_back(value);
+    double sum = 0;
+    for (double value : tokens) sum += value;
+    CHECK(sum == Approx(total).epsilon(1e-4));
+    if (!tokens.empty()) CHECK(mean == Approx(total / static_cast<double>(tokens.size())).epsilon(1e-4));
+  }
+  CHECK(score_lines[2] == "0\t0\t0\t");  // the empty line: translate's empty output, score 0
+  // An ensemble of the model with itself gives the model's scores.
+  CommandResult twice = run_nmt("score" + model + " --model " + model_dir + " --src " + input + " --tgt " + hypotheses);
+  REQUIRE(twice.status == 0);
+  CommandResult once = run_nmt("score" + model + " --src " + input + " --tgt " + hypotheses);
+  CHECK(twice.output == once.output);
+
+  // Bad files: a clear error naming file and line, and the earlier output untouched.
+  const std::string short_target = (work_directory() / "short.txt").string();
+  write_file_atomic(short_target, "one line\n");
+  CommandResult mismatch =
+      run_nmt("score" + model + " --src " + input + " --tgt " + short_target + " --output " + scores);
+  CHECK(mismatch.status != 0);
+  CHECK_THAT(mismatch.output, Catch::Contains(input + " has 5 lines but " + short_target + " has 1"));
+  CHECK(read_lines(scores) == score_lines);
+  const std::string bad = (work_directory() / "bad.txt").string();
+  write_file_atomic(bad, "a\nb\nc\n\xff\xfe\ne\n");
+  CommandResult invalid = run_nmt("score" + model + " --src " + input + " --tgt " + bad + " --output " + scores);
+  CHECK(invalid.status != 0);
+  CHECK_THAT(invalid.output, Catch::Contains(bad + ":4: invalid UTF-8"));
+  CHECK(read_lines(scores) == score_lines);
+  CommandResult onto_input =
+      run_nmt("score" + model + " --src " + input + " --tgt " + hypotheses + " --output " + input);
+  CHECK(onto_input.status != 0);
+  CHECK_THAT(onto_input.output, Catch::Contains("is the input file"));
+  CommandResult missing = run_nmt("score" + model + " --src /nope/src.txt --tgt " + hypotheses);
+  CHECK(missing.status != 0);
+  CHECK_THAT(missing.output, Catch::Contains("/nope/src.txt"));
 }

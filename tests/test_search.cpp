@@ -4,6 +4,7 @@
 #include <set>
 
 #include "helpers.h"
+#include "search/forced_decoding.h"
 #include "search/memory.h"
 #include "search/search.h"
 
@@ -127,6 +128,62 @@ TEST_CASE("the GPU's fixed-shape beam search gives beam search's n-best lists, s
           options.max_length_ratio = 1.0;
           const SearchResult expected = beam_search(model, source, lengths, options);
           check_same_hypotheses(beam_search_fixed_shape(model, source, lengths, options), expected);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("forced decoding gives every searched hypothesis the searches' log-probability and score", "[search]") {
+  // Scoring a translation the search made gives the search's numbers: greedy and a 3-best beam, one
+  // model and an ensemble of two, for every scorer (local-m reads the step's position), with a
+  // length penalty. Batches of 1 and of 4 pairs agree.
+  for (const std::string& type : all_attention_types()) {
+    for (const int members : {1, 2}) {
+      DYNAMIC_SECTION(type << ", " << members << " member(s)") {
+        std::vector<Seq2Seq> models{small_model(type)};
+        if (members == 2) models.push_back(small_model(type, 79));
+        Ensemble ensemble(models);
+        ensemble.train(false);
+        auto [source, lengths] = random_source({6, 2, 4, 7, 3}, kSearchVocab, 78);
+        std::vector<std::vector<int64_t>> sources;
+        for (int64_t b = 0; b < source.size(0); ++b) {
+          const int64_t* row = source[b].data_ptr<int64_t>();
+          sources.emplace_back(row, row + lengths[b].item<int64_t>());
+        }
+        for (const int beam : {1, 3}) {
+          SearchOptions options = options_with(beam, /*alpha=*/1.0);
+          options.n_best = beam;
+          SearchResult found;
+          {
+            torch::InferenceMode guard;
+            found = search(ensemble, source, lengths, options);
+          }
+          // A hypothesis cut at its length cap has no EOS, which forced decoding scores: left out.
+          std::vector<std::vector<int64_t>> pair_sources, targets;
+          std::vector<const Hypothesis*> hypotheses;
+          for (size_t b = 0; b < found.size(); ++b) {
+            const int64_t cap = max_output_length(lengths[static_cast<int64_t>(b)].item<int64_t>(), options);
+            for (const Hypothesis& hypothesis : found[b]) {
+              if (static_cast<int64_t>(hypothesis.tokens.size()) >= cap) continue;
+              pair_sources.push_back(sources[b]);
+              targets.push_back(hypothesis.tokens);
+              hypotheses.push_back(&hypothesis);
+            }
+          }
+          const std::vector<ForcedScore> scores = force_decode(ensemble, pair_sources, targets, 1.0, 4, torch::kCPU);
+          const std::vector<ForcedScore> one_by_one =
+              force_decode(ensemble, pair_sources, targets, 1.0, 1, torch::kCPU);
+          REQUIRE(scores.size() == hypotheses.size());
+          CHECK(hypotheses.size() * 2 > found.size() * static_cast<size_t>(beam));  // most are compared
+          for (size_t i = 0; i < scores.size(); ++i) {
+            INFO("beam " << beam << ", pair " << i);
+            const Hypothesis& hypothesis = *hypotheses[i];
+            CHECK(scores[i].tokens.size() == hypothesis.tokens.size() + 1);  // EOS last
+            CHECK(scores[i].log_probability == Approx(hypothesis.log_probability).epsilon(1e-5));
+            CHECK(scores[i].score == Approx(hypothesis.score).epsilon(1e-5));
+            CHECK(one_by_one[i].log_probability == Approx(scores[i].log_probability).epsilon(1e-5));
+          }
         }
       }
     }

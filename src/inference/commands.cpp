@@ -11,12 +11,15 @@
 #include <functional>
 #include <iostream>
 #include <set>
+#include <sstream>
 
 #include "eval/chrf.h"
 #include "inference/model.h"
+#include "search/forced_decoding.h"
 #include "search/translator.h"
 #include "text/corpus.h"
 #include "text/line_stream.h"
+#include "text/special_tokens.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -92,7 +95,89 @@ void write_output(const std::string& destination, const std::string& text, std::
   }
 }
 
+// The score lines of one block of pairs.
+std::string score_block(const ScoreJob& job, const TranslationModels& models, const std::vector<std::string>& sources,
+                        const std::vector<std::string>& targets) {
+  // An empty source with an empty target is what translate makes of an empty line, with score 0:
+  // it gets 0 here too. Every other pair goes through the model.
+  std::vector<std::vector<int64_t>> source_ids, target_ids;
+  std::vector<size_t> scored;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    std::vector<int64_t> source = models.source_vocabulary().encode(sources[i]);
+    std::vector<int64_t> target = models.target_vocabulary().encode(targets[i]);
+    if (source.empty() && target.empty()) continue;
+    source.push_back(kEosId);
+    source_ids.push_back(std::move(source));
+    target_ids.push_back(std::move(target));
+    scored.push_back(i);
+  }
+  std::vector<ForcedScore> scores(sources.size());
+  const std::vector<ForcedScore> forced =
+      force_decode(models.ensemble(), source_ids, target_ids, job.options.search.length_penalty,
+                   job.options.batching.batch_size, parse_device(job.options.device));
+  for (size_t k = 0; k < scored.size(); ++k) scores[scored[k]] = forced[k];
+  std::ostringstream text;
+  for (const ForcedScore& score : scores) {
+    const double mean = score.tokens.empty() ? 0.0 : score.log_probability / static_cast<double>(score.tokens.size());
+    text << score.score << "\t" << score.log_probability << "\t" << mean;
+    if (job.per_token) {
+      text << "\t";
+      for (size_t t = 0; t < score.tokens.size(); ++t) text << (t == 0 ? "" : " ") << score.tokens[t];
+    }
+    text << "\n";
+  }
+  return text.str();
+}
+
 }  // namespace
+
+void score_files(const ScoreJob& job, std::ostream& out) {
+  validate(job.options.search);
+  validate(job.options.batching);
+  if (job.options.batching.batch_in_tokens) throw std::invalid_argument("score: --batch-size counts sentences");
+  for (const std::string& file : {job.source_file, job.target_file}) {
+    if (!fs::exists(file)) throw std::runtime_error(file + ": file not found (check the path)");
+  }
+  if (job.output != "-") {
+    require_parent_directory(job.output, "--output");
+    for (const std::string& file : {job.source_file, job.target_file}) {
+      std::error_code error;
+      if (fs::equivalent(file, job.output, error)) {
+        throw std::invalid_argument("--output " + job.output + " is the input file " + file +
+                                    "; the scores would replace it: choose another output");
+      }
+    }
+  }
+  const TranslationModels models = load(job.options);
+  // A block at a time, so that memory stays bounded however long the files are.
+  constexpr size_t kBlock = 8192;
+  const auto run = [&](const std::function<void(const std::string&)>& write) {
+    std::vector<std::string> sources, targets;
+    const auto flush = [&] {
+      if (sources.empty()) return;
+      write(score_block(job, models, sources, targets));
+      sources.clear(), targets.clear();
+    };
+    for_each_line_pair(job.source_file, job.target_file, [&](std::string& source, std::string& target) {
+      sources.push_back(std::move(source));
+      targets.push_back(std::move(target));
+      if (sources.size() == kBlock) flush();
+    });
+    flush();
+  };
+  if (job.output == "-") {
+    run([&out](const std::string& text) {
+      out << text;
+      flush_standard_output(out);
+    });
+    return;
+  }
+  write_via_temporary(job.output, [&](const std::string& temporary) {
+    OutputFile file(temporary, job.output);
+    run([&file](const std::string& text) { file.write(text); });
+    file.close();
+  });
+}
 
 void translate_files(TranslateJob job, std::ostream& out) {
   if (job.inputs.empty()) job.inputs = {"-"};

@@ -1,4 +1,4 @@
-// `nmt translate` and `nmt evaluate` as library functions: main.cpp parses the command line into
+// `nmt translate`, `nmt evaluate` and `nmt score` as library functions: main.cpp parses the command line into
 // these structs and calls them. Results go to `out` (standard output in nmt).
 #pragma once
 
@@ -36,5 +36,20 @@ struct EvaluateJob {
 
 // Prints corpus BLEU and chrF (sacreBLEU's signature lines, or one JSON object).
 void evaluate_files(EvaluateJob job, std::ostream& out);
+
+struct ScoreJob {
+  TranslateOptions options;  // the models, checkpoints, device, threads, batch size, length penalty
+  std::string source_file, target_file;
+  std::string output = "-";  // a file, or "-" for `out`
+  bool per_token = false;
+};
+
+// Forced decoding of every line pair (search/forced_decoding.h), read and written a block at a
+// time: one line "score<TAB>log-probability<TAB>mean per token" per pair (the score as translate
+// --with-scores gives it), with per_token a fourth column of each token's log-probability, EOS
+// last. A pair of an empty source and an empty target scores 0, as translate gives an empty line.
+// A translation that the search cut at its length cap ended without EOS, which forced decoding
+// scores: its score here is lower than translate's. A file is written whole or not at all.
+void score_files(const ScoreJob& job, std::ostream& out);
 
 }  // namespace nmt

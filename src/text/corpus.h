@@ -29,6 +29,11 @@ std::vector<std::string> read_lines(const std::string& path);
 // The same for an open stream (standard input); `name` stands for it in errors.
 std::vector<std::string> read_lines(std::istream& in, const std::string& name);
 
+// Streams every line pair of two parallel files, blank ones included, checking their line counts
+// and UTF-8 (errors name the file and line, and the line counts).
+void for_each_line_pair(const std::string& source_path, const std::string& target_path,
+                        const std::function<void(std::string&, std::string&)>& take);
+
 // Streams the pairs of parallel files (source_files[i] with target_files[i], in order), checking
 // each file pair's line counts and UTF-8 (errors name the file and line) and skipping pairs with a
 // blank side (counted in stats.lines and stats.empty). Calls `take(source, target)` for every other
