@@ -446,7 +446,8 @@ TEST_CASE("cli: a beam the vocabulary cannot fill is refused, a batch of beams s
   CHECK_THAT(tiny.output, Catch::Contains("--max-search-memory 1") && Catch::Contains("lower --beam-size"));
 }
 
-TEST_CASE("cli: score gives a translation its --with-scores score; bad files name file and line", "[cli]") {
+TEST_CASE("cli: score gives a translation its --with-scores score; bad files name file and line; --seed repeats",
+          "[cli]") {
   const std::string model_dir = (work_directory() / "model").string();
   CommandResult trained =
       run_nmt(tiny_train_arguments(model_dir, /*steps=*/500, /*validate_every=*/500) + " --learning-rate 0.01");
@@ -519,4 +520,13 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   CommandResult missing = run_nmt("score" + model + " --src /nope/src.txt --tgt " + hypotheses);
   CHECK(missing.status != 0);
   CHECK_THAT(missing.output, Catch::Contains("/nope/src.txt"));
+
+  // Sampling from the command line: the same --seed draws the same lines; n-best lists are beam search's.
+  const std::string sample = "translate" + model + " --input " + input + " --sampling-topk 10 --quiet";
+  CommandResult drawn = run_nmt(sample + " --seed 7");
+  REQUIRE(drawn.status == 0);
+  CHECK(run_nmt(sample + " --seed 7").output == drawn.output);
+  CommandResult sampled_n_best = run_nmt(sample + " --n-best 2");
+  CHECK(sampled_n_best.status != 0);
+  CHECK_THAT(sampled_n_best.output, Catch::Contains("--n-best must be 1"));
 }

@@ -190,6 +190,70 @@ TEST_CASE("forced decoding gives every searched hypothesis the searches' log-pro
   }
 }
 
+TEST_CASE("sampling repeats with its seed, differs across seeds, and its narrowest cuts are greedy search",
+          "[search]") {
+  torch::manual_seed(80);
+  Seq2Seq model(tiny_model_options("additive"), kSearchVocab, kSearchVocab);  // untrained: flat distributions
+  model->eval();
+  auto [source, lengths] = random_source({6, 2, 4, 7, 3, 5}, kSearchVocab, 81);
+  const auto run = [&](const SearchOptions& options) {
+    torch::InferenceMode guard;
+    return search(model, source, lengths, options);
+  };
+  const auto tokens_of = [](const SearchResult& result) {
+    std::vector<std::vector<int64_t>> tokens;
+    for (const auto& hypotheses : result) tokens.push_back(hypotheses.at(0).tokens);
+    return tokens;
+  };
+  SearchOptions options = options_with(1, /*alpha=*/1.0);
+  options.sampling = true;
+  const SearchResult first = run(options);
+  CHECK(tokens_of(run(options)) == tokens_of(first));  // the same seed draws the same
+  options.seed = 2;
+  CHECK(tokens_of(run(options)) != tokens_of(first));
+  options.sampling_stream = 1;  // another batch's generator
+  const SearchResult other_stream = run(options);
+  options.sampling_stream = 0;
+  CHECK(tokens_of(other_stream) != tokens_of(run(options)));
+
+  const SearchResult greedy = run(options_with(1, 1.0));
+  SearchOptions top_one = options_with(1, 1.0);
+  top_one.sampling_topk = 1;
+  SearchOptions nucleus = options_with(1, 1.0);
+  nucleus.sampling_topp = 1e-6;  // only the most probable token reaches it
+  nucleus.sampling_temperature = 0.5;
+  for (const SearchOptions& narrowest : {top_one, nucleus}) {
+    const SearchResult sampled = run(narrowest);
+    CHECK(tokens_of(sampled) == tokens_of(greedy));
+    for (size_t b = 0; b < greedy.size(); ++b) {
+      CHECK(sampled[b][0].log_probability == Approx(greedy[b][0].log_probability).epsilon(1e-9));
+      CHECK(sampled[b][0].score == Approx(greedy[b][0].score).epsilon(1e-9));
+    }
+  }
+  // A sampled translation's log-probability is the model's: forced decoding gives it back.
+  std::vector<std::vector<int64_t>> sources, targets;
+  std::vector<double> expected;
+  for (size_t b = 0; b < first.size(); ++b) {
+    const int64_t length = lengths[static_cast<int64_t>(b)].item<int64_t>();
+    if (static_cast<int64_t>(first[b][0].tokens.size()) >= max_output_length(length, options)) continue;  // no EOS
+    const int64_t* row = source[static_cast<int64_t>(b)].data_ptr<int64_t>();
+    sources.emplace_back(row, row + length);
+    targets.push_back(first[b][0].tokens);
+    expected.push_back(first[b][0].log_probability);
+  }
+  REQUIRE_FALSE(expected.empty());
+  const std::vector<ForcedScore> forced = force_decode(model, sources, targets, 1.0, 8, torch::kCPU);
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(forced[i].log_probability == Approx(expected[i]).epsilon(1e-5));
+
+  SearchOptions n_best = options_with(3, 1.0);
+  n_best.n_best = 2;
+  n_best.sampling_topk = 5;
+  CHECK_THROWS_WITH(validate(n_best), Catch::Contains("--n-best must be 1"));
+  SearchOptions bad_p = options_with(1, 1.0);
+  bad_p.sampling_topp = 1.5;
+  CHECK_THROWS_WITH(validate(bad_p), Catch::Contains("--sampling-topp"));
+}
+
 TEST_CASE("search output does not depend on the batch it is in", "[search]") {
   Seq2Seq model = small_model("additive");
   torch::InferenceMode guard;

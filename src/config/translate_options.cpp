@@ -19,6 +19,13 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
   visit("max-length-ratio", search.max_length_ratio, "output stops at ratio * source length + 10");
   visit("max-length", search.max_length, "absolute cap on output tokens");
   visit("ban-unk", Flag{search.ban_unk}, "never produce <unk>");
+  visit("sampling", Flag{search.sampling}, "draw each output token from the model's distribution (no beam)");
+  visit("sampling-topk", search.sampling_topk, "sample from the k most probable tokens (0 = all; turns sampling on)");
+  visit("sampling-topp", search.sampling_topp,
+        "sample from the fewest tokens whose probabilities reach p (1 = all; below 1 turns sampling on)");
+  visit("sampling-temperature", search.sampling_temperature,
+        "sample from p^(1/T), renormalised (1 = as is; any other value turns sampling on)");
+  visit("seed", search.seed, "seed of the draws when sampling: the same seed, input and batches draw the same");
   visit("batch-size", options.batching.batch_size, "sentences (or tokens) per batch");
   visit("batch-type", Choice<std::string>{options.batch_type, {"sentences", "tokens"}}, "unit of --batch-size");
   visit("max-search-memory", options.batching.max_search_memory,
@@ -45,6 +52,14 @@ void validate(const SearchOptions& options) {
   if (options.length_penalty < 0) throw std::invalid_argument("--length-penalty must be >= 0 (0 = none)");
   if (options.max_length_ratio <= 0) throw std::invalid_argument("--max-length-ratio must be > 0");
   if (options.max_length < 1) throw std::invalid_argument("--max-length must be at least 1");
+  if (options.sampling_topk < 0) throw std::invalid_argument("--sampling-topk must be >= 0 (0 = all tokens)");
+  if (!(options.sampling_topp > 0 && options.sampling_topp <= 1)) {
+    throw std::invalid_argument("--sampling-topp must be in (0, 1] (1 = all tokens)");
+  }
+  if (!(options.sampling_temperature > 0)) throw std::invalid_argument("--sampling-temperature must be > 0");
+  if (options.samples() && options.n_best != 1) {
+    throw std::invalid_argument("sampling draws one translation per sentence: --n-best must be 1");
+  }
   if (options.n_best < 1 || options.n_best > options.beam_size) {
     throw std::invalid_argument("--n-best must be between 1 and --beam-size (" + std::to_string(options.beam_size) +
                                 ")");

@@ -21,6 +21,16 @@ struct SearchOptions {
   int n_best = 1;                 // hypotheses returned per sentence (<= beam_size)
   bool ban_unk = false;           // never produce <unk>
   bool return_attention = false;  // keep the attention matrix of each returned hypothesis
+  // Sampling (search/search.h, sample_search) instead of the most probable output: on with
+  // `sampling` or any of the three below away from its default.
+  bool sampling = false;
+  int sampling_topk = 0;              // draw from the k most probable tokens (0 = all)
+  double sampling_topp = 1.0;         // ... from the fewest whose probabilities reach p (1 = all)
+  double sampling_temperature = 1.0;  // probabilities ~ p^(1/T) before those cuts
+  int seed = 1;                       // the draws' seed: the same seed, input and batches draw the same
+  uint64_t sampling_stream = 0;       // set per batch by the translator: each batch draws on its own
+
+  bool samples() const { return sampling || sampling_topk > 0 || sampling_topp < 1.0 || sampling_temperature != 1.0; }
 };
 
 struct BatchingOptions {

@@ -1,11 +1,14 @@
-// Greedy search: at each step the most probable token, for the whole batch at once. On the CPU,
+// Greedy search: at each step the most probable token, for the whole batch at once; sampling: a
+// token drawn from the step's distribution, in the same loop. On the CPU,
 // rows of finished sentences are dropped from the batch so the remaining steps cost less; on a GPU
 // the batch keeps its shape and the host does not wait for the steps (greedy_search_fixed_shape).
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -125,9 +128,15 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
   return results;
 }
 
-SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                           const SearchOptions& options) {
-  if (source.is_cuda()) return greedy_search_fixed_shape(model, source, lengths, options);
+namespace {
+
+// The token each row takes next from its log-probabilities [R, V] (pad and BOS banned): the chosen
+// tokens [R] and their log-probabilities [R].
+using ChooseTokens = std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor& log_probs)>;
+
+// One token per row and step, chosen by `choose`, rows of finished sentences dropped from the batch.
+SearchResult decode_token_by_token(Ensemble& model, const torch::Tensor& source, const torch::Tensor& lengths,
+                                   const SearchOptions& options, const ChooseTokens& choose) {
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
   Ensemble::Source encoded = model.encode(source, lengths);
@@ -144,10 +153,9 @@ SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const to
 
   for (int64_t t = 0; !active.empty(); ++t) {
     Ensemble::Step out = model.step(previous, state, encoded);
-    torch::Tensor log_probs = ban_tokens(out.log_probs, options);   // [R, V]
-    auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);  // [R]
-    torch::Tensor tokens_cpu = best_tokens.cpu();
-    torch::Tensor log_probs_cpu = best_log_probs.to(torch::kFloat64).cpu();
+    auto [chosen_log_probs, chosen_tokens] = choose(ban_tokens(out.log_probs, options));  // [R]
+    torch::Tensor tokens_cpu = chosen_tokens.cpu();
+    torch::Tensor log_probs_cpu = chosen_log_probs.to(torch::kFloat64).cpu();
     torch::Tensor weights_cpu =
         (options.return_attention && out.attention.defined()) ? out.attention.cpu() : torch::Tensor();
     const auto* token_data = tokens_cpu.data_ptr<int64_t>();
@@ -173,11 +181,11 @@ SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const to
       torch::Tensor index = torch::tensor(keep_rows, torch::kInt64).to(device);
       encoded = encoded.index_select(index);
       out.state = out.state.index_select(index);
-      best_tokens = best_tokens.index_select(0, index);
+      chosen_tokens = chosen_tokens.index_select(0, index);
     }
     active = std::move(still_active);
     state = out.state;
-    previous = best_tokens;
+    previous = chosen_tokens;
   }
   for (int64_t b = 0; b < batch_size; ++b) {
     if (!attention_rows[b].empty()) {
@@ -187,8 +195,61 @@ SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const to
   return results;
 }
 
+// Sampling's draw from log-probabilities [R, V]: tempered, cut to the top k and the top p, then one
+// token per row from a CPU generator; returns the model's own log-probabilities of the tokens.
+class TokenSampler {
+ public:
+  explicit TokenSampler(const SearchOptions& options)
+      : options_(options),
+        generator_(at::make_generator<at::CPUGeneratorImpl>(
+            static_cast<uint64_t>(options.seed) * 0x9E3779B97F4A7C15ULL + options.sampling_stream)) {}
+
+  std::pair<torch::Tensor, torch::Tensor> operator()(const torch::Tensor& log_probs) {
+    torch::Tensor weights = log_probs.to(torch::kCPU, torch::kFloat32) / options_.sampling_temperature;  // [R, V]
+    const float minus_infinity = -std::numeric_limits<float>::infinity();
+    const int64_t vocab = weights.size(1);
+    if (options_.sampling_topk > 0 && options_.sampling_topk < vocab) {
+      const torch::Tensor kth = std::get<0>(weights.topk(options_.sampling_topk, 1)).narrow(1, -1, 1);  // [R, 1]
+      weights.masked_fill_(weights < kth, minus_infinity);
+    }
+    if (options_.sampling_topp < 1.0) {
+      auto [sorted, order] = weights.sort(1, /*descending=*/true);
+      const torch::Tensor probabilities = torch::softmax(sorted, 1);
+      // Past the fewest tokens that reach p: the mass before a token already reaches it. The most
+      // probable token always stays.
+      const torch::Tensor past = (probabilities.cumsum(1) - probabilities) >= options_.sampling_topp;
+      weights.scatter_(1, order, sorted.masked_fill(past, minus_infinity));
+    }
+    const torch::Tensor tokens =
+        torch::multinomial(torch::softmax(weights, 1), 1, /*replacement=*/false, generator_).to(log_probs.device());
+    return {log_probs.gather(1, tokens).squeeze(1), tokens.squeeze(1)};
+  }
+
+ private:
+  const SearchOptions& options_;
+  at::Generator generator_;
+};
+
+}  // namespace
+
+SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                           const SearchOptions& options) {
+  if (source.is_cuda()) return greedy_search_fixed_shape(model, source, lengths, options);
+  return decode_token_by_token(model, source, lengths, options, [](const torch::Tensor& log_probs) {
+    auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);
+    return std::make_pair(best_log_probs, best_tokens);
+  });
+}
+
+SearchResult sample_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                           const SearchOptions& options) {
+  TokenSampler sampler(options);
+  return decode_token_by_token(model, source, lengths, options, std::ref(sampler));
+}
+
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                     const SearchOptions& options) {
+  if (options.samples()) return sample_search(model, source, lengths, options);
   return options.beam_size == 1 ? greedy_search(model, source, lengths, options)
                                 : beam_search(model, source, lengths, options);
 }

@@ -44,7 +44,14 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
 // as beam_search; the tests run it there.
 SearchResult beam_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                                      const SearchOptions& options);
-// beam_size 1 -> greedy_search, else beam_search.
+// Sampling: each output token drawn from the ensemble's distribution, tempered and cut to its top k
+// or top p as `options` say, for the whole batch at once like greedy search (which top-k 1 equals);
+// for back-translation. The draws come from a CPU generator seeded by options.seed and
+// options.sampling_stream, so they repeat on any device. A hypothesis's log-probability is the
+// model's, as forced decoding (nmt score) gives it, not the tempered one.
+SearchResult sample_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                           const SearchOptions& options);
+// options.samples() -> sample_search; else beam_size 1 -> greedy_search, else beam_search.
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                     const SearchOptions& options);
 

@@ -82,7 +82,9 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     std::vector<const std::vector<int64_t>*> batch_sources;
     for (const int64_t k : batch) batch_sources.push_back(&sources[k]);
     auto [source, lengths] = pad_sequences(batch_sources);
-    SearchResult result = search(model_, source.to(device_), lengths, search_);
+    SearchOptions options = search_;
+    options.sampling_stream = index;  // each batch samples on its own: the same on any thread
+    SearchResult result = search(model_, source.to(device_), lengths, options);
     for (size_t row = 0; row < batch.size(); ++row) translations[batch[row]].hypotheses = std::move(result[row]);
     std::lock_guard<std::mutex> lock(progress_mutex);
     done += batch.size();
@@ -93,7 +95,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   // kMaxRowsForWorkers rows per step splitting the operators is faster (docs/performance.md).
   size_t largest_batch = 0;
   for (const auto& batch : batches) largest_batch = std::max(largest_batch, batch.size());
-  const bool small_steps = largest_batch * static_cast<size_t>(search_.beam_size) <= kMaxRowsForWorkers;
+  const int64_t beam = search_.samples() ? 1 : search_.beam_size;
+  const bool small_steps = largest_batch * static_cast<size_t>(beam) <= kMaxRowsForWorkers;
   // Only with a batch for every thread: otherwise splitting the operators keeps all cores busy.
   const auto threads = static_cast<size_t>(torch::get_num_threads());
   const size_t workers = device_.is_cpu() && small_steps && batches.size() >= threads ? threads : 1;
