@@ -17,6 +17,12 @@ namespace {
 // Decoder rows per step (sentences x beam) up to which batches are decoded in parallel.
 constexpr size_t kMaxRowsForWorkers = 256;
 
+// The search as the memory bounds see it: sampling runs one row per sentence, whatever --beam-size.
+SearchOptions rows_per_sentence(SearchOptions options) {
+  if (options.samples()) options.beam_size = 1;
+  return options;
+}
+
 }  // namespace
 
 Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
@@ -29,7 +35,7 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
       device_(device) {
   validate(search_);
   validate(batching_);
-  check_beam_fits_vocabulary(target_vocabulary_.size(), search_);
+  check_beam_fits_vocabulary(target_vocabulary_.size(), rows_per_sentence(search_));
 }
 
 // Batches of `order` (longest source first) by --batch-size, each cut further so that its search
@@ -47,8 +53,8 @@ std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std
       batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
   std::vector<std::vector<int64_t>> batches;
   for (const std::vector<int64_t>& batch : by_size) {
-    for (auto& piece : split_for_memory(batch, source_lengths, model_, target_vocabulary_.size(), search_,
-                                        int64_t{batching_.max_search_memory} << 20)) {
+    for (auto& piece : split_for_memory(batch, source_lengths, model_, target_vocabulary_.size(),
+                                        rows_per_sentence(search_), int64_t{batching_.max_search_memory} << 20)) {
       batches.push_back(std::move(piece));
     }
   }
@@ -95,8 +101,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   // kMaxRowsForWorkers rows per step splitting the operators is faster (docs/performance.md).
   size_t largest_batch = 0;
   for (const auto& batch : batches) largest_batch = std::max(largest_batch, batch.size());
-  const int64_t beam = search_.samples() ? 1 : search_.beam_size;
-  const bool small_steps = largest_batch * static_cast<size_t>(beam) <= kMaxRowsForWorkers;
+  const bool small_steps =
+      largest_batch * static_cast<size_t>(rows_per_sentence(search_).beam_size) <= kMaxRowsForWorkers;
   // Only with a batch for every thread: otherwise splitting the operators keeps all cores busy.
   const auto threads = static_cast<size_t>(torch::get_num_threads());
   const size_t workers = device_.is_cpu() && small_steps && batches.size() >= threads ? threads : 1;
