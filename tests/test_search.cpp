@@ -46,6 +46,23 @@ SearchOptions options_with(int beam, double alpha = 0.0) {
   return options;
 }
 
+// The fixed-shape searches' cases: trained, rows end at EOS at different steps; untrained (seeded
+// by `seed`), most run to their own caps (ratio 1: source length + 10, different per row).
+Seq2Seq fixed_shape_model(const std::string& type, bool trained, uint64_t seed) {
+  torch::manual_seed(seed);
+  Seq2Seq model = trained ? small_model(type) : Seq2Seq(tiny_model_options(type), kSearchVocab, kSearchVocab);
+  model->eval();
+  return model;
+}
+
+SearchOptions fixed_shape_options(int beam, double alpha, int n_best) {
+  SearchOptions options = options_with(beam, alpha);
+  options.n_best = n_best;
+  options.max_length = 50;
+  options.max_length_ratio = 1.0;
+  return options;
+}
+
 // The same n-best lists: tokens, log-probabilities, scores and attention of every hypothesis.
 void check_same_hypotheses(const SearchResult& found, const SearchResult& expected) {
   REQUIRE(found.size() == expected.size());
@@ -92,16 +109,10 @@ TEST_CASE("the GPU's fixed-shape greedy search gives greedy search's tokens, sco
   for (const std::string& type : all_attention_types()) {
     for (const bool trained : {true, false}) {
       DYNAMIC_SECTION(type << (trained ? ", trained" : ", untrained")) {
-        // Trained, rows end at EOS at different steps; untrained, most run to their own caps
-        // (ratio 1: source length + 10, different per row).
-        torch::manual_seed(75);
-        Seq2Seq model = trained ? small_model(type) : Seq2Seq(tiny_model_options(type), kSearchVocab, kSearchVocab);
-        model->eval();
+        Seq2Seq model = fixed_shape_model(type, trained, 75);
         torch::InferenceMode guard;
         auto [source, lengths] = random_source({6, 2, 4, 7, 3, 1}, kSearchVocab, 74);
-        SearchOptions options = options_with(1, /*alpha=*/1.0);
-        options.max_length = 50;
-        options.max_length_ratio = 1.0;
+        const SearchOptions options = fixed_shape_options(1, 1.0, 1);
         const SearchResult expected = greedy_search(model, source, lengths, options);
         check_same_hypotheses(greedy_search_fixed_shape(model, source, lengths, options), expected);
       }
@@ -117,15 +128,10 @@ TEST_CASE("the GPU's fixed-shape beam search gives beam search's n-best lists, s
     for (const bool trained : {true, false}) {
       for (const int beam : {3, 4}) {
         DYNAMIC_SECTION(type << (trained ? ", trained" : ", untrained") << ", beam " << beam) {
-          torch::manual_seed(76);
-          Seq2Seq model = trained ? small_model(type) : Seq2Seq(tiny_model_options(type), kSearchVocab, kSearchVocab);
-          model->eval();
+          Seq2Seq model = fixed_shape_model(type, trained, 76);
           torch::InferenceMode guard;
           auto [source, lengths] = random_source({6, 2, 4, 7, 3, 1}, kSearchVocab, 77);
-          SearchOptions options = options_with(beam, beam == 3 ? 1.0 : 0.0);
-          options.n_best = beam == 3 ? 2 : 4;
-          options.max_length = 50;
-          options.max_length_ratio = 1.0;
+          const SearchOptions options = fixed_shape_options(beam, beam == 3 ? 1.0 : 0.0, beam == 3 ? 2 : 4);
           const SearchResult expected = beam_search(model, source, lengths, options);
           check_same_hypotheses(beam_search_fixed_shape(model, source, lengths, options), expected);
         }

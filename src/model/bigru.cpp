@@ -91,7 +91,7 @@ void BiGruImpl::flatten_for_cudnn(const std::vector<torch::Tensor>& weights, int
   flat_weights_ = at::_cudnn_rnn_flatten_weight(weights, /*weight_stride0=*/4, input_size, kCudnnGru, hidden_size_,
                                                 /*proj_size=*/0, static_cast<int64_t>(directions_.size() / 2),
                                                 /*batch_first=*/false, /*bidirectional=*/true);
-  flat_addresses_.clear();
+  flat_addresses_.clear();  // the weights now live in the flat buffer: their new addresses
   for (const torch::Tensor& weight : weights) flat_addresses_.push_back(weight.data_ptr());
 }
 
