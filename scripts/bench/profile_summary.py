@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Where a training step's time goes: sums a Chrome trace written by
-`nmt_bench train --profile TRACE.json` by operator, as self time (an operator's time less that of
-the operators it called), and prints the largest entries.
+"""Where the time goes: sums a Chrome trace written by `nmt_bench train --profile TRACE.json` (or
+`nmt_bench translate --profile`) by name, as self time (a span's time less that of the spans it
+called), and prints the largest entries. With LibTorch 2 on a GPU the trace also holds the CUDA
+runtime's calls and the GPU's kernels: their names carry their category, [cuda_runtime] or [kernel].
 
 Usage: scripts/bench/profile_summary.py TRACE.json [TOP]
 Standard library only.
@@ -24,7 +25,7 @@ def main():
     spans = [e for e in events if e.get("ph") == "X" and "dur" in e]
     by_thread = collections.defaultdict(list)
     for span in spans:
-        by_thread[span.get("tid", 0)].append(span)
+        by_thread[(span.get("pid", 0), span.get("tid", 0))].append(span)
 
     self_time = collections.Counter()
     calls = collections.Counter()
@@ -41,8 +42,11 @@ def main():
                 stack[-1][2] += span["dur"]
             else:
                 busy += span["dur"]
-            stack.append([end, span["name"], 0.0, span["dur"]])
-            calls[span["name"]] += 1
+            name = span["name"]
+            if span.get("cat") not in (None, "cpu_op", "Operator", "user_annotation"):
+                name = f"[{span['cat']}] {name}"
+            stack.append([end, name, 0.0, span["dur"]])
+            calls[name] += 1
         for finished in stack:
             self_time[finished[1]] += finished[3] - finished[2]
 

@@ -8,6 +8,7 @@
 //   nmt_bench --config FILE train [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
 //             [--profile TRACE.json]
 //   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--device cuda] [--mm-gflops R]
+//             [--profile TRACE.json]
 //   RANK=r WORLD_SIZE=n MASTER_PORT=p nmt_bench allreduce --bytes B   (every rank; rank 0 prints
 //             | all-reduce | setting | ms per all-reduce | bus GB/s |)
 //
@@ -17,6 +18,10 @@
 #include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -123,6 +128,47 @@ Row bench_mm(int64_t rows, int64_t inner, int64_t columns, bool packed, double m
   return row;
 }
 
+// With --profile: a Chrome trace of the timed work, written when it ends. Every LibTorch operator;
+// with LibTorch 2 (Kineto) on a GPU also the CUDA runtime's calls (launches, copies, waits, graph
+// captures, allocations) and the kernels. scripts/bench/profile_summary.py sums one.
+class Trace {
+ public:
+  Trace(const std::string& path, const torch::Device& device) : path_(path) {
+    if (path.empty()) return;
+#if TORCH_VERSION_MAJOR >= 2
+    using torch::profiler::impl::ActivityType;
+    const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+    std::set<ActivityType> activities{ActivityType::CPU};
+    if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+#else
+    (void)device;
+    legacy_ = std::make_unique<torch::autograd::profiler::RecordProfile>(path);
+#endif
+  }
+  // Writes the trace.
+  void end() {
+    if (path_.empty()) return;
+#if TORCH_VERSION_MAJOR >= 2
+    torch::autograd::profiler::disableProfiler()->save(path_);
+#else
+    legacy_.reset();
+#endif
+    path_.clear();
+  }
+  ~Trace() {
+    try {
+      end();
+    } catch (const std::exception&) {  // ended by an error already on its way
+    }
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> legacy_;
+};
+
 Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, const std::string& profile) {
   validate(config);
   spdlog::set_level(spdlog::level::warn);
@@ -148,9 +194,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   }
   finish_queued_work(device);
   int64_t target_tokens = 0, source_tokens = 0, sentences = 0, target_cells = 0;
-  // With --profile, the timed steps also write a Chrome trace of every LibTorch operator.
-  std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
-  if (!profile.empty()) profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(profile);
+  Trace trace(profile, device);
   const auto start = Clock::now();
   for (int i = warmup; i < warmup + steps; ++i) {
     Batch batch = collate(corpus, batches[i]).to(device);
@@ -162,7 +206,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   }
   finish_queued_work(device);
   const double seconds = seconds_since(start);
-  profiler.reset();
+  trace.end();
 
   FlopShapes shapes{setup.state.model.target_vocabulary.size(),
                     static_cast<double>(source_tokens) / static_cast<double>(sentences),
@@ -183,7 +227,8 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   return row;
 }
 
-Row bench_translate(const TranslateOptions& options, const std::string& input, double mm_gflops) {
+Row bench_translate(const TranslateOptions& options, const std::string& input, double mm_gflops,
+                    const std::string& profile) {
   set_threads(options.threads);
   const SearchOptions& search = options.search;
   const BatchingOptions& batching = options.batching;
@@ -195,9 +240,11 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   translator.translate(
       {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
 
+  Trace trace(profile, device);
   const auto start = Clock::now();
   const std::vector<Translation> translations = translator.translate(lines);
   const double seconds = seconds_since(start);
+  trace.end();
   int64_t target_tokens = 0, source_tokens = 0, sentences = 0;
   for (const auto& translation : translations) {
     if (translation.hypotheses.empty()) continue;
@@ -298,6 +345,7 @@ int main(int argc, char** argv) {
   translate->add_option("--input", input, "source text")->required();
   add_translate_options(*translate, translate_options);
   translate->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
+  translate->add_option("--profile", profile, "also write a Chrome trace of the timed translation to this file");
 
   CLI::App* allreduce = app.add_subcommand("allreduce", "one update's gradient all-reduce alone (ranks from RANK...)");
   DistributedOptions distributed_options;
@@ -324,7 +372,7 @@ int main(int argc, char** argv) {
       set_threads(threads);
       bench_allreduce(distributed_options, allreduce_bytes, bucket_bytes, repeats);
     } else {
-      print_row(bench_translate(translate_options, input, mm_gflops));
+      print_row(bench_translate(translate_options, input, mm_gflops, profile));
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "nmt_bench: %s\n", error.what());

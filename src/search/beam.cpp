@@ -10,14 +10,10 @@
 //
 // The phases of a step, in BeamSearch::run: expand (the decoder step and the 2K best extensions
 // of each sentence), finish hypotheses and select the K alive beams (per sentence), and reorder
-// the state for the next step. The selection runs on the host, with the token histories there: on
-// a GPU a step waits once, for its candidates.
+// the state for the next step. The selection runs on the host, with the token histories there.
 //
-// On a GPU (beam_search_fixed_shape) the batch keeps its B * K rows to the end: finished sentences'
-// rows go on and nothing reads them. The reordering of the state by the selected beams, the decoder
-// step and the 2K best extensions then work in place on tensors that stay put, and run as one CUDA
-// graph (util/cuda_graph.h); the host fills the next beams' rows, tokens and scores in before each
-// replay.
+// A GPU runs the same rules as tensor operations on the device instead, without waiting for a
+// step: beam_fixed_shape.cpp.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -26,7 +22,6 @@
 
 #include "search/search.h"
 #include "text/special_tokens.h"
-#include "util/cuda_graph.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -64,28 +59,19 @@ class BeamSearch {
  public:
   BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths, const SearchOptions& options);
   SearchResult run();
-  SearchResult run_fixed_shape();
 
  private:
-  // The 2K best extensions of each block of K rows, from next-token log-probabilities [N*K, V] and
-  // the rows' running scores [N*K, 1] float64: [2, N, 2K] float64, scores and ids.
-  torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tensor& alive_scores) const;
   Extensions expand(const torch::Tensor& log_probs) const;
   void append_attention(const torch::Tensor& step_attention);
   NextBeams select(const Extensions& extensions, int64_t length);
-  // Block: the sentence's row of the extensions and its block of K rows (its place among the
-  // active sentences; the sentence itself in the fixed shape).
-  std::vector<Candidate> finish_hypotheses(int64_t sentence, int64_t block, int64_t length, bool at_cap,
+  // a: the sentence's place among the active ones (its row of the extensions, its block of K rows).
+  std::vector<Candidate> finish_hypotheses(int64_t sentence, int64_t a, int64_t length, bool at_cap,
                                            at::TensorAccessor<double, 1> scores, at::TensorAccessor<int64_t, 1> ids,
                                            int64_t vocab);
   void finish(int64_t sentence, const Candidate& candidate, int64_t length, bool ended_with_eos);
   bool sentence_done(int64_t sentence, bool at_cap, const std::vector<Candidate>& alive) const;
   void keep_alive(int64_t a, const std::vector<Candidate>& alive, NextBeams& next) const;
   void reorder(const Ensemble::State& stepped, NextBeams& next);
-  // The fixed shape's reordering, on the host: for every row of the batch, the row it continues, its
-  // token and its score (finished sentences' rows continue themselves at -inf); the histories follow.
-  // next_rows [3, B * K] float64 (on the host): the rows, tokens and scores (integers exact in float64).
-  void reorder_fixed_shape(const NextBeams& next, const torch::Tensor& next_rows);
   SearchResult best_first();
 
   Ensemble model_;
@@ -98,7 +84,6 @@ class BeamSearch {
   Ensemble::State state_;
   std::vector<int64_t> active_, limit_;  // sentences in the batch; each sentence's length cap
   std::vector<double> alive_scores_;     // cumulative log-probabilities of the alive beams
-  bool fixed_shape_ = false;             // run_fixed_shape: blocks of rows are sentences, not active places
   SearchResult finished_;
   BeamRows rows_;
   torch::Tensor previous_;  // [A*K] the last token of each beam
@@ -144,29 +129,10 @@ SearchResult BeamSearch::run() {
   return best_first();
 }
 
-torch::Tensor BeamSearch::best_extensions(const torch::Tensor& log_probs, const torch::Tensor& alive_scores) const {
-  const int64_t blocks = log_probs.size(0) / beam_;
-  const int64_t vocab = log_probs.size(1);
-  // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
-  // per row in float32 first, then add the float64 running scores to [N*K, 2K] candidates only.
-  const int64_t per_row = std::min<int64_t>(2 * beam_, vocab);
-  auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [N*K, 2K]
-  torch::Tensor candidates = (row_log_probs.to(torch::kFloat64) + alive_scores).view({blocks, beam_ * per_row});
-  auto [top_scores, top_positions] = candidates.topk(std::min<int64_t>(2 * beam_, beam_ * per_row), /*dim=*/1);
-  // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
-  torch::Tensor top_beams = top_positions.div(per_row, "floor");
-  torch::Tensor flat_rows = top_beams + torch::arange(blocks, int_options_).unsqueeze(1) * beam_;  // [N, 2K]
-  torch::Tensor top_tokens = row_tokens.view({-1})
-                                 .index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
-                                 .view(top_positions.sizes());
-  // Scores and ids (exact in float64: ids < K * V) in one tensor, for one copy to the host.
-  return torch::stack({top_scores, (top_beams * vocab + top_tokens).to(torch::kFloat64)});
-}
-
 // Expand: the 2K best extensions of each sentence from next-token log-probabilities [A*K, V].
 Extensions BeamSearch::expand(const torch::Tensor& log_probs) const {
   const torch::Tensor scores = to_device(torch::tensor(alive_scores_, torch::kFloat64), device_).view({-1, 1});
-  const torch::Tensor both = best_extensions(log_probs, scores).cpu();  // on a GPU the step's one wait
+  const torch::Tensor both = best_extensions(log_probs, scores, beam_).cpu();  // on a GPU the step's one wait
   return Extensions{both[0], both[1].to(torch::kInt64), log_probs.size(1)};
 }
 
@@ -183,10 +149,9 @@ NextBeams BeamSearch::select(const Extensions& extensions, int64_t length) {
   NextBeams next;
   for (int64_t a = 0; a < static_cast<int64_t>(active_.size()); ++a) {
     const int64_t sentence = active_[a];
-    const int64_t block = fixed_shape_ ? sentence : a;
     const bool at_cap = length >= limit_[sentence];
     const std::vector<Candidate> alive =
-        finish_hypotheses(sentence, block, length, at_cap, score_access[block], id_access[block], extensions.vocab);
+        finish_hypotheses(sentence, a, length, at_cap, score_access[a], id_access[a], extensions.vocab);
     if (sentence_done(sentence, at_cap, alive)) continue;
     next.still_active.push_back(sentence);
     keep_alive(a, alive, next);
@@ -196,7 +161,7 @@ NextBeams BeamSearch::select(const Extensions& extensions, int64_t length) {
 
 // Of active sentence a's extensions (best first), those ending in EOS or at the length cap and
 // ranked within the top K finish; returns the best K others, which stay alive.
-std::vector<Candidate> BeamSearch::finish_hypotheses(int64_t sentence, int64_t block, int64_t length, bool at_cap,
+std::vector<Candidate> BeamSearch::finish_hypotheses(int64_t sentence, int64_t a, int64_t length, bool at_cap,
                                                      at::TensorAccessor<double, 1> scores,
                                                      at::TensorAccessor<int64_t, 1> ids, int64_t vocab) {
   const int64_t width = scores.size(0);
@@ -204,7 +169,7 @@ std::vector<Candidate> BeamSearch::finish_hypotheses(int64_t sentence, int64_t b
   for (int64_t j = 0; j < width && static_cast<int64_t>(alive.size()) < beam_; ++j) {
     const double score = scores[j];
     if (score == kMinusInfinity) break;
-    Candidate candidate{block * beam_ + ids[j] / vocab, ids[j] % vocab, score};
+    Candidate candidate{a * beam_ + ids[j] / vocab, ids[j] % vocab, score};
     const bool is_eos = candidate.token == kEosId;
     if (is_eos || at_cap) {
       if (j < beam_) finish(sentence, candidate, length, is_eos);
@@ -286,77 +251,6 @@ void BeamSearch::reorder(const Ensemble::State& stepped, NextBeams& next) {
   previous_ = tokens;
 }
 
-void BeamSearch::reorder_fixed_shape(const NextBeams& next, const torch::Tensor& next_rows) {
-  const size_t rows = rows_.tokens.size();
-  double* origin = next_rows[0].data_ptr<double>();
-  double* tokens = next_rows[1].data_ptr<double>();
-  double* scores = next_rows[2].data_ptr<double>();
-  std::iota(origin, origin + rows, 0.0);
-  std::fill(tokens, tokens + rows, static_cast<double>(kPadId));
-  std::fill(scores, scores + rows, kMinusInfinity);
-  std::vector<std::vector<int64_t>> histories(rows);
-  for (size_t i = 0; i < next.origin.size(); ++i) {
-    const auto row =
-        static_cast<size_t>(next.still_active[i / static_cast<size_t>(beam_)] * beam_) + i % static_cast<size_t>(beam_);
-    origin[row] = static_cast<double>(next.origin[i]), tokens[row] = static_cast<double>(next.token[i]);
-    scores[row] = next.scores[i];
-    histories[row] = rows_.tokens[static_cast<size_t>(next.origin[i])];
-    histories[row].push_back(next.token[i]);
-  }
-  rows_.tokens = std::move(histories);
-  active_ = next.still_active;
-}
-
-SearchResult BeamSearch::run_fixed_shape() {
-  fixed_shape_ = true;
-  const GpuSideStream stream(device_);  // graphs are captured on a stream of their own
-  const auto rows = static_cast<int64_t>(rows_.tokens.size());
-  // What the step reads and writes in place: the rows each row continues, the previous tokens
-  // (previous_) and the running scores, sent as one [3, B * K] float64 tensor; the state; the step's
-  // extensions (and attention).
-  const auto on_host = torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(device_.is_cuda());
-  const torch::Tensor next_rows = torch::empty({3, rows}, on_host);
-  next_rows[0] = torch::arange(rows, torch::kFloat64);
-  next_rows[1] = static_cast<double>(kBosId);
-  next_rows[2] = torch::tensor(alive_scores_, torch::kFloat64);
-  const torch::Tensor rows_on_device = next_rows.to(device_);
-  torch::Tensor extensions, step_attention;
-  const bool keep_attention = options_.return_attention && model_.has_attention();
-  auto step = [&] {
-    const torch::Tensor origin = rows_on_device[0].to(torch::kInt64);
-    previous_.copy_(rows_on_device[1]);
-    const torch::Tensor scores = rows_on_device[2].view({rows, 1});
-    state_.copy_(state_.index_select(origin));  // the beams the host selected
-    Ensemble::Step out = model_.step(previous_, state_, encoded_);
-    state_.copy_(out.state);
-    const torch::Tensor best = best_extensions(ban_tokens(out.log_probs, options_), scores);
-    if (!extensions.defined()) extensions = torch::empty_like(best);
-    extensions.copy_(best);
-    if (keep_attention) {
-      if (!step_attention.defined()) step_attention = torch::empty_like(out.attention);
-      step_attention.copy_(out.attention);
-    }
-  };
-  // The step's position is a host number a graph would freeze: local-m attention runs without one.
-  StepGraph graph(cuda_graphs_enabled(device_) && !model_.uses_step_position());
-  const int64_t vocab = model_.members().front()->decoder->options().vocab_size;
-  for (int64_t t = 0; !active_.empty(); ++t) {
-    graph.run(step);
-    for (DecoderState& member : state_.members) ++member.position;
-    if (keep_attention) append_attention(step_attention.clone());
-    const torch::Tensor both = extensions.cpu();  // the step's one wait
-    NextBeams next = select(Extensions{both[0], both[1].to(torch::kInt64), vocab}, t + 1);
-    if (next.still_active.empty()) break;
-    // extensions.cpu() waited for the step, which had read next_rows' last values: they may change.
-    reorder_fixed_shape(next, next_rows);
-    rows_on_device.copy_(next_rows, /*non_blocking=*/true);
-    if (rows_.attention.defined()) {
-      rows_.attention = rows_.attention.index_select(0, rows_on_device[0].to(torch::kInt64));
-    }
-  }
-  return best_first();
-}
-
 // Each sentence's n-best finished hypotheses, best first.
 SearchResult BeamSearch::best_first() {
   for (auto& hypotheses : finished_) {
@@ -369,15 +263,31 @@ SearchResult BeamSearch::best_first() {
 
 }  // namespace
 
+torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tensor& alive_scores, int64_t beam) {
+  const int64_t blocks = log_probs.size(0) / beam;
+  const int64_t vocab = log_probs.size(1);
+  // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
+  // per row in float32 first, then add the float64 running scores to [N*K, 2K] candidates only.
+  const int64_t per_row = std::min<int64_t>(2 * beam, vocab);
+  auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [N*K, 2K]
+  torch::Tensor candidates = (row_log_probs.to(torch::kFloat64) + alive_scores).view({blocks, beam * per_row});
+  auto [top_scores, top_positions] = candidates.topk(std::min<int64_t>(2 * beam, beam * per_row), /*dim=*/1);
+  // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
+  torch::Tensor top_beams = top_positions.div(per_row, "floor");
+  const torch::Tensor block =
+      torch::arange(blocks, torch::TensorOptions().dtype(torch::kInt64).device(log_probs.device()));
+  torch::Tensor flat_rows = top_beams + block.unsqueeze(1) * beam;  // [N, 2K]
+  torch::Tensor top_tokens = row_tokens.view({-1})
+                                 .index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
+                                 .view(top_positions.sizes());
+  // Scores and ids (exact in float64: ids < K * V) in one tensor, for one copy to the host.
+  return torch::stack({top_scores, (top_beams * vocab + top_tokens).to(torch::kFloat64)});
+}
+
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                          const SearchOptions& options) {
   if (source.is_cuda()) return beam_search_fixed_shape(std::move(model), source, lengths, options);
   return BeamSearch(std::move(model), source, lengths, options).run();
-}
-
-SearchResult beam_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                                     const SearchOptions& options) {
-  return BeamSearch(std::move(model), source, lengths, options).run_fixed_shape();
 }
 
 }  // namespace nmt

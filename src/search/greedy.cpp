@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <numeric>
 
 #include "search/search.h"
+#include "search/step_loop.h"
 #include "text/special_tokens.h"
 #include "util/cuda_graph.h"
 #include "util/runtime.h"
@@ -47,17 +47,18 @@ torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) 
 // Greedy search on a GPU: the batch keeps its shape, finished rows go on with padding, and the
 // host never waits for a step. The step works in place on tensors that stay put (the state, the
 // previous tokens, the running sums), so that it can be captured once as a CUDA graph and replayed
-// (util/cuda_graph.h); whether every row has finished is read two steps late (read_async), so the
-// host queues the next step while the GPU runs this one, and at most one step more than needed is
-// computed. Same results as the CPU's loop, which drops finished rows instead.
+// (util/cuda_graph.h); whether every row has finished is read two steps late (run_fixed_shape_steps),
+// so the host queues the next step while the GPU runs this one. Same results as the CPU's loop, which drops finished
+// rows instead.
 SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                                        const SearchOptions& options) {
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
-  const GpuSideStream stream(device);  // graphs are captured on a stream of their own
+  const SearchGraphs graphs = thread_search_graphs(device);
+  const GpuSideStream stream(graphs.stream);  // graphs are captured on a stream of their own
   const Ensemble::Source encoded = model.encode(source, lengths);
   Ensemble::State state = model.initial_state(encoded);
-  const torch::Tensor lengths_cpu = lengths.cpu();
+  const torch::Tensor lengths_cpu = lengths.to(torch::kCPU, torch::kInt64);
   const std::vector<int64_t> limits = max_output_lengths(lengths, options);
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   const torch::Tensor limit = to_device(torch::tensor(limits, torch::kInt64), device);
@@ -70,8 +71,12 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
   torch::Tensor previous = torch::full({batch_size}, kBosId, on_device.dtype(torch::kInt64));
   const bool keep_attention = options.return_attention && model.has_attention();
   // Every step's tokens [B, longest] and weights [B, longest, S] (when asked for), written in place.
+  // Made here, not in the step: a graph that records the step's first call would clear them again
+  // at every replay.
   torch::Tensor tokens = torch::full({batch_size, longest}, kPadId, on_device.dtype(torch::kInt64));
-  torch::Tensor attention;
+  const torch::Tensor attention =
+      keep_attention ? torch::zeros({batch_size, longest, source.size(1)}, on_device.dtype(torch::kFloat32))
+                     : torch::Tensor();
   auto step = [&] {
     Ensemble::Step out = model.step(previous, state, encoded);
     auto [best_log_probs, best_tokens] = ban_tokens(out.log_probs, options).max(/*dim=*/1);  // [B]
@@ -80,11 +85,7 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
     length.add_(finished.logical_not());
     const torch::Tensor position = steps_taken.view({1});  // this step's column
     tokens.index_copy_(1, position, best_tokens.unsqueeze(1));
-    if (keep_attention) {
-      if (!attention.defined())
-        attention = torch::zeros({batch_size, longest, out.attention.size(1)}, out.attention.options());
-      attention.index_copy_(1, position, out.attention.unsqueeze(1));
-    }
+    if (keep_attention) attention.index_copy_(1, position, out.attention.unsqueeze(1).to(torch::kFloat32));
     steps_taken.add_(1);
     finished.logical_or_(best_tokens.eq(kEosId)).logical_or_(limit.le(steps_taken));
     all_finished.copy_(finished.all());
@@ -92,37 +93,28 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
     state.copy_(out.state);
   };
   // The step's position is a host number a graph would freeze: local-m attention runs without one.
-  StepGraph graph(cuda_graphs_enabled(device) && !model.uses_step_position());
-  std::deque<AsyncRead> done;  // whether all rows had finished after each of the last two steps
-  int64_t steps = 0;
-  for (int64_t t = 0; t < longest; ++t) {
-    if (done.size() == 2) {
-      done.front().wait();
-      if (done.front().host.item<bool>()) break;
-      done.pop_front();
-    }
-    graph.run(step);
-    ++steps;
-    for (DecoderState& member : state.members) ++member.position;
-    done.push_back(read_async(all_finished));
-  }
+  StepGraph graph(cuda_graphs_enabled(device) && !model.uses_step_position(), graphs.pool, graphs.warm, graphs.keeper);
+  const int64_t steps = run_fixed_shape_steps(graph, step, all_finished, longest, state);
   // One copy back of everything.
   const torch::Tensor tokens_cpu = tokens.narrow(1, 0, steps).cpu();  // [B, steps]
   const torch::Tensor log_probability_cpu = log_probability.cpu();
   const torch::Tensor length_cpu = length.cpu();
-  const torch::Tensor attention_cpu = attention.defined() ? attention.narrow(1, 0, steps).cpu() : torch::Tensor();
+  const torch::Tensor attention_cpu = keep_attention ? attention.narrow(1, 0, steps).cpu() : torch::Tensor();
+  const auto token_at = tokens_cpu.accessor<int64_t, 2>();
+  const auto log_probability_of = log_probability_cpu.accessor<double, 1>();
+  const auto length_of = length_cpu.accessor<int64_t, 1>();
+  const auto source_length_of = lengths_cpu.accessor<int64_t, 1>();
   SearchResult results(static_cast<size_t>(batch_size), std::vector<Hypothesis>(1));
   for (int64_t b = 0; b < batch_size; ++b) {
     Hypothesis& hypothesis = results[static_cast<size_t>(b)][0];
-    const int64_t steps = length_cpu[b].item<int64_t>();
-    const auto* row = tokens_cpu[b].data_ptr<int64_t>();
-    for (int64_t t = 0; t < steps; ++t) {
-      if (row[t] != kEosId) hypothesis.tokens.push_back(row[t]);
+    const int64_t hypothesis_steps = length_of[b];
+    for (int64_t t = 0; t < hypothesis_steps; ++t) {
+      if (token_at[b][t] != kEosId) hypothesis.tokens.push_back(token_at[b][t]);
     }
-    hypothesis.log_probability = log_probability_cpu[b].item<double>();
-    hypothesis.score = hypothesis.log_probability / length_penalty(steps, options.length_penalty);
-    if (attention_cpu.defined()) {
-      hypothesis.attention = attention_cpu[b].narrow(0, 0, steps).narrow(1, 0, lengths_cpu[b].item<int64_t>());
+    hypothesis.log_probability = log_probability_of[b];
+    hypothesis.score = hypothesis.log_probability / length_penalty(hypothesis_steps, options.length_penalty);
+    if (keep_attention) {
+      hypothesis.attention = attention_cpu[b].narrow(0, 0, hypothesis_steps).narrow(1, 0, source_length_of[b]);
     }
   }
   return results;

@@ -58,6 +58,10 @@ SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Te
 // The tokens a search may never produce, set to -inf in next-token log-probabilities [R, V]
 // (in place; returns them): pad, BOS, and <unk> with ban_unk.
 torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options);
+// Beam search's expansion, shared by beam_search and beam_search_fixed_shape: the 2K best
+// extensions of each block of K rows, from next-token log-probabilities [N*K, V] and the rows'
+// running scores [N*K, 1] float64, best first: [2, N, 2K] float64, scores and ids beam k * V + token.
+torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tensor& alive_scores, int64_t beam);
 // The GNMT length penalty lp(length).
 double length_penalty(int64_t length, double alpha);
 // Output length cap for a source of `source_length` tokens.

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <memory>
 #include <optional>
 
 #ifdef NMT_WITH_CUDA
@@ -76,8 +78,40 @@ GraphPool new_graph_pool() {
   return {id.first, id.second};
 }
 
-StepGraph::StepGraph(bool enabled, GraphPool pool) : enabled_(enabled), pool_(pool) {}
-StepGraph::~StepGraph() = default;
+// A thread's pool lives as long as some graph captured into it (LibTorch's allocators, for device
+// and pinned memory, give a pool back when its last graph goes): so the last graph of a search is
+// kept until the next search's graph has been captured into the same pool.
+struct GraphKeeper {
+  std::unique_ptr<StepGraph::State> last;
+};
+
+SearchGraphs thread_search_graphs(const torch::Device& device) {
+  struct Kept {
+    explicit Kept(const torch::Device& device) : stream(device), pool(new_graph_pool()) {}
+    GpuStream stream;
+    GraphPool pool;
+    GraphKeeper keeper;
+    bool used = false;
+  };
+  thread_local std::map<c10::DeviceIndex, std::unique_ptr<Kept>> kept;
+  if (!device.is_cuda()) {
+    static const GpuStream none(torch::kCPU);
+    return {none, {}};
+  }
+  const c10::cuda::CUDAGuard on_device(device);
+  std::unique_ptr<Kept>& slot = kept[c10::cuda::current_device()];
+  if (!slot) slot = std::make_unique<Kept>(device);
+  const bool warm = slot->used;
+  slot->used = true;
+  return {slot->stream, slot->pool, warm, &slot->keeper};
+}
+
+StepGraph::StepGraph(bool enabled, GraphPool pool, bool warm, GraphKeeper* keeper)
+    : enabled_(enabled), pool_(pool), calls_(warm ? 1 : 0), keeper_(keeper) {}
+
+StepGraph::~StepGraph() {
+  if (keeper_ != nullptr && state_) keeper_->last = std::move(state_);  // the one kept before goes
+}
 
 void StepGraph::run(const std::function<void()>& step) {
   ++calls_;
@@ -85,7 +119,7 @@ void StepGraph::run(const std::function<void()>& step) {
     step();
     return;
   }
-  if (calls_ == 2) {
+  if (!state_) {
     state_ = std::make_unique<State>();
     // Thread-local: other threads' CUDA calls (another request of the server) do not break it.
     state_->graph.capture_begin({pool_.first, pool_.second}, cudaStreamCaptureModeThreadLocal);
@@ -119,8 +153,15 @@ GpuSideStream::~GpuSideStream() = default;
 
 GraphPool new_graph_pool() { return {}; }
 
+SearchGraphs thread_search_graphs(const torch::Device&) {
+  static const GpuStream none(torch::kCPU);
+  return {none, {}};
+}
+
 struct StepGraph::State {};
-StepGraph::StepGraph(bool enabled, GraphPool pool) : enabled_(enabled), pool_(pool) {}
+StepGraph::StepGraph(bool enabled, GraphPool pool, bool warm, GraphKeeper* keeper)
+    : enabled_(enabled), pool_(pool), calls_(warm ? 1 : 0), keeper_(keeper) {}
+
 StepGraph::~StepGraph() = default;
 
 void StepGraph::run(const std::function<void()>& step) {

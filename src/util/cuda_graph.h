@@ -58,12 +58,30 @@ struct GraphPool {
 // A fresh pool to share (a CUDA build; else {0, 0}).
 GraphPool new_graph_pool();
 
+struct GraphKeeper;
+
+// What a thread's searches keep from one batch to the next on `device`: one stream, whose
+// libraries' handles are set up once, and one pool that the graphs of successive batches share, so
+// that a batch's capture finds the memory of the batch before it reserved, instead of allocating
+// a pool of its own (which LibTorch does not give back). The pool lives as long as the thread:
+// graphs captured into it must not run at once, which one thread's searches never do. Without a
+// GPU: no stream, {0, 0}.
+struct SearchGraphs {
+  const GpuStream& stream;
+  GraphPool pool;
+  bool warm = false;              // an earlier search ran on the stream: graphs may capture their first step
+  GraphKeeper* keeper = nullptr;  // for StepGraph: keeps the pool alive between searches
+};
+SearchGraphs thread_search_graphs(const torch::Device& device);
+
 // Runs a step: the first call runs it as it is (which also warms up the libraries' handles), the
 // second captures it as a graph and replays that, later calls replay the graph. Each call does the
 // step exactly once. Without graphs (cuda_graphs_enabled false) every call runs it as it is.
 class StepGraph {
  public:
-  explicit StepGraph(bool enabled, GraphPool pool = {});
+  // warm: the stream's handles are set up already, so the first call captures at once. keeper
+  // (SearchGraphs): the graph is handed to it at the end, so that its pool outlives it.
+  explicit StepGraph(bool enabled, GraphPool pool = {}, bool warm = false, GraphKeeper* keeper = nullptr);
   ~StepGraph();
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;
@@ -71,11 +89,13 @@ class StepGraph {
   void run(const std::function<void()>& step);
 
  private:
+  friend struct GraphKeeper;
   struct State;
   std::unique_ptr<State> state_;
   bool enabled_;
   GraphPool pool_;
   int calls_ = 0;
+  GraphKeeper* keeper_;
 };
 
 }  // namespace nmt
