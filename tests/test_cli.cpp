@@ -529,4 +529,33 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   CommandResult sampled_n_best = run_nmt(sample + " --n-best 2");
   CHECK(sampled_n_best.status != 0);
   CHECK_THAT(sampled_n_best.output, Catch::Contains("--n-best must be 1"));
+
+  // Target prefixes: each output starts with its line's; an empty prefix line changes nothing.
+  const std::vector<std::string> plain = read_lines(hypotheses);
+  const std::string prefixes = (work_directory() / "prefixes.txt").string();
+  write_file_atomic(prefixes, "a small\n\n\n" + plain[3].substr(0, plain[3].find(' ')) + "\n\n");
+  const std::string prefixed_command = "translate" + model + " --input " + input + " --beam-size 5 --quiet --prefix ";
+  CommandResult prefixed = run_nmt(prefixed_command + prefixes);
+  INFO(prefixed.output);
+  REQUIRE(prefixed.status == 0);
+  std::vector<std::string> outputs;
+  std::istringstream output_lines(prefixed.output);
+  for (std::string line; std::getline(output_lines, line);) outputs.push_back(line);
+  REQUIRE(outputs.size() == 5);
+  CHECK(outputs[0].rfind("a small", 0) == 0);
+  CHECK(outputs[1] == plain[1]);
+  CHECK(outputs[2].empty());
+  CHECK(outputs[3].rfind(plain[3].substr(0, plain[3].find(' ')), 0) == 0);
+  CHECK(outputs[4] == plain[4]);
+  // Bad prefix files: the line count, a prefix past the output limit, invalid UTF-8.
+  write_file_atomic(bad, "a\nb\n");
+  CHECK_THAT(run_nmt(prefixed_command + bad).output, Catch::Contains(bad + " has 2 lines for 5 input lines"));
+  std::string long_prefix;
+  for (int i = 0; i < 300; ++i) long_prefix += "word ";
+  write_file_atomic(bad, long_prefix + "\n\n\n\n\n");
+  CommandResult too_long = run_nmt(prefixed_command + bad);
+  CHECK(too_long.status != 0);
+  CHECK_THAT(too_long.output, Catch::Contains(bad + ":1: the prefix has"));
+  write_file_atomic(bad, "a\nb\nc\n\xff\xfe\ne\n");
+  CHECK_THAT(run_nmt(prefixed_command + bad).output, Catch::Contains(bad + ":4: invalid UTF-8"));
 }

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <tuple>
 
 #include "helpers.h"
 #include "search/forced_decoding.h"
@@ -136,6 +137,66 @@ TEST_CASE("the GPU's fixed-shape beam search gives beam search's n-best lists, s
           check_same_hypotheses(beam_search_fixed_shape(model, source, lengths, options), expected);
         }
       }
+    }
+  }
+}
+
+TEST_CASE("target prefixes: every search starts its outputs with them, and an empty one changes nothing", "[search]") {
+  // Prefixes of 3, 0, 1 and 2 tokens (PAD-padded); the sentence without one translates as before.
+  const torch::Tensor prefix = torch::tensor({5, 9, 7, 0, 0, 0, 11, 0, 0, 4, 4, 0}, torch::kInt64).view({4, 3});
+  const torch::Tensor none = torch::zeros({4, 3}, torch::kInt64);
+  for (const bool trained : {true, false}) {
+    DYNAMIC_SECTION((trained ? "trained" : "untrained")) {
+      Seq2Seq model = fixed_shape_model("additive", trained, 78);
+      torch::InferenceMode guard;
+      auto [source, lengths] = random_source({6, 2, 4, 7}, kSearchVocab, 79);
+      SearchOptions sampling = fixed_shape_options(1, 1.0, 1);
+      sampling.sampling_topk = 5;
+      sampling.seed = 3;
+      using Search = SearchResult (*)(Ensemble, const torch::Tensor&, const torch::Tensor&, const SearchOptions&,
+                                      const torch::Tensor&);
+      const std::vector<std::tuple<std::string, Search, SearchOptions>> searches{
+          {"greedy", greedy_search, fixed_shape_options(1, 1.0, 1)},
+          {"greedy, fixed shape", greedy_search_fixed_shape, fixed_shape_options(1, 1.0, 1)},
+          {"beam", beam_search, fixed_shape_options(3, 1.0, 2)},
+          {"beam, fixed shape", beam_search_fixed_shape, fixed_shape_options(3, 1.0, 2)},
+          {"sampling", sample_search, sampling}};
+      for (const auto& [name, run, options] : searches) {
+        INFO(name);
+        const SearchResult plain = run(model, source, lengths, options, {});
+        const SearchResult prefixed = run(model, source, lengths, options, prefix);
+        check_same_hypotheses(run(model, source, lengths, options, none), plain);
+        for (int64_t b = 0; b < 4; ++b) {
+          INFO("sentence " << b);
+          std::vector<int64_t> start;
+          for (int64_t t = 0; t < 3 && prefix[b][t].item<int64_t>() != kPadId; ++t) {
+            start.push_back(prefix[b][t].item<int64_t>());
+          }
+          REQUIRE(!prefixed[static_cast<size_t>(b)].empty());
+          for (const Hypothesis& hypothesis : prefixed[static_cast<size_t>(b)]) {
+            REQUIRE(hypothesis.tokens.size() >= start.size());
+            CHECK(std::vector<int64_t>(hypothesis.tokens.begin(), hypothesis.tokens.begin() + start.size()) == start);
+          }
+        }
+        check_same_hypotheses({prefixed[1]}, {plain[1]});
+      }
+      // Forcing one token, then that token and the one greedy search took after it: the same output.
+      for (const Search run : {Search{greedy_search}, Search{greedy_search_fixed_shape}}) {
+        const SearchOptions options = fixed_shape_options(1, 1.0, 1);
+        const torch::Tensor one = prefix.narrow(1, 0, 1).clone().masked_fill_(prefix.narrow(1, 0, 1).eq(kPadId), 8);
+        const SearchResult first = run(model, source, lengths, options, one);
+        torch::Tensor two = torch::zeros({4, 2}, torch::kInt64);
+        for (int64_t b = 0; b < 4; ++b) {
+          const std::vector<int64_t>& tokens = first[static_cast<size_t>(b)][0].tokens;
+          for (int64_t t = 0; t < 2 && t < static_cast<int64_t>(tokens.size()); ++t) two[b][t] = tokens[t];
+        }
+        check_same_hypotheses(run(model, source, lengths, options, two), first);
+      }
+      // The GPU's fixed-shape searches choose what the CPU's do.
+      check_same_hypotheses(greedy_search_fixed_shape(model, source, lengths, fixed_shape_options(1, 1.0, 1), prefix),
+                            greedy_search(model, source, lengths, fixed_shape_options(1, 1.0, 1), prefix));
+      check_same_hypotheses(beam_search_fixed_shape(model, source, lengths, fixed_shape_options(3, 1.0, 2), prefix),
+                            beam_search(model, source, lengths, fixed_shape_options(3, 1.0, 2), prefix));
     }
   }
 }

@@ -157,13 +157,20 @@ TEST_CASE("serve: /translate gives what nmt translate gives, with attention, ali
     CHECK(hypotheses[k - 1]["score"].get<double>() >= hypotheses[k]["score"].get<double>());
   }
 
+  // A prefix: the translation starts with it; "" changes nothing.
+  const json prefixed =
+      post(client, {{"text", {kSentences[0], kSentences[3]}}, {"prefix", {"the", ""}}, {"beam_size", 3}});
+  REQUIRE(prefixed["translations"].size() == 2);
+  CHECK(prefixed["translations"][0]["text"].get<std::string>().rfind("the", 0) == 0);
+  CHECK(prefixed["translations"][1]["text"] == answer["translations"][3]["text"]);
+
   // /health counts what was served; / is the page, with nothing fetched from elsewhere.
   httplib::Result health = client.Get("/health");
   REQUIRE(health);
   REQUIRE(health->status == 200);
   const json status = json::parse(health->body);
-  CHECK(status["requests_served"] == 4);
-  CHECK(status["sentences_translated"] == kSentences.size() + 3);
+  CHECK(status["requests_served"] == 5);
+  CHECK(status["sentences_translated"] == kSentences.size() + 5);
   CHECK(status["source_vocabulary"].get<int>() > 0);
   CHECK(status["device"] == "cpu");
   CHECK(status["uptime_seconds"].get<double>() > 0);
@@ -204,6 +211,11 @@ TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, 
       {R"({"text": "a", "beam_size": 2, "n_best": 3})", 400, "n_best (3) must not exceed beam_size (2)"},
       {R"({"text": "a", "attention": "yes"})", 400, "attention must be true or false"},
       {R"({"text": "a", "beam": 5})", 400, "unknown field \"beam\""},
+      {R"({"text": ["a", "b"], "prefix": ["x"]})", 400, "prefix must be like text: a list of strings"},
+      {R"({"text": "a", "prefix": ["x"]})", 400, "prefix must be like text: a string"},
+      {R"({"text": "a", "prefix": 3})", 400, "prefix must be a string or a list"},
+      {R"({"text": "a", "prefix": ")" + std::string(60, 'x') + " " + std::string(30, 'y') + R"("})", 400,
+       "prefix[0] has 92 subwords but the translation of text[0] ends at 8"},
       {"{\"text\": \"caf\xe9\"}", 400, "not valid UTF-8 (byte 13)"},
       {R"({"text": "\ud800"})", 400, "malformed JSON"},
       {R"({"text": ["a", "b", "c", "d", "e"]})", 413, "text has 5 sentences; the limit is 4"},

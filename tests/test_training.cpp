@@ -1,3 +1,4 @@
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -451,6 +452,45 @@ TEST_CASE("training writes checkpoints that reload to identical outputs and resu
   // Changing the architecture on resume is refused, naming the key.
   config.model.attention = "dot";
   CHECK_THROWS_WITH(train(config, {true, false, {}}), Catch::Contains("attention"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("init-from fine-tunes a trained model: its weights and vocabularies, from step 0", "[training]") {
+  const fs::path dir = fresh_directory("init_from");
+  TrainConfig base = tiny_config(dir);
+  train(base, {});
+  const TranslationModel trained = load_model(resolve_checkpoint(base.model_dir, "best"), torch::kCPU);
+
+  TrainConfig config = tiny_config(dir);
+  config.model_dir = (dir / "fine").string();
+  config.init_from = base.model_dir;  // a model directory: its best.ckpt
+  config.vocab_size = 90;             // ignored: the vocabularies are the trained model's
+  config.model.dropout = 0.3;         // the dropout rates may change
+  {
+    fs::create_directories(config.model_dir);
+    TrainingSetup setup = set_up_training(config, /*resume=*/false, *spdlog::default_logger());
+    CHECK(setup.state.progress.step == 0);
+    CHECK(setup.state.model.source_vocabulary.serialized() == trained.source_vocabulary.serialized());
+    const auto start = setup.state.model.network->named_parameters();
+    const auto weights = trained.network->named_parameters();
+    REQUIRE(start.size() == weights.size());
+    for (const auto& parameter : weights) {
+      INFO(parameter.key());
+      CHECK(torch::equal(start[parameter.key()], parameter.value()));
+    }
+  }
+  config.max_steps = 2;
+  train(config, {false, /*overwrite=*/true, {}});
+  CHECK(load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU).progress.step == 2);
+  CHECK(read_file(fs::path(config.model_dir) / "vocab.joint.model") ==
+        read_file(fs::path(base.model_dir) / "vocab.joint.model"));
+
+  // A key that fixes the network's shapes must be the trained model's; a missing checkpoint is named.
+  config.model.attention = "dot";
+  CHECK_THROWS_WITH(train(config, {false, true, {}}), Catch::Contains("init-from: attention is dot"));
+  config.model.attention = "additive";
+  config.init_from = (dir / "none.ckpt").string();
+  CHECK_THROWS_WITH(train(config, {false, true, {}}), Catch::Contains("none.ckpt: no such checkpoint"));
   fs::remove_all(dir);
 }
 

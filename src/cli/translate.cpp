@@ -24,6 +24,8 @@ Command add_translate(CLI::App& program) {
                       "write an SVG heatmap and a JSON matrix per sentence");
   command->add_flag("--alignment", job->outputs.alignment,
                     "print the hard alignment (i-j pairs) after each output line");
+  command->add_option("--prefix", job->prefix_file,
+                      "target prefixes, one line per input line (empty: none): each output starts with its line's");
   add_translate_options(*command, job->options);
   return {command, [job] {
             warn_if_slow_blas();

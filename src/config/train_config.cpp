@@ -25,6 +25,10 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("model-dir", config.model_dir, "directory for vocabularies, checkpoints and logs");
   visit("corpus-dir", config.corpus_dir,
         "directory of the prepared training corpus and its vocabularies (nmt prepare; empty: model-dir)");
+  visit("init-from", config.init_from,
+        "fine-tuning: start from the weights and vocabularies of this checkpoint, or of this model directory's "
+        "best.ckpt, with a fresh optimizer, schedule and step count (empty: from scratch)",
+        fixed);
 
   visit("vocab-type", config.vocab_type, "sentencepiece model type", fixed);
   visit("vocab-size", config.vocab_size, "sentencepiece vocabulary size (upper bound)", fixed);
@@ -150,6 +154,23 @@ void check_resumable(const TrainConfig& requested, const TrainConfig& stored, co
       throw std::invalid_argument(wanted[i].first + ": is " + wanted[i].second + " but " + checkpoint +
                                   " was trained with " + had[i].second +
                                   "; resume with the same value or start a new model-dir");
+    }
+  }
+}
+
+void check_fine_tunable(const ModelOptions& requested, const ModelOptions& stored, const std::string& checkpoint) {
+  FixedKeyCollector fixed;
+  EntryWriter wanted, had;
+  visit_model_fields(fixed, requested);
+  visit_model_fields(wanted, requested);
+  visit_model_fields(had, stored);
+  for (size_t i = 0; i < wanted.entries.size(); ++i) {
+    const auto& [key, value] = wanted.entries[i];
+    const bool is_fixed = std::find(fixed.keys.begin(), fixed.keys.end(), key) != fixed.keys.end();
+    if (is_fixed && value != had.entries[i].second) {
+      throw std::invalid_argument("init-from: " + key + " is " + value + " but " + checkpoint + " was trained with " +
+                                  had.entries[i].second + "; fine-tuning keeps the model's shape: set " + key + " = " +
+                                  had.entries[i].second + ", or leave init-from empty to train from scratch");
     }
   }
 }

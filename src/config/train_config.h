@@ -26,6 +26,7 @@ struct TrainConfig {
   std::string dev_target;    // development set, target side
   std::string model_dir;     // where vocabularies, checkpoints and logs go
   std::string corpus_dir;    // the prepared corpus (train.corpus) and its vocabularies; empty: model_dir
+  std::string init_from;     // fine-tuning: a checkpoint, or a model directory (its best.ckpt); empty: none
 
   // Vocabulary (sentencepiece, trained by `nmt train` on the training corpus)
   VocabType vocab_type = VocabType::kUnigram;
@@ -86,6 +87,11 @@ void validate(const TrainConfig& config);
 // Throws std::invalid_argument naming the first key that `requested` changes against `stored` (the
 // configuration of `checkpoint`) although a resumed run must keep it (OnResume::kFixed).
 void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint);
+
+// Throws std::invalid_argument naming the first model key that `requested` changes against
+// `stored`, the options of `checkpoint` that init-from fine-tunes, among those that fix the
+// network's shapes (the dropout rates may change).
+void check_fine_tunable(const ModelOptions& requested, const ModelOptions& stored, const std::string& checkpoint);
 
 // Checks what the TOML reader lets pass in a configuration file: a key given twice in one section,
 // a quoted value without its closing quote. Throws std::invalid_argument naming file:line and the

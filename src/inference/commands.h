@@ -17,6 +17,7 @@ struct TranslateJob {
   std::vector<std::string> inputs;  // files, or "-" for standard input (the default)
   std::string output = "-";         // a file, or "-" for `out`
   std::string output_dir;           // with several inputs: INPUT_NAME.hyp each here
+  std::string prefix_file;          // target prefixes, one line per input line (search/translator.h)
   OutputOptions outputs;
 };
 

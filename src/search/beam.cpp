@@ -57,7 +57,8 @@ struct NextBeams {
 
 class BeamSearch {
  public:
-  BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths, const SearchOptions& options);
+  BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths, const SearchOptions& options,
+             const torch::Tensor& prefix);
   SearchResult run();
 
  private:
@@ -86,11 +87,12 @@ class BeamSearch {
   std::vector<double> alive_scores_;     // cumulative log-probabilities of the alive beams
   SearchResult finished_;
   BeamRows rows_;
-  torch::Tensor previous_;  // [A*K] the last token of each beam
+  torch::Tensor previous_;    // [A*K] the last token of each beam
+  torch::Tensor row_prefix_;  // [A*K, P] each row's target prefix (search.h), or undefined
 };
 
 BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                       const SearchOptions& options)
+                       const SearchOptions& options, const torch::Tensor& prefix)
     : model_(std::move(model)),
       options_(options),
       beam_(options.beam_size),
@@ -104,6 +106,7 @@ BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch:
   torch::Tensor expand = torch::arange(batch_size, int_options_).repeat_interleave(beam_);
   encoded_ = encoded_.index_select(expand);
   state_ = state_.index_select(expand);
+  if (prefix.defined()) row_prefix_ = prefix.index_select(0, expand);
 
   active_.resize(batch_size);
   std::iota(active_.begin(), active_.end(), 0);
@@ -120,7 +123,8 @@ BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch:
 SearchResult BeamSearch::run() {
   for (int64_t t = 0; !active_.empty(); ++t) {
     Ensemble::Step out = model_.step(previous_, state_, encoded_);
-    const Extensions extensions = expand(ban_tokens(out.log_probs, options_));  // [A*K, V]
+    const torch::Tensor step = torch::full({}, t, int_options_);
+    const Extensions extensions = expand(allowed_tokens(out.log_probs, options_, row_prefix_, step));  // [A*K, V]
     if (options_.return_attention && out.attention.defined()) append_attention(out.attention);
     NextBeams next = select(extensions, t + 1);
     if (next.still_active.empty()) break;
@@ -244,7 +248,9 @@ void BeamSearch::reorder(const Ensemble::State& stepped, NextBeams& next) {
   // Rows of one sentence share the same encoder output, so it is reselected only when
   // sentences leave the batch, not on every beam reorder.
   if (next.still_active.size() != active_.size()) {
-    encoded_ = encoded_.index_select(to_device(torch::tensor(next.encoded_rows, torch::kInt64), device_));
+    const torch::Tensor rows = to_device(torch::tensor(next.encoded_rows, torch::kInt64), device_);
+    encoded_ = encoded_.index_select(rows);
+    if (row_prefix_.defined()) row_prefix_ = row_prefix_.index_select(0, rows);
   }
   active_ = std::move(next.still_active);
   alive_scores_ = std::move(next.scores);
@@ -285,9 +291,9 @@ torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tenso
 }
 
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                         const SearchOptions& options) {
-  if (source.is_cuda()) return beam_search_fixed_shape(std::move(model), source, lengths, options);
-  return BeamSearch(std::move(model), source, lengths, options).run();
+                         const SearchOptions& options, const torch::Tensor& prefix) {
+  if (source.is_cuda()) return beam_search_fixed_shape(std::move(model), source, lengths, options, prefix);
+  return BeamSearch(std::move(model), source, lengths, options, prefix).run();
 }
 
 }  // namespace nmt

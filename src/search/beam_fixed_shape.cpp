@@ -26,7 +26,7 @@ constexpr double kNoScore = -std::numeric_limits<double>::infinity();
 class FixedShapeBeam {
  public:
   FixedShapeBeam(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                 const SearchOptions& options);
+                 const SearchOptions& options, const torch::Tensor& prefix);
   SearchResult run();
 
  private:
@@ -51,6 +51,7 @@ class FixedShapeBeam {
   torch::Tensor first_row_, rank_, own_rows_, first_slot_;
   torch::Tensor length_;             // [] int64: the length of the hypotheses this step makes (steps so far + 1)
   torch::Tensor all_done_;           // [] bool
+  torch::Tensor row_prefix_;         // [R, P] each row's target prefix (search.h), or undefined
   torch::Tensor history_;            // [R, longest] int64: each alive row's tokens
   torch::Tensor attention_history_;  // [R, longest, S] (return_attention)
   // The pool: [B, slots, 3] float64 normalized score (-inf: empty), log-probability and length
@@ -59,7 +60,7 @@ class FixedShapeBeam {
 };
 
 FixedShapeBeam::FixedShapeBeam(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                               const SearchOptions& options)
+                               const SearchOptions& options, const torch::Tensor& prefix)
     : model_(std::move(model)),
       options_(options),
       beam_(options.beam_size),
@@ -74,6 +75,7 @@ FixedShapeBeam::FixedShapeBeam(Ensemble model, const torch::Tensor& source, cons
   const torch::Tensor expand = torch::arange(sentences_, integers).repeat_interleave(beam_);  // sentence b: rows bK..
   encoded_ = encoded_.index_select(expand);
   state_ = state_.index_select(expand);
+  if (prefix.defined()) row_prefix_ = prefix.index_select(0, expand);
 
   const std::vector<int64_t> limits = max_output_lengths(lengths, options);
   longest_ = *std::max_element(limits.begin(), limits.end());
@@ -117,8 +119,8 @@ void FixedShapeBeam::step() {
   if (keep_attention_) attention_history_.index_copy_(1, column, out.attention.unsqueeze(1).to(torch::kFloat32));
 
   // The 2K best extensions of every sentence, best first: [B, W] scores, rows they extend, tokens.
-  const torch::Tensor best =
-      best_extensions(ban_tokens(out.log_probs, options_), alive_scores_.view({rows_, 1}), beam_);
+  const torch::Tensor best = best_extensions(allowed_tokens(out.log_probs, options_, row_prefix_, length_ - 1),
+                                             alive_scores_.view({rows_, 1}), beam_);
   const torch::Tensor scores = best[0];
   const torch::Tensor ids = best[1].to(torch::kInt64);
   const int64_t vocab = out.log_probs.size(1), width = scores.size(1);
@@ -234,8 +236,8 @@ SearchResult FixedShapeBeam::collect(int64_t steps) const {
 }  // namespace
 
 SearchResult beam_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                                     const SearchOptions& options) {
-  return FixedShapeBeam(std::move(model), source, lengths, options).run();
+                                     const SearchOptions& options, const torch::Tensor& prefix) {
+  return FixedShapeBeam(std::move(model), source, lengths, options, prefix).run();
 }
 
 }  // namespace nmt

@@ -44,6 +44,19 @@ torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) 
   return log_probs;
 }
 
+torch::Tensor allowed_tokens(torch::Tensor log_probs, const SearchOptions& options, const torch::Tensor& prefix,
+                             const torch::Tensor& step) {
+  if (!prefix.defined() || prefix.size(1) == 0) return ban_tokens(log_probs, options);
+  const int64_t width = prefix.size(1);
+  const torch::Tensor token = prefix.index_select(1, step.clamp_max(width - 1).view({1}));  // [R, 1]
+  const torch::Tensor forced = token.ne(kPadId).logical_and_(step.lt(width));               // [R, 1]
+  const torch::Tensor model_log_prob = log_probs.gather(1, token);
+  ban_tokens(log_probs, options);
+  log_probs.masked_fill_(forced, -std::numeric_limits<float>::infinity());
+  log_probs.scatter_(1, token, torch::where(forced, model_log_prob, log_probs.gather(1, token)));
+  return log_probs;
+}
+
 // Greedy search on a GPU: the batch keeps its shape, finished rows go on with padding, and the
 // host never waits for a step. The step works in place on tensors that stay put (the state, the
 // previous tokens, the running sums), so that it can be captured once as a CUDA graph and replayed
@@ -51,7 +64,7 @@ torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options) 
 // so the host queues the next step while the GPU runs this one. Same results as the CPU's loop, which drops finished
 // rows instead.
 SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                                       const SearchOptions& options) {
+                                       const SearchOptions& options, const torch::Tensor& prefix) {
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
   const SearchGraphs graphs = thread_search_graphs(device);
@@ -79,7 +92,7 @@ SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& sour
                      : torch::Tensor();
   auto step = [&] {
     Ensemble::Step out = model.step(previous, state, encoded);
-    auto [best_log_probs, best_tokens] = ban_tokens(out.log_probs, options).max(/*dim=*/1);  // [B]
+    auto [best_log_probs, best_tokens] = allowed_tokens(out.log_probs, options, prefix, steps_taken).max(/*dim=*/1);
     best_tokens.masked_fill_(finished, kPadId);
     log_probability.add_(best_log_probs.to(torch::kFloat64).masked_fill_(finished, 0));
     length.add_(finished.logical_not());
@@ -128,7 +141,8 @@ using ChooseTokens = std::function<std::pair<torch::Tensor, torch::Tensor>(const
 
 // One token per row and step, chosen by `choose`, rows of finished sentences dropped from the batch.
 SearchResult decode_token_by_token(Ensemble& model, const torch::Tensor& source, const torch::Tensor& lengths,
-                                   const SearchOptions& options, const ChooseTokens& choose) {
+                                   const SearchOptions& options, const torch::Tensor& prefix,
+                                   const ChooseTokens& choose) {
   const int64_t batch_size = source.size(0);
   const torch::Device device = source.device();
   Ensemble::Source encoded = model.encode(source, lengths);
@@ -142,10 +156,12 @@ SearchResult decode_token_by_token(Ensemble& model, const torch::Tensor& source,
   std::vector<std::vector<torch::Tensor>> attention_rows(batch_size);
   torch::Tensor previous =
       torch::full({batch_size}, kBosId, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  torch::Tensor row_prefix = prefix;  // of the rows still in the batch
 
   for (int64_t t = 0; !active.empty(); ++t) {
     Ensemble::Step out = model.step(previous, state, encoded);
-    auto [chosen_log_probs, chosen_tokens] = choose(ban_tokens(out.log_probs, options));  // [R]
+    const torch::Tensor step = torch::full({}, t, torch::TensorOptions().dtype(torch::kInt64).device(device));
+    auto [chosen_log_probs, chosen_tokens] = choose(allowed_tokens(out.log_probs, options, row_prefix, step));  // [R]
     torch::Tensor tokens_cpu = chosen_tokens.cpu();
     torch::Tensor log_probs_cpu = chosen_log_probs.to(torch::kFloat64).cpu();
     torch::Tensor weights_cpu =
@@ -174,6 +190,7 @@ SearchResult decode_token_by_token(Ensemble& model, const torch::Tensor& source,
       encoded = encoded.index_select(index);
       out.state = out.state.index_select(index);
       chosen_tokens = chosen_tokens.index_select(0, index);
+      if (row_prefix.defined()) row_prefix = row_prefix.index_select(0, index);
     }
     active = std::move(still_active);
     state = out.state;
@@ -225,25 +242,25 @@ class TokenSampler {
 }  // namespace
 
 SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                           const SearchOptions& options) {
-  if (source.is_cuda()) return greedy_search_fixed_shape(model, source, lengths, options);
-  return decode_token_by_token(model, source, lengths, options, [](const torch::Tensor& log_probs) {
+                           const SearchOptions& options, const torch::Tensor& prefix) {
+  if (source.is_cuda()) return greedy_search_fixed_shape(model, source, lengths, options, prefix);
+  return decode_token_by_token(model, source, lengths, options, prefix, [](const torch::Tensor& log_probs) {
     auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);
     return std::make_pair(best_log_probs, best_tokens);
   });
 }
 
 SearchResult sample_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                           const SearchOptions& options) {
+                           const SearchOptions& options, const torch::Tensor& prefix) {
   TokenSampler sampler(options);
-  return decode_token_by_token(model, source, lengths, options, std::ref(sampler));
+  return decode_token_by_token(model, source, lengths, options, prefix, std::ref(sampler));
 }
 
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                    const SearchOptions& options) {
-  if (options.samples()) return sample_search(model, source, lengths, options);
-  return options.beam_size == 1 ? greedy_search(model, source, lengths, options)
-                                : beam_search(model, source, lengths, options);
+                    const SearchOptions& options, const torch::Tensor& prefix) {
+  if (options.samples()) return sample_search(model, source, lengths, options, prefix);
+  return options.beam_size == 1 ? greedy_search(model, source, lengths, options, prefix)
+                                : beam_search(model, source, lengths, options, prefix);
 }
 
 }  // namespace nmt

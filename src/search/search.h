@@ -30,34 +30,43 @@ using SearchResult = std::vector<std::vector<Hypothesis>>;
 
 // source [B, S], lengths [B] (CPU). The models must be in eval() mode; call under InferenceMode.
 // A Seq2Seq converts to an ensemble of one.
+//
+// prefix [B, P] int64 on source's device (optional): target prefixes, each sentence's padded with
+// PAD. A sentence's output starts with its prefix (forced, scored by the model like any token),
+// and the search goes on from there. A prefix must be shorter than its sentence's length cap.
 SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                           const SearchOptions& options);
+                           const SearchOptions& options, const torch::Tensor& prefix = {});
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                         const SearchOptions& options);
+                         const SearchOptions& options, const torch::Tensor& prefix = {});
 // The greedy search a GPU runs (greedy_search takes it for GPU tensors): the batch keeps its shape
 // and the step works in place, as a CUDA graph can replay it. On the CPU it gives the same results
 // as greedy_search, more slowly; the tests run it there.
 SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                                       const SearchOptions& options);
+                                       const SearchOptions& options, const torch::Tensor& prefix = {});
 // The beam search a GPU runs (beam_search takes it for GPU tensors): the batch keeps its B * K rows
 // and the step works in place, as a CUDA graph can replay it. On the CPU it gives the same results
 // as beam_search; the tests run it there.
 SearchResult beam_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                                     const SearchOptions& options);
+                                     const SearchOptions& options, const torch::Tensor& prefix = {});
 // Sampling: each output token drawn from the ensemble's distribution, tempered and cut to its top k
 // or top p as `options` say, for the whole batch at once like greedy search (which top-k 1 equals);
 // for back-translation. The draws come from a CPU generator seeded by options.seed and
 // options.sampling_stream, so they repeat on any device. A hypothesis's log-probability is the
 // model's, as forced decoding (nmt score) gives it, not the tempered one.
 SearchResult sample_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                           const SearchOptions& options);
+                           const SearchOptions& options, const torch::Tensor& prefix = {});
 // options.samples() -> sample_search; else beam_size 1 -> greedy_search, else beam_search.
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                    const SearchOptions& options);
+                    const SearchOptions& options, const torch::Tensor& prefix = {});
 
 // The tokens a search may never produce, set to -inf in next-token log-probabilities [R, V]
 // (in place; returns them): pad, BOS, and <unk> with ban_unk.
 torch::Tensor ban_tokens(torch::Tensor log_probs, const SearchOptions& options);
+// ban_tokens, and target prefixes: a row whose prefix [R, P] (PAD after its end; undefined: none)
+// reaches past `step` (a scalar int64 tensor, the output position) may take only its prefix's
+// token there, with the model's log-probability of it. In place; returns log_probs.
+torch::Tensor allowed_tokens(torch::Tensor log_probs, const SearchOptions& options, const torch::Tensor& prefix,
+                             const torch::Tensor& step);
 // Beam search's expansion, shared by beam_search and beam_search_fixed_shape: the 2K best
 // extensions of each block of K rows, from next-token log-probabilities [N*K, V] and the rows'
 // running scores [N*K, 1] float64, best first: [2, N, 2K] float64, scores and ids beam k * V + token.

@@ -62,9 +62,14 @@ std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std
 }
 
 std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
-                                               const std::function<void(size_t)>& progress) {
+                                               const std::function<void(size_t)>& progress,
+                                               const TargetPrefixes& prefixes) {
+  if (!prefixes.lines.empty() && prefixes.lines.size() != lines.size()) {
+    throw std::invalid_argument(prefixes.name + " has " + std::to_string(prefixes.lines.size()) + " lines for " +
+                                std::to_string(lines.size()) + " input lines: give one per line");
+  }
   std::vector<Translation> translations(lines.size());
-  std::vector<std::vector<int64_t>> sources(lines.size());
+  std::vector<std::vector<int64_t>> sources(lines.size()), targets_start(lines.size());
   std::vector<int64_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
     sources[i] = source_vocabulary_.encode(lines[i]);
@@ -72,6 +77,15 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     for (int64_t id : sources[i]) translations[i].source_pieces.push_back(source_vocabulary_.piece(id));
     sources[i].push_back(kEosId);
     order.push_back(static_cast<int64_t>(i));
+    if (prefixes.lines.empty()) continue;
+    targets_start[i] = target_vocabulary_.encode(prefixes.lines[i]);
+    const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_);
+    if (static_cast<int64_t>(targets_start[i].size()) >= limit) {
+      throw std::invalid_argument(prefixes.name + ":" + std::to_string(i + 1) + ": the prefix has " +
+                                  std::to_string(targets_start[i].size()) + " subwords but the output of line " +
+                                  std::to_string(i + 1) + " ends at " + std::to_string(limit) +
+                                  ": shorten it, or raise --max-length-ratio or --max-length");
+    }
   }
   // Longest first: similar lengths share a batch (little padding), and the slowest batch is known early.
   std::stable_sort(order.begin(), order.end(),
@@ -90,7 +104,13 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     auto [source, lengths] = pad_sequences(batch_sources);
     SearchOptions options = search_;
     options.sampling_stream = index;  // each batch samples on its own: the same on any thread
-    SearchResult result = search(model_, source.to(device_), lengths, options);
+    torch::Tensor prefix;
+    if (!prefixes.lines.empty()) {
+      std::vector<const std::vector<int64_t>*> batch_prefixes;
+      for (const int64_t k : batch) batch_prefixes.push_back(&targets_start[k]);
+      prefix = pad_sequences(batch_prefixes).first.to(device_);
+    }
+    SearchResult result = search(model_, source.to(device_), lengths, options, prefix);
     for (size_t row = 0; row < batch.size(); ++row) translations[batch[row]].hypotheses = std::move(result[row]);
     std::lock_guard<std::mutex> lock(progress_mutex);
     done += batch.size();

@@ -19,6 +19,13 @@ struct Translation {
   std::vector<std::string> texts;          // detokenized text of each hypothesis
 };
 
+// Target prefixes for Translator::translate (search.h): one line per input line, an empty line
+// for none; `name` (the file they come from) goes into errors.
+struct TargetPrefixes {
+  std::vector<std::string> lines;
+  std::string name = "prefix";
+};
+
 class Translator {
  public:
   // `model`: one Seq2Seq, or an Ensemble of models that share the vocabularies.
@@ -26,8 +33,11 @@ class Translator {
              BatchingOptions batching, torch::Device device);
 
   // One Translation per line, in input order. `progress(sentences_done)` runs after each batch.
+  // With `prefixes`, each output starts with its line's prefix; a prefix that reaches its line's
+  // output limit is an error naming prefixes.name and the line.
   std::vector<Translation> translate(const std::vector<std::string>& lines,
-                                     const std::function<void(size_t)>& progress = {});
+                                     const std::function<void(size_t)>& progress = {},
+                                     const TargetPrefixes& prefixes = {});
 
  private:
   std::vector<std::vector<int64_t>> plan_batches(const std::vector<std::vector<int64_t>>& sources,

@@ -38,13 +38,15 @@ BatchQueue::~BatchQueue() {
   for (auto& worker : workers_) worker.join();
 }
 
-std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search) {
+std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search,
+                                               std::vector<std::string> prefixes) {
   std::future<std::vector<Translation>> result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) throw std::runtime_error("the server is stopping");
     Request& request = queue_.emplace_back();
     request.lines = std::move(lines);
+    request.prefixes = std::move(prefixes);
     request.search = search;
     request.arrival = std::chrono::steady_clock::now();
     result = request.result.get_future();
@@ -100,13 +102,25 @@ void BatchQueue::work() {
     lock.unlock();
 
     std::vector<std::string> lines;
+    TargetPrefixes prefixes;  // every line's, when a request of the batch has some
     for (const Request& request : batch) lines.insert(lines.end(), request.lines.begin(), request.lines.end());
+    for (const Request& request : batch) {
+      if (request.prefixes.empty()) continue;
+      for (const Request& each : batch) {
+        if (each.prefixes.empty()) {
+          prefixes.lines.insert(prefixes.lines.end(), each.lines.size(), "");
+        } else {
+          prefixes.lines.insert(prefixes.lines.end(), each.prefixes.begin(), each.prefixes.end());
+        }
+      }
+      break;
+    }
     std::vector<Translation> translations;
     std::exception_ptr error;
     try {
       Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(),
                             batch.front().search, options_.batching, device_);
-      translations = translator.translate(lines);
+      translations = translator.translate(lines, {}, prefixes);
     } catch (...) {
       error = std::current_exception();
     }

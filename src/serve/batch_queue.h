@@ -39,7 +39,9 @@ class BatchQueue {
   BatchQueue& operator=(const BatchQueue&) = delete;
 
   // Blocks until `lines` are translated (in their order); rethrows the search's exception.
-  std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search);
+  // prefixes: one target prefix per line (search/translator.h), or none.
+  std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search,
+                                     std::vector<std::string> prefixes = {});
 
   // Sentences translated and batches run so far.
   size_t sentences_done() const;
@@ -48,6 +50,7 @@ class BatchQueue {
  private:
   struct Request {
     std::vector<std::string> lines;
+    std::vector<std::string> prefixes;  // one per line, or none
     SearchOptions search;
     std::chrono::steady_clock::time_point arrival;
     std::promise<std::vector<Translation>> result;

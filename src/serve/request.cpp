@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFields = "text, beam_size, n_best, attention, alignment";
+constexpr const char* kFields = "text, prefix, beam_size, n_best, attention, alignment";
 
 [[noreturn]] void refuse(const std::string& message, int status = 400) { throw RequestError(status, message); }
 
@@ -57,6 +57,26 @@ std::string sentence_field(const json& value, const std::string& name, const Req
   return text;
 }
 
+// A string, or a list of at most limits.max_sentences strings.
+std::vector<std::string> sentences_field(const json& value, const std::string& name, const RequestLimits& limits) {
+  std::vector<std::string> sentences;
+  if (value.is_string()) {
+    sentences.push_back(sentence_field(value, name, limits));
+  } else if (value.is_array()) {
+    if (value.size() > limits.max_sentences) {
+      refuse(name + " has " + std::to_string(value.size()) + " sentences; the limit is " +
+                 std::to_string(limits.max_sentences) + " (nmt serve --max-sentences)",
+             413);
+    }
+    for (size_t i = 0; i < value.size(); ++i) {
+      sentences.push_back(sentence_field(value[i], name + "[" + std::to_string(i) + "]", limits));
+    }
+  } else {
+    refuse(name + " must be a string or a list of strings, got " + std::string(value.type_name()));
+  }
+  return sentences;
+}
+
 // Weights rounded to 1e-4: the shortest decimal that JSON writes for them stays short.
 json rounded(const std::vector<float>& row) {
   json values = json::array();
@@ -90,22 +110,16 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
   request.search.n_best = 1;
   const auto text = document.find("text");
   if (text == document.end()) refuse("missing field \"text\" (a string or a list of strings)");
-  if (text->is_string()) {
-    request.text.push_back(sentence_field(*text, "text", limits));
-  } else if (text->is_array()) {
-    if (text->size() > limits.max_sentences) {
-      refuse("text has " + std::to_string(text->size()) + " sentences; the limit is " +
-                 std::to_string(limits.max_sentences) + " (nmt serve --max-sentences)",
-             413);
+  request.text = sentences_field(*text, "text", limits);
+  if (const auto prefix = document.find("prefix"); prefix != document.end()) {
+    request.prefix = sentences_field(*prefix, "prefix", limits);
+    if (request.prefix.size() != request.text.size() || prefix->is_string() != text->is_string()) {
+      refuse("prefix must be like text: " + std::string(text->is_string() ? "a string" : "a list of strings") +
+             " (one per sentence, \"\" for none)");
     }
-    for (size_t i = 0; i < text->size(); ++i) {
-      request.text.push_back(sentence_field((*text)[i], "text[" + std::to_string(i) + "]", limits));
-    }
-  } else {
-    refuse("text must be a string or a list of strings, got " + std::string(text->type_name()));
   }
   for (const auto& [name, value] : document.items()) {
-    if (name == "text") continue;
+    if (name == "text" || name == "prefix") continue;
     if (name == "beam_size") {
       request.search.beam_size = integer_field(value, name, 1, limits.max_beam_size);
     } else if (name == "n_best") {
@@ -124,6 +138,20 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
   }
   request.search.return_attention = request.attention || request.alignment;
   return request;
+}
+
+void check_prefixes(const TranslateRequest& request, const Vocabulary& source_vocabulary,
+                    const Vocabulary& target_vocabulary) {
+  for (size_t i = 0; i < request.prefix.size(); ++i) {
+    const auto source_length = static_cast<int64_t>(source_vocabulary.encode(request.text[i]).size()) + 1;  // EOS
+    const auto prefix_length = static_cast<int64_t>(target_vocabulary.encode(request.prefix[i]).size());
+    const int64_t limit = max_output_length(source_length, request.search);
+    if (prefix_length > 0 && prefix_length >= limit) {
+      refuse("prefix[" + std::to_string(i) + "] has " + std::to_string(prefix_length) +
+             " subwords but the translation of text[" + std::to_string(i) + "] ends at " + std::to_string(limit) +
+             ": shorten it");
+    }
+  }
 }
 
 nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,

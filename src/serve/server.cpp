@@ -220,8 +220,10 @@ void answer_translate(Service& service, const httplib::Request& http_request, ht
       throw RequestError(400, "attention/alignment: this model was trained with attention none");
     }
     check_search_memory(service, request);
+    check_prefixes(request, service.models.source_vocabulary(), service.models.target_vocabulary());
     const std::vector<Translation> translations =
-        request.text.empty() ? std::vector<Translation>{} : service.queue.translate(request.text, request.search);
+        request.text.empty() ? std::vector<Translation>{}
+                             : service.queue.translate(request.text, request.search, request.prefix);
     answer_json(response, 200, translations_json(request, translations, service.models.target_vocabulary()));
     ++service.requests_served;
   } catch (const RequestError& error) {

@@ -193,6 +193,41 @@ TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& lo
   return data;
 }
 
+namespace {
+
+// init-from: the model to fine-tune, on `device`: the weights and vocabularies of the checkpoint
+// (or of the model directory's best.ckpt), in a network built with config.model, whose keys that
+// fix the shapes must be the checkpoint's (the dropout rates are the config's).
+TranslationModel fine_tuning_start(const TrainConfig& config, const torch::Device& device, spdlog::logger& log) {
+  const std::string path =
+      fs::is_directory(config.init_from) ? resolve_checkpoint(config.init_from, "best") : config.init_from;
+  if (!fs::is_regular_file(path)) {
+    throw std::runtime_error("init-from: " + path +
+                             ": no such checkpoint (give a .ckpt file, or a model directory with a best.ckpt)");
+  }
+  TranslationModel start = load_model(path, device);
+  check_fine_tunable(config.model, start.options, path);
+  if (config.joint_vocab && start.source_vocabulary.serialized() != start.target_vocabulary.serialized()) {
+    throw std::invalid_argument("joint-vocab: is true but " + path +
+                                " has separate source and target vocabularies; set joint-vocab = false");
+  }
+  Seq2Seq network(config.model, start.source_vocabulary.size(), start.target_vocabulary.size());
+  network->to(device);
+  {
+    torch::NoGradGuard no_grad;
+    const auto trained = start.network->named_parameters();
+    for (auto& parameter : network->named_parameters()) parameter.value().copy_(trained[parameter.key()]);
+    const auto trained_buffers = start.network->named_buffers();
+    for (auto& buffer : network->named_buffers()) buffer.value().copy_(trained_buffers[buffer.key()]);
+  }
+  start.network = network;
+  start.options = config.model;
+  log.info("fine-tuning {}: its weights and vocabularies, a fresh optimizer and schedule from step 0", path);
+  return start;
+}
+
+}  // namespace
+
 void check_precision(const TrainConfig& config, const torch::Device& device) {
   if (config.precision == "bf16" && !has_bf16(device)) {
     throw std::invalid_argument(
@@ -237,6 +272,12 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
              state.progress.epoch + 1, state.progress.batch_in_epoch);
     prepared = open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary},
                                     /*trained_on_this_text=*/false, log);
+  } else if (!config.init_from.empty()) {
+    state.model = fine_tuning_start(config, setup.device, log);
+    const Vocabularies vocabularies{state.model.source_vocabulary, state.model.target_vocabulary};
+    write_vocabularies(config, vocabularies, config.model_dir);
+    prepared = open_training_corpus(config, vocabularies, /*trained_on_this_text=*/false, log);
+    state.progress.learning_rate = config.learning_rate;
   } else {
     TrainingData data = prepare_training_data(config, log);
     if (fs::path(corpus_dir(config)) != fs::path(config.model_dir)) {

@@ -221,6 +221,30 @@ int main(int argc, char** argv) {
       check(tooltip == target_token + " \u2190 " + source_token + ": " + weight,
             "the hover text names the output token, the source token and the weight");
     }
+    // Completion: a typed start of the translation (its last word), then Translate: the page shows
+    // the server's translation from that start.
+    const std::string start = expected_text.substr(expected_text.find_last_of(' ') + 1);
+    httplib::Result completed_result = server.Post(
+        "/translate", json{{"text", {sentence}}, {"prefix", {start}}, {"beam_size", 5}, {"attention", true}}.dump(),
+        "application/json");
+    check(completed_result && completed_result->status == 200, "the server completes \"" + start + "\"");
+    const std::string completed_text =
+        completed_result ? json::parse(completed_result->body)["translations"][0]["text"].get<std::string>() : "";
+    std::cout << "page_check: typing the start \"" << start << "\"\n";
+    browser.session("POST", "/element/" + browser.find("#prefix") + "/value", {{"text", start}});
+    browser.session("POST", "/element/" + browser.find("#translate") + "/click");
+    std::string completion;
+    const auto completed_by = Clock::now() + std::chrono::seconds(30);
+    while (completion.rfind(completed_text, 0) != 0 && Clock::now() < completed_by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      try {
+        completion = browser.text(browser.find("#results .translation"));
+      } catch (const std::runtime_error&) {  // the results were redrawn between finding and reading
+      }
+    }
+    std::cout << "page_check: the page shows \"" << completion << "\"\n";
+    check(completion.rfind(start, 0) == 0 && completion.rfind(completed_text, 0) == 0,
+          "the translation starts with \"" + start + "\" and is the server's: \"" + completed_text + "\"");
     if (!screenshot.empty()) {
       std::ofstream(screenshot, std::ios::binary) << base64_decode(browser.session("GET", "/screenshot"));
       std::cout << "page_check: screenshot in " << screenshot << "\n";
