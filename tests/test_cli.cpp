@@ -559,3 +559,36 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   write_file_atomic(bad, "a\nb\nc\n\xff\xfe\ne\n");
   CHECK_THAT(run_nmt(prefixed_command + bad).output, Catch::Contains(bad + ":4: invalid UTF-8"));
 }
+
+TEST_CASE("cli: a right-to-left model (reverse-target) writes text order, and decodes alone", "[cli]") {
+  const std::string backwards = (work_directory() / "backwards").string();
+  const std::string forwards = (work_directory() / "forwards").string();
+  for (const auto& [dir, flag] : {std::pair{backwards, " --reverse-target true"}, std::pair{forwards, ""}}) {
+    CommandResult trained = run_nmt(tiny_train_arguments(dir, 200, 200) + " --learning-rate 0.01" + flag);
+    INFO(trained.output);
+    REQUIRE(trained.status == 0);
+  }
+  const std::vector<std::string> dev = read_lines(kToy + "/dev.src");
+  const std::string input = (work_directory() / "input.txt").string();
+  write_file_atomic(input, dev[0] + "\n" + dev[1] + "\n" + dev[2] + "\n");
+  const std::string model = " --model " + backwards + " --threads 1";
+  // Every toy target ends with " ·", which a right-to-left model writes first: turned around, each
+  // line ends with it.
+  CommandResult translated = run_nmt("translate" + model + " --input " + input + " --beam-size 3 --quiet");
+  REQUIRE(translated.status == 0);
+  std::istringstream lines(translated.output);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    INFO(line);
+    REQUIRE(line.size() > 3);
+    CHECK(line.substr(line.size() - 3) == " \u00b7");
+  }
+  CHECK(count == 3);
+  // The two directions do not decode together, and a prefix would be a right-to-left model's end.
+  CommandResult mixed = run_nmt("translate" + model + " --model " + forwards + " --input " + input + " --quiet");
+  CHECK(mixed.status != 0);
+  CHECK_THAT(mixed.output, Catch::Contains("right-to-left model (reverse-target)"));
+  CommandResult prefixed = run_nmt("translate" + model + " --input " + input + " --prefix " + input + " --quiet");
+  CHECK(prefixed.status != 0);
+  CHECK_THAT(prefixed.output, Catch::Contains("right to left (reverse-target)"));
+}

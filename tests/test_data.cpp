@@ -151,6 +151,12 @@ TEST_CASE("collate pads, appends EOS to the source and shifts the target", "[dat
   CHECK(torch::equal(batch.target_input, torch::tensor({2, 10, 11, 0, 2, 12, 13, 14}, torch::kInt64).view({2, 4})));
   CHECK(torch::equal(batch.target_output, torch::tensor({10, 11, 3, 0, 12, 13, 14, 3}, torch::kInt64).view({2, 4})));
   CHECK(batch.target_tokens == 7);
+  // A right-to-left model (reverse-target) reads each target backwards; the source stays as it is.
+  Batch backwards = collate(corpus_in_memory(examples, 2), {0, 1}, /*reverse_target=*/true);
+  CHECK(torch::equal(backwards.source, batch.source));
+  CHECK(torch::equal(backwards.target_input, torch::tensor({2, 11, 10, 0, 2, 14, 13, 12}, torch::kInt64).view({2, 4})));
+  CHECK(
+      torch::equal(backwards.target_output, torch::tensor({11, 10, 3, 0, 14, 13, 12, 3}, torch::kInt64).view({2, 4})));
 }
 
 TEST_CASE("vocabularies keep the special ids and round-trip text", "[data]") {

@@ -1,6 +1,7 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -198,6 +199,45 @@ TEST_CASE("target prefixes: every search starts its outputs with them, and an em
       check_same_hypotheses(beam_search_fixed_shape(model, source, lengths, fixed_shape_options(3, 1.0, 2), prefix),
                             beam_search(model, source, lengths, fixed_shape_options(3, 1.0, 2), prefix));
     }
+  }
+}
+
+TEST_CASE("forced decoding reads a right-to-left model's targets backwards", "[search]") {
+  // A model flagged reverse-target searches in its own order; its hypotheses, turned into text
+  // order, get back their scores from forced decoding, token scores in text order, EOS last.
+  ModelOptions options = tiny_model_options("additive");
+  options.reverse_target = true;
+  torch::manual_seed(81);
+  Seq2Seq model(options, kSearchVocab, kSearchVocab);
+  model->eval();
+  torch::InferenceMode guard;
+  auto [source, lengths] = random_source({6, 2, 4}, kSearchVocab, 82);
+  SearchOptions search = options_with(1, 1.0);
+  search.max_length = 6;
+  const SearchResult found = greedy_search(model, source, lengths, search);
+  std::vector<std::vector<int64_t>> sources, targets;
+  for (int64_t b = 0; b < 3; ++b) {
+    std::vector<int64_t> ids;
+    for (int64_t t = 0; t < lengths[b].item<int64_t>(); ++t) ids.push_back(source[b][t].item<int64_t>());
+    sources.push_back(ids);
+    std::vector<int64_t> text_order = found[static_cast<size_t>(b)][0].tokens;
+    std::reverse(text_order.begin(), text_order.end());
+    targets.push_back(text_order);
+  }
+  options.reverse_target = false;
+  torch::manual_seed(81);
+  Seq2Seq forwards(options, kSearchVocab, kSearchVocab);  // the same weights, read left to right
+  forwards->eval();
+  const std::vector<ForcedScore> scored = force_decode(model, sources, targets, 1.0, 2, torch::kCPU);
+  std::vector<std::vector<int64_t>> model_order;
+  for (size_t b = 0; b < 3; ++b) model_order.push_back(found[b][0].tokens);
+  const std::vector<ForcedScore> reference = force_decode(forwards, sources, model_order, 1.0, 2, torch::kCPU);
+  for (size_t b = 0; b < 3; ++b) {
+    INFO("sentence " << b);
+    CHECK(scored[b].log_probability == Approx(reference[b].log_probability).epsilon(1e-9));
+    std::vector<double> expected = reference[b].tokens;
+    std::reverse(expected.begin(), expected.end() - 1);
+    CHECK(scored[b].tokens == expected);
   }
 }
 

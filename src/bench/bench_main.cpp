@@ -190,14 +190,14 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   FusedAdam& optimizer = *setup.optimizer;
   model->train();
   for (int i = 0; i < warmup; ++i) {
-    train_step(model, optimizer, collate(corpus, batches[i]).to(device), config);
+    train_step(model, optimizer, collate(corpus, batches[i], config.model.reverse_target).to(device), config);
   }
   finish_queued_work(device);
   int64_t target_tokens = 0, source_tokens = 0, sentences = 0, target_cells = 0;
   Trace trace(profile, device);
   const auto start = Clock::now();
   for (int i = warmup; i < warmup + steps; ++i) {
-    Batch batch = collate(corpus, batches[i]).to(device);
+    Batch batch = collate(corpus, batches[i], config.model.reverse_target).to(device);
     train_step(model, optimizer, batch, config);
     target_tokens += batch.target_tokens;
     source_tokens += batch.source_lengths.sum().item<int64_t>();

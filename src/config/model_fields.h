@@ -41,6 +41,9 @@ void visit_model_fields(Visitor& visit, Options& model) {
         "probability of dropping a whole source or target input token's embedding while training");
   visit("tie-embeddings", model.tie_embeddings,
         "share target embeddings and output projection (needs embedding-size == decoder-hidden-size)", fixed);
+  visit("reverse-target", model.reverse_target,
+        "a right-to-left model: trained on the target read backwards, its outputs turned around (for reranking)",
+        fixed);
 }
 
 // The model options among stored configuration entries (other keys are ignored); throws

@@ -64,6 +64,7 @@ struct ModelOptions {
   double dropout = 0.3;
   double word_dropout = 0.0;  // source and target input positions (model/word_dropout.h)
   bool tie_embeddings = false;
+  bool reverse_target = false;  // a right-to-left model: trained on, and writing, the target backwards
 
   EncoderOptions encoder(int64_t source_vocab_size) const {
     EncoderOptions options;

@@ -15,6 +15,11 @@ Ensemble::Ensemble(std::vector<Seq2Seq> members) : members_(std::move(members)) 
     if (member->decoder->options().vocab_size != vocabulary) {
       throw std::invalid_argument("ensemble: the models' target vocabularies differ in size");
     }
+    if (member->options().reverse_target != members_.front()->options().reverse_target) {
+      throw std::invalid_argument(
+          "ensemble: a right-to-left model (reverse-target) and a left-to-right one cannot decode together; "
+          "rerank with both instead (nmt score)");
+    }
   }
 }
 

@@ -54,12 +54,15 @@ std::vector<ForcedScore> force_decode(Ensemble model, const std::vector<std::vec
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return std::make_pair(sources[a].size(), targets[a].size()) > std::make_pair(sources[b].size(), targets[b].size());
   });
+  // A right-to-left model reads the target backwards; its token scores come back in text order.
+  const bool backwards = model.members().front()->options().reverse_target;
   for (size_t first = 0; first < order.size(); first += static_cast<size_t>(batch_size)) {
     const size_t count = std::min(static_cast<size_t>(batch_size), order.size() - first);
     std::vector<std::vector<int64_t>> inputs(count), outputs(count);
     std::vector<const std::vector<int64_t>*> batch_sources, batch_inputs, batch_outputs;
     for (size_t row = 0; row < count; ++row) {
-      const std::vector<int64_t>& target = targets[static_cast<size_t>(order[first + row])];
+      std::vector<int64_t> target = targets[static_cast<size_t>(order[first + row])];
+      if (backwards) std::reverse(target.begin(), target.end());
       inputs[row] = {kBosId};
       inputs[row].insert(inputs[row].end(), target.begin(), target.end());
       outputs[row] = target;
@@ -78,8 +81,9 @@ std::vector<ForcedScore> force_decode(Ensemble model, const std::vector<std::vec
       const auto length = static_cast<int64_t>(outputs[row].size());
       const double* values = log_probs[static_cast<int64_t>(row)].data_ptr<double>();
       score.tokens.assign(values, values + length);
-      // Summed in order, as the searches add their steps.
+      // Summed in the model's order, as the searches add their steps.
       for (const double value : score.tokens) score.log_probability += value;
+      if (backwards) std::reverse(score.tokens.begin(), score.tokens.end() - 1);  // EOS stays last
       score.score = score.log_probability / length_penalty(length, alpha);
     }
   }

@@ -23,6 +23,16 @@ SearchOptions rows_per_sentence(SearchOptions options) {
   return options;
 }
 
+// A right-to-left model's hypothesis in text order: its tokens, and the attention rows of its tokens
+// (a row for EOS stays last).
+void turn_around(Hypothesis& hypothesis) {
+  std::reverse(hypothesis.tokens.begin(), hypothesis.tokens.end());
+  if (!hypothesis.attention.defined()) return;
+  const auto tokens = static_cast<int64_t>(hypothesis.tokens.size());
+  hypothesis.attention = torch::cat({hypothesis.attention.narrow(0, 0, tokens).flip(0),
+                                     hypothesis.attention.narrow(0, tokens, hypothesis.attention.size(0) - tokens)});
+}
+
 }  // namespace
 
 Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
@@ -67,6 +77,12 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   if (!prefixes.lines.empty() && prefixes.lines.size() != lines.size()) {
     throw std::invalid_argument(prefixes.name + " has " + std::to_string(prefixes.lines.size()) + " lines for " +
                                 std::to_string(lines.size()) + " input lines: give one per line");
+  }
+  const bool backwards = model_.members().front()->options().reverse_target;
+  if (backwards && !prefixes.lines.empty()) {
+    throw std::invalid_argument(prefixes.name +
+                                ": this model writes its translations right to left (reverse-target), so a prefix "
+                                "would be their end: use a left-to-right model");
   }
   std::vector<Translation> translations(lines.size());
   std::vector<std::vector<int64_t>> sources(lines.size()), targets_start(lines.size());
@@ -132,7 +148,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     run_in_parallel(workers, batches.size(), translate_batch);
   }
   for (auto& translation : translations) {
-    for (const auto& hypothesis : translation.hypotheses) {
+    for (auto& hypothesis : translation.hypotheses) {
+      if (backwards) turn_around(hypothesis);
       translation.texts.push_back(target_vocabulary_.decode(hypothesis.tokens));
     }
   }

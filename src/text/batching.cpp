@@ -112,7 +112,7 @@ std::pair<torch::Tensor, torch::Tensor> pad_sequences(const std::vector<const st
   return {padded, lengths};
 }
 
-Batch collate(const TokenCorpus& corpus, const std::vector<int64_t>& indices) {
+Batch collate(const TokenCorpus& corpus, const std::vector<int64_t>& indices, bool reverse_target) {
   std::vector<std::vector<int64_t>> sources, inputs, outputs;
   for (int64_t index : indices) {
     // The source ends with EOS: the encoder sees where the sentence ends, and attention always
@@ -120,7 +120,8 @@ Batch collate(const TokenCorpus& corpus, const std::vector<int64_t>& indices) {
     std::vector<int64_t> source = corpus.source(index);
     source.push_back(kEosId);
     sources.push_back(std::move(source));
-    const std::vector<int64_t> target = corpus.target(index);
+    std::vector<int64_t> target = corpus.target(index);
+    if (reverse_target) std::reverse(target.begin(), target.end());
     std::vector<int64_t> input{kBosId};
     input.insert(input.end(), target.begin(), target.end());
     std::vector<int64_t> output(target.begin(), target.end());

@@ -52,7 +52,7 @@ std::vector<std::vector<int64_t>> make_batches(const TokenCorpus& corpus, const 
                                                int batch_tokens, bool shuffle, uint64_t seed);
 
 // The pairs `indices` of `corpus` as one padded batch.
-Batch collate(const TokenCorpus& corpus, const std::vector<int64_t>& indices);
+Batch collate(const TokenCorpus& corpus, const std::vector<int64_t>& indices, bool reverse_target = false);
 
 // Pads id sequences into [B, max length] with kPadId; returns the tensor and the lengths [B].
 std::pair<torch::Tensor, torch::Tensor> pad_sequences(const std::vector<const std::vector<int64_t>*>& sequences);

@@ -235,7 +235,7 @@ double run_update(TrainingRun& run) {
   const int rank = run.processes.rank();
   std::vector<Batch> mine;  // this rank's batches of the update
   for (int64_t i = rank * config.accumulate; i < std::min<int64_t>((rank + 1) * config.accumulate, count); ++i) {
-    mine.push_back(collate(setup.train_corpus, run.batches[first + i]).to(setup.device));
+    mine.push_back(collate(setup.train_corpus, run.batches[first + i], config.model.reverse_target).to(setup.device));
   }
   run.processes.begin_update(progress.step, setup.train_corpus, run.batches, first, count);
   const StepResult step = run.processes.update(setup, mine, update_tokens, config, [&run] { return run.elapsed(); });

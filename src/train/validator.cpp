@@ -50,7 +50,7 @@ ValidationResult Validator::run() {
     double loss_sum = 0;
     int64_t tokens = 0;
     for (const auto& indices : dev_batches_) {
-      Batch batch = collate(dev_corpus_, indices).to(device_);
+      Batch batch = collate(dev_corpus_, indices, model_->options().reverse_target).to(device_);
       DecoderOutput out = model_(batch.source, batch.source_lengths, batch.target_input);
       const SequenceLoss loss = sequence_loss(*model_->decoder, out, batch.target_output, /*epsilon=*/0.0);
       loss_sum += loss.sum.item<double>();
