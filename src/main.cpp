@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
 
   CLI::App program{
       "nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, score, "
-      "average, serve)",
+      "rerank, average, serve)",
       "nmt"};
   const std::vector<cli::Command> commands = {
       cli::add_train(program, invocation),
@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
       cli::add_serve(program),
       cli::add_average(program),
       cli::add_score(program),
+      cli::add_rerank(program),
   };
   cli::configure_program(program, *commands[1].app);
   if (const int status = cli::parse(program, invocation.arguments); status >= 0) return status;

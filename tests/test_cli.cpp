@@ -592,3 +592,45 @@ TEST_CASE("cli: a right-to-left model (reverse-target) writes text order, and de
   CHECK(prefixed.status != 0);
   CHECK_THAT(prefixed.output, Catch::Contains("right to left (reverse-target)"));
 }
+
+TEST_CASE("cli: rerank with the model that wrote the n-best list keeps its first hypotheses; tuning; bad lists",
+          "[cli]") {
+  const std::string model_dir = (work_directory() / "rerank_model").string();
+  CommandResult trained =
+      run_nmt(tiny_train_arguments(model_dir, /*steps=*/500, /*validate_every=*/500) + " --learning-rate 0.01");
+  REQUIRE(trained.status == 0);
+  const std::vector<std::string> dev = read_lines(kToy + "/dev.src");
+  const std::vector<std::string> dev_references = read_lines(kToy + "/dev.tgt");
+  const std::string input = (work_directory() / "rerank_input.txt").string();
+  const std::string references = (work_directory() / "rerank_references.txt").string();
+  write_file_atomic(input, dev[0] + "\n" + dev[1] + "\n\n" + dev[2] + "\n");
+  write_file_atomic(references, dev_references[0] + "\n" + dev_references[1] + "\n\n" + dev_references[2] + "\n");
+  const std::string model = " --model " + model_dir + " --threads 1";
+  CommandResult best = run_nmt("translate" + model + " --input " + input + " --beam-size 3 --quiet");
+  CommandResult listed = run_nmt("translate" + model + " --input " + input + " --beam-size 3 --n-best 3 --quiet");
+  REQUIRE(best.status == 0);
+  REQUIRE(listed.status == 0);
+  const std::string nbest = (work_directory() / "rerank.nbest").string();
+  write_file_atomic(nbest, listed.output);
+  // Every line of this model ends with EOS, so its own scores rank the list as the search did.
+  CommandResult reranked = run_nmt("rerank" + model + " --src " + input + " --nbest " + nbest);
+  INFO(reranked.output);
+  REQUIRE(reranked.status == 0);
+  CHECK(reranked.output == best.output);
+  // Weights tuned on a set: printed, and the output still one line per source line.
+  CommandResult tuned = run_nmt("rerank" + model + " --model " + model_dir + " --src " + input + " --nbest " + nbest +
+                                " --tune-src " + input + " --tune-nbest " + nbest + " --tune-ref " + references);
+  INFO(tuned.output);
+  REQUIRE(tuned.status == 0);
+  CHECK_THAT(tuned.output, Catch::Contains("rerank: weights 1 "));
+  CHECK_THAT(tuned.output, Catch::Contains("(BLEU "));
+  // Bad input: a weight count that does not fit, a line that is not an n-best line.
+  CommandResult weights = run_nmt("rerank" + model + " --src " + input + " --nbest " + nbest + " --weights 1,2");
+  CHECK(weights.status != 0);
+  CHECK_THAT(weights.output, Catch::Contains("one weight per --model (1)"));
+  const std::string bad = (work_directory() / "bad.nbest").string();
+  write_file_atomic(bad, "0 ||| a ||| -1\nnot a line\n");
+  CommandResult malformed = run_nmt("rerank" + model + " --src " + input + " --nbest " + bad);
+  CHECK(malformed.status != 0);
+  CHECK_THAT(malformed.output, Catch::Contains(bad + ":2: not an n-best line"));
+}

@@ -31,6 +31,7 @@ Command add_evaluate(CLI::App& program);
 Command add_serve(CLI::App& program);
 Command add_average(CLI::App& program);
 Command add_score(CLI::App& program);
+Command add_rerank(CLI::App& program);
 
 // Inference runs on LibTorch's BLAS: a warning when it is the slow reference one (util/runtime.h).
 void warn_if_slow_blas();
