@@ -4,10 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "config/translate_options.h"
 
 namespace nmt::cli {
 
@@ -32,6 +33,9 @@ Command add_serve(CLI::App& program);
 Command add_average(CLI::App& program);
 Command add_score(CLI::App& program);
 Command add_rerank(CLI::App& program);
+// The options of the commands that score by forced decoding (score, rerank): length penalty, batch
+// size, threads, device.
+void add_forced_decoding_options(CLI::App& command, TranslateOptions& options);
 
 // Inference runs on LibTorch's BLAS: a warning when it is the slow reference one (util/runtime.h).
 void warn_if_slow_blas();

@@ -4,7 +4,6 @@
 #include <memory>
 
 #include "cli/command.h"
-#include "config/fields.h"
 #include "inference/rerank.h"
 
 namespace nmt::cli {
@@ -21,12 +20,7 @@ Command add_rerank(CLI::App& program) {
   command->add_option("--tune-nbest", job->tune_nbest, "tuning set: their n-best list");
   command->add_option("--tune-ref", job->tune_reference, "tuning set: references; the weights maximise BLEU on it");
   command->add_option("--output", job->output, "output file, or - for stdout")->capture_default_str();
-  OptionAdder adder{*command};
-  adder("length-penalty", job->options.search.length_penalty,
-        "GNMT length penalty alpha of the scores, as translate scores (0 = none)");
-  adder("batch-size", job->options.batching.batch_size, "sentence pairs per batch");
-  adder("threads", job->options.threads, "CPU threads (0 = number of cores)");
-  adder("device", Choice<std::string>{job->options.device, {"cpu", "cuda"}}, "cpu or cuda");
+  add_forced_decoding_options(*command, job->options);
   return {command, [job] {
             warn_if_slow_blas();
             rerank_files(*job, std::cout, std::cerr);

@@ -9,6 +9,15 @@
 
 namespace nmt::cli {
 
+void add_forced_decoding_options(CLI::App& command, TranslateOptions& options) {
+  OptionAdder adder{command};
+  adder("length-penalty", options.search.length_penalty,
+        "GNMT length penalty alpha of the scores, as translate scores (0 = none)");
+  adder("batch-size", options.batching.batch_size, "sentence pairs per batch");
+  adder("threads", options.threads, "CPU threads (0 = number of cores)");
+  adder("device", Choice<std::string>{options.device, {"cpu", "cuda"}}, "cpu or cuda");
+}
+
 Command add_score(CLI::App& program) {
   auto job = std::make_shared<ScoreJob>();
   CLI::App* command = program.add_subcommand(
@@ -21,12 +30,7 @@ Command add_score(CLI::App& program) {
   command->add_option("--tgt", job->target_file, "their translations, line by line")->required();
   command->add_option("--output", job->output, "output file, or - for stdout")->capture_default_str();
   command->add_flag("--per-token", job->per_token, "a fourth column: each target token's log-probability, EOS last");
-  OptionAdder adder{*command};
-  adder("length-penalty", job->options.search.length_penalty,
-        "GNMT length penalty alpha of the first column, as translate scores (0 = none)");
-  adder("batch-size", job->options.batching.batch_size, "sentence pairs per batch");
-  adder("threads", job->options.threads, "CPU threads (0 = number of cores)");
-  adder("device", Choice<std::string>{job->options.device, {"cpu", "cuda"}}, "cpu or cuda");
+  add_forced_decoding_options(*command, job->options);
   return {command, [job] {
             warn_if_slow_blas();
             score_files(*job, std::cout);
