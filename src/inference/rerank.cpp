@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -26,15 +25,23 @@ namespace {
 // scores[m][i][k]: model m's score of hypothesis k of sentence i, as translate --with-scores gives it.
 using Features = std::vector<std::vector<std::vector<double>>>;
 
-Features score_lists(const RerankJob& job, const std::vector<std::string>& sources,
-                     const std::vector<std::vector<std::string>>& lists) {
-  Features features;
-  const torch::Device device = parse_device(job.options.device);
+// Each --model on its own (an ensemble of one).
+std::vector<TranslationModels> load_each(const RerankJob& job) {
+  std::vector<TranslationModels> models;
   for (const std::string& model_dir : job.options.models) {
     TranslateOptions one = job.options;
     one.models = {model_dir};
     one.checkpoints.clear();
-    const TranslationModels model = load_models(one, device);
+    models.push_back(load_models(one, parse_device(job.options.device)));
+  }
+  return models;
+}
+
+Features score_lists(const RerankJob& job, const std::vector<TranslationModels>& models,
+                     const std::vector<std::string>& sources, const std::vector<std::vector<std::string>>& lists) {
+  Features features;
+  const torch::Device device = parse_device(job.options.device);
+  for (const TranslationModels& model : models) {
     std::vector<std::vector<int64_t>> source_ids, target_ids;
     for (size_t i = 0; i < lists.size(); ++i) {
       std::vector<int64_t> source = model.source_vocabulary().encode(sources[i]);
@@ -152,6 +159,7 @@ void rerank_files(const RerankJob& job, std::ostream& out, std::ostream& log) {
   set_threads(job.options.threads);
   const std::vector<std::string> sources = read_lines(job.source_file);
   const std::vector<std::vector<std::string>> lists = read_nbest(job.nbest_file, sources.size());
+  const std::vector<TranslationModels> models = load_each(job);
   std::vector<double> weights = job.weights;
   if (tuning) {
     const std::vector<std::string> tune_sources = read_lines(job.tune_source);
@@ -162,14 +170,14 @@ void rerank_files(const RerankJob& job, std::ostream& out, std::ostream& log) {
     }
     const auto tune_lists = read_nbest(job.tune_nbest, tune_sources.size());
     double bleu = 0;
-    weights = tune(score_lists(job, tune_sources, tune_lists), tune_lists, references, bleu);
+    weights = tune(score_lists(job, models, tune_sources, tune_lists), tune_lists, references, bleu);
     log << "rerank: weights";
     for (const double weight : weights) log << " " << weight;
     log << " (BLEU " << std::fixed << std::setprecision(2) << bleu << " on " << job.tune_reference << ")\n";
   }
   if (weights.empty()) weights.assign(job.options.models.size(), 1.0);
   std::ostringstream text;
-  for (const std::string& line : choose(score_lists(job, sources, lists), weights, lists)) text << line << "\n";
+  for (const std::string& line : choose(score_lists(job, models, sources, lists), weights, lists)) text << line << "\n";
   if (job.output == "-") {
     out << text.str();
     out.flush();

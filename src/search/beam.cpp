@@ -123,7 +123,8 @@ BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch:
 SearchResult BeamSearch::run() {
   for (int64_t t = 0; !active_.empty(); ++t) {
     Ensemble::Step out = model_.step(previous_, state_, encoded_);
-    const torch::Tensor step = torch::full({}, t, int_options_);
+    // The step as a tensor only where a prefix reads it.
+    const torch::Tensor step = row_prefix_.defined() ? torch::full({}, t, int_options_) : torch::Tensor();
     const Extensions extensions = expand(allowed_tokens(out.log_probs, options_, row_prefix_, step));  // [A*K, V]
     if (options_.return_attention && out.attention.defined()) append_attention(out.attention);
     NextBeams next = select(extensions, t + 1);

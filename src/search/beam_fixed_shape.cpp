@@ -114,12 +114,13 @@ FixedShapeBeam::FixedShapeBeam(Ensemble model, const torch::Tensor& source, cons
 
 // One step, in place. The column of the step's token in the histories is length_ - 1.
 void FixedShapeBeam::step() {
-  const torch::Tensor column = (length_ - 1).view({1});
+  const torch::Tensor position = length_ - 1;
+  const torch::Tensor column = position.view({1});
   Ensemble::Step out = model_.step(previous_, state_, encoded_);
   if (keep_attention_) attention_history_.index_copy_(1, column, out.attention.unsqueeze(1).to(torch::kFloat32));
 
   // The 2K best extensions of every sentence, best first: [B, W] scores, rows they extend, tokens.
-  const torch::Tensor best = best_extensions(allowed_tokens(out.log_probs, options_, row_prefix_, length_ - 1),
+  const torch::Tensor best = best_extensions(allowed_tokens(out.log_probs, options_, row_prefix_, position),
                                              alive_scores_.view({rows_, 1}), beam_);
   const torch::Tensor scores = best[0];
   const torch::Tensor ids = best[1].to(torch::kInt64);

@@ -60,9 +60,9 @@ torch::Tensor allowed_tokens(torch::Tensor log_probs, const SearchOptions& optio
 // Greedy search on a GPU: the batch keeps its shape, finished rows go on with padding, and the
 // host never waits for a step. The step works in place on tensors that stay put (the state, the
 // previous tokens, the running sums), so that it can be captured once as a CUDA graph and replayed
-// (util/cuda_graph.h); whether every row has finished is read two steps late (run_fixed_shape_steps),
-// so the host queues the next step while the GPU runs this one. Same results as the CPU's loop, which drops finished
-// rows instead.
+// (util/cuda_graph.h); whether every row has finished is read two steps late
+// (run_fixed_shape_steps), so the host queues the next step while the GPU runs this one. Same
+// results as the CPU's loop, which drops finished rows instead.
 SearchResult greedy_search_fixed_shape(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                                        const SearchOptions& options, const torch::Tensor& prefix) {
   const int64_t batch_size = source.size(0);
@@ -160,7 +160,8 @@ SearchResult decode_token_by_token(Ensemble& model, const torch::Tensor& source,
 
   for (int64_t t = 0; !active.empty(); ++t) {
     Ensemble::Step out = model.step(previous, state, encoded);
-    const torch::Tensor step = torch::full({}, t, torch::TensorOptions().dtype(torch::kInt64).device(device));
+    // The step as a tensor only where a prefix reads it.
+    const torch::Tensor step = row_prefix.defined() ? torch::full({}, t, row_prefix.options()) : torch::Tensor();
     auto [chosen_log_probs, chosen_tokens] = choose(allowed_tokens(out.log_probs, options, row_prefix, step));  // [R]
     torch::Tensor tokens_cpu = chosen_tokens.cpu();
     torch::Tensor log_probs_cpu = chosen_log_probs.to(torch::kFloat64).cpu();
