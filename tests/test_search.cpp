@@ -234,10 +234,12 @@ TEST_CASE("forced decoding reads a right-to-left model's targets backwards", "[s
   const std::vector<ForcedScore> reference = force_decode(forwards, sources, model_order, 1.0, 2, torch::kCPU);
   for (size_t b = 0; b < 3; ++b) {
     INFO("sentence " << b);
-    CHECK(scored[b].log_probability == Approx(reference[b].log_probability).epsilon(1e-9));
+    // Both batches pad differently; LibTorch 2's kernels then round differently in float32.
+    CHECK(scored[b].log_probability == Approx(reference[b].log_probability).epsilon(1e-6));
     std::vector<double> expected = reference[b].tokens;
     std::reverse(expected.begin(), expected.end() - 1);
-    CHECK(scored[b].tokens == expected);
+    REQUIRE(scored[b].tokens.size() == expected.size());
+    for (size_t t = 0; t < expected.size(); ++t) CHECK(scored[b].tokens[t] == Approx(expected[t]).epsilon(1e-6));
   }
 }
 
