@@ -9,7 +9,9 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "helpers.h"
 #include "util/io.h"
@@ -40,6 +42,14 @@ inline CommandResult run_shell(const std::string& command) {
 inline CommandResult run_nmt(const std::string& arguments, const std::string& environment = "") {
   return run_shell(environment + (environment.empty() ? "" : " ") + std::string(NMT_BINARY) + " " + arguments +
                    " 2>&1");
+}
+
+// The lines of a command's output.
+inline std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 inline fs::path work_directory() {

@@ -538,9 +538,7 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   CommandResult prefixed = run_nmt(prefixed_command + prefixes);
   INFO(prefixed.output);
   REQUIRE(prefixed.status == 0);
-  std::vector<std::string> outputs;
-  std::istringstream output_lines(prefixed.output);
-  for (std::string line; std::getline(output_lines, line);) outputs.push_back(line);
+  const std::vector<std::string> outputs = split_lines(prefixed.output);
   REQUIRE(outputs.size() == 5);
   CHECK(outputs[0].rfind("a small", 0) == 0);
   CHECK(outputs[1] == plain[1]);
@@ -558,6 +556,37 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   CHECK_THAT(too_long.output, Catch::Contains(bad + ":1: the prefix has"));
   write_file_atomic(bad, "a\nb\nc\n\xff\xfe\ne\n");
   CHECK_THAT(run_nmt(prefixed_command + bad).output, Catch::Contains(bad + ":4: invalid UTF-8"));
+
+  // Terminology constraints: each output contains its line's phrases (words of other lines'
+  // translations; two on the first line); a line without any translates as before.
+  const auto last_word = [](const std::string& text) { return text.substr(text.rfind(' ') + 1); };
+  const std::string first = last_word(plain[3]), second = last_word(plain[1]) + " " + last_word(plain[4]);
+  const std::string constraints = (work_directory() / "constraints.txt").string();
+  write_file_atomic(constraints, first + "\t" + second + "\n\n\n" + last_word(plain[0]) + "\n\n");
+  const std::string constrained_command =
+      "translate" + model + " --input " + input + " --beam-size 5 --quiet --constraints ";
+  CommandResult constrained = run_nmt(constrained_command + constraints);
+  INFO(constrained.output);
+  REQUIRE(constrained.status == 0);
+  const std::vector<std::string> met = split_lines(constrained.output);
+  REQUIRE(met.size() == 5);
+  CHECK_THAT(met[0], Catch::Contains(first) && Catch::Contains(second));
+  CHECK(met[1] == plain[1]);
+  CHECK(met[2].empty());
+  CHECK_THAT(met[3], Catch::Contains(last_word(plain[0])));
+  CHECK(met[4] == plain[4]);
+  // Bad constraint files: the line count, phrases past the output limit, invalid UTF-8; sampling.
+  write_file_atomic(bad, "a\nb\n");
+  CHECK_THAT(run_nmt(constrained_command + bad).output, Catch::Contains(bad + " has 2 lines for 5 input lines"));
+  write_file_atomic(bad, "\n" + long_prefix + "\n\n\n\n");
+  CommandResult too_many = run_nmt(constrained_command + bad);
+  CHECK(too_many.status != 0);
+  CHECK_THAT(too_many.output, Catch::Contains(bad + ":2: the constraints have"));
+  write_file_atomic(bad, "a\nb\nc\n\xff\xfe\ne\n");
+  CHECK_THAT(run_nmt(constrained_command + bad).output, Catch::Contains(bad + ":4: invalid UTF-8"));
+  CommandResult sampled_constraints = run_nmt(sample + " --constraints " + constraints);
+  CHECK(sampled_constraints.status != 0);
+  CHECK_THAT(sampled_constraints.output, Catch::Contains(constraints + ": terminology constraints need beam search"));
 }
 
 TEST_CASE("cli: a right-to-left model (reverse-target) writes text order, and decodes alone", "[cli]") {
@@ -591,6 +620,18 @@ TEST_CASE("cli: a right-to-left model (reverse-target) writes text order, and de
   CommandResult prefixed = run_nmt("translate" + model + " --input " + input + " --prefix " + input + " --quiet");
   CHECK(prefixed.status != 0);
   CHECK_THAT(prefixed.output, Catch::Contains("right to left (reverse-target)"));
+  // Constraints are written back to front by such a model, and read in text order: a phrase of two
+  // different words, which the model could meet the wrong way round.
+  const std::string reference = read_lines(kToy + "/dev.tgt")[0];
+  const std::string phrase = reference.substr(0, reference.find(' ', reference.find(' ') + 1));
+  REQUIRE(phrase.substr(0, phrase.find(' ')) != phrase.substr(phrase.find(' ') + 1));
+  const std::string constraints = (work_directory() / "backwards_constraints.txt").string();
+  write_file_atomic(constraints, phrase + "\n\n\n");
+  CommandResult constrained =
+      run_nmt("translate" + model + " --input " + input + " --beam-size 3 --quiet --constraints " + constraints);
+  INFO(constrained.output);
+  REQUIRE(constrained.status == 0);
+  CHECK_THAT(split_lines(constrained.output).at(0), Catch::Contains(phrase));
 }
 
 TEST_CASE("cli: rerank with the model that wrote the n-best list keeps its first hypotheses; tuning; bad lists",

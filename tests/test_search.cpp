@@ -83,6 +83,22 @@ void check_same_hypotheses(const SearchResult& found, const SearchResult& expect
   }
 }
 
+// beam_search without constraints, as a Search function pointer.
+SearchResult plain_beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
+                               const SearchOptions& options, const torch::Tensor& prefix) {
+  return beam_search(std::move(model), source, lengths, options, prefix);
+}
+
+// How often `phrase` occurs in `tokens`.
+int64_t occurrences(const std::vector<int64_t>& tokens, const Phrase& phrase) {
+  int64_t count = 0;
+  for (auto at = tokens.begin(); (at = std::search(at, tokens.end(), phrase.begin(), phrase.end())) != tokens.end();
+       ++at) {
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 TEST_CASE("beam size 1 gives exactly the greedy output and score", "[search]") {
@@ -159,7 +175,7 @@ TEST_CASE("target prefixes: every search starts its outputs with them, and an em
       const std::vector<std::tuple<std::string, Search, SearchOptions>> searches{
           {"greedy", greedy_search, fixed_shape_options(1, 1.0, 1)},
           {"greedy, fixed shape", greedy_search_fixed_shape, fixed_shape_options(1, 1.0, 1)},
-          {"beam", beam_search, fixed_shape_options(3, 1.0, 2)},
+          {"beam", plain_beam_search, fixed_shape_options(3, 1.0, 2)},
           {"beam, fixed shape", beam_search_fixed_shape, fixed_shape_options(3, 1.0, 2)},
           {"sampling", sample_search, sampling}};
       for (const auto& [name, run, options] : searches) {
@@ -200,6 +216,106 @@ TEST_CASE("target prefixes: every search starts its outputs with them, and an em
                             beam_search(model, source, lengths, fixed_shape_options(3, 1.0, 2), prefix));
     }
   }
+}
+
+TEST_CASE("constraint states: phrases met, broken off, restarted; banks share out the beam", "[search]") {
+  const SentenceConstraints phrases{{5, 6, 7}, {9}};
+  ConstraintState state(&phrases);
+  auto advancing = [](const ConstraintState& from) {
+    std::vector<int64_t> tokens;
+    from.advancing_tokens(tokens);
+    return tokens;
+  };
+  CHECK(advancing(state) == std::vector<int64_t>{5, 9});
+  state = state.advance(4);
+  CHECK(state.met() == 0);
+  state = state.advance(5).advance(6);
+  CHECK(state.met() == 2);
+  CHECK(advancing(state) == std::vector<int64_t>{7});  // under way: only the phrase's next token
+  state = state.advance(5);                            // broke off, and starts the phrase again
+  CHECK(state.met() == 1);
+  state = state.advance(6).advance(7);
+  CHECK(state.met() == 3);
+  CHECK(!state.complete());
+  CHECK(advancing(state) == std::vector<int64_t>{9});
+  state = state.advance(9);
+  CHECK(state.complete());
+  CHECK(state.advance(5).met() == 4);  // complete stays complete
+  CHECK(advancing(state).empty());
+  CHECK(ConstraintState().complete());
+
+  using Chosen = std::vector<std::pair<size_t, size_t>>;
+  // Five places over three banks: one each, the remainder to the two highest.
+  CHECK(allocate_banks({5, 5, 5}, 5) == Chosen{{0, 0}, {1, 0}, {1, 1}, {2, 0}, {2, 1}});
+  // A bank short of its share gives its places away, highest bank first.
+  CHECK(allocate_banks({5, 0, 1}, 5) == Chosen{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {2, 0}});
+  CHECK(allocate_banks({1, 3, 0}, 3) == Chosen{{0, 0}, {1, 0}, {1, 1}});
+  CHECK(allocate_banks({0, 0}, 4).empty());
+  CHECK(allocate_banks({2, 9}, 1) == Chosen{{1, 0}});
+}
+
+TEST_CASE("terminology constraints: every phrase appears, and a sentence without any searches as before", "[search]") {
+  // Phrases of one to three tokens, several per sentence, one repeated; the second sentence has none.
+  const BatchConstraints constraints{{{5, 9}, {12}}, {}, {{7, 7, 8}}, {{13}, {6}, {4, 10}, {13}}};
+  for (const bool trained : {true, false}) {
+    for (const int beam : {1, 3, 5}) {
+      DYNAMIC_SECTION((trained ? "trained" : "untrained") << ", beam " << beam) {
+        Seq2Seq model = fixed_shape_model("additive", trained, 84);
+        torch::InferenceMode guard;
+        auto [source, lengths] = random_source({6, 2, 4, 7}, kSearchVocab, 85);
+        const SearchOptions options = fixed_shape_options(beam, 1.0, std::min(beam, 2));
+        const SearchResult plain = search(model, source, lengths, options);
+        const torch::Tensor prefix = torch::tensor({6, 0, 0, 4}, torch::kInt64).view({4, 1});
+        for (const bool prefixed : {false, true}) {
+          INFO((prefixed ? "with" : "without") << " a prefix");
+          const SearchResult found =
+              search(model, source, lengths, options, prefixed ? prefix : torch::Tensor(), constraints);
+          std::vector<std::vector<int64_t>> sources, targets;
+          std::vector<const Hypothesis*> hypotheses;
+          std::vector<int64_t> caps;
+          for (size_t b = 0; b < 4; ++b) {
+            INFO("sentence " << b);
+            REQUIRE(!found[b].empty());
+            for (const Hypothesis& hypothesis : found[b]) {
+              for (const Phrase& phrase : constraints[b]) {
+                const auto wanted = std::count(constraints[b].begin(), constraints[b].end(), phrase);
+                CHECK(occurrences(hypothesis.tokens, phrase) >= wanted);
+              }
+              if (prefixed && prefix[static_cast<int64_t>(b)][0].item<int64_t>() != kPadId) {
+                CHECK(hypothesis.tokens.front() == prefix[static_cast<int64_t>(b)][0].item<int64_t>());
+              }
+              std::vector<int64_t> ids;
+              for (int64_t t = 0; t < lengths[static_cast<int64_t>(b)].item<int64_t>(); ++t) {
+                ids.push_back(source[static_cast<int64_t>(b)][t].item<int64_t>());
+              }
+              sources.push_back(ids);
+              targets.push_back(hypothesis.tokens);
+              hypotheses.push_back(&hypothesis);
+              caps.push_back(max_output_length(lengths[static_cast<int64_t>(b)].item<int64_t>(), options));
+            }
+          }
+          if (!prefixed) check_same_hypotheses({found[1]}, {plain[1]});
+          // The scores the search gave its hypotheses are the model's: forced decoding agrees.
+          const std::vector<ForcedScore> scored = force_decode(model, sources, targets, 1.0, 3, torch::kCPU);
+          for (size_t i = 0; i < hypotheses.size(); ++i) {
+            // One that ended at its cap has no EOS, which forced decoding scores.
+            if (static_cast<int64_t>(hypotheses[i]->tokens.size()) >= caps[i]) continue;
+            CHECK(scored[i].log_probability == Approx(hypotheses[i]->log_probability).epsilon(1e-5));
+          }
+        }
+      }
+    }
+  }
+  // Sampling takes none; a batch's constraints are one entry per sentence.
+  Seq2Seq model = fixed_shape_model("additive", true, 84);
+  torch::InferenceMode guard;
+  auto [source, lengths] = random_source({6, 2, 4, 7}, kSearchVocab, 85);
+  SearchOptions sampling = fixed_shape_options(1, 1.0, 1);
+  sampling.sampling_topk = 3;
+  CHECK_THROWS_WITH(search(model, source, lengths, sampling, {}, constraints),
+                    Catch::Contains("need beam search, not sampling"));
+  CHECK_THROWS_WITH(beam_search(model, source, lengths, fixed_shape_options(3, 1.0, 1), {}, {{{5}}}),
+                    Catch::Contains("constraints for 1 sentences in a batch of 4"));
 }
 
 TEST_CASE("forced decoding reads a right-to-left model's targets backwards", "[search]") {

@@ -164,13 +164,32 @@ TEST_CASE("serve: /translate gives what nmt translate gives, with attention, ali
   CHECK(prefixed["translations"][0]["text"].get<std::string>().rfind("the", 0) == 0);
   CHECK(prefixed["translations"][1]["text"] == answer["translations"][3]["text"]);
 
+  // Constraints: the translation contains each phrase (here the first three letters of another
+  // sentence's translation: the server's outputs are short); a sentence with [] translates as before.
+  const std::string other = answer["translations"][2]["text"].get<std::string>();
+  size_t end = 0;
+  for (int letters = 0; end < other.size() && other[end] != ' ' && letters < 3; ++letters) {
+    do ++end;
+    while (end < other.size() && (static_cast<unsigned char>(other[end]) & 0xC0) == 0x80);  // UTF-8 continuation
+  }
+  const std::string word = other.substr(0, end);
+  INFO("constraint " << word);
+  REQUIRE(!word.empty());
+  const json constrained = post(
+      client, {{"text", {kSentences[0], kSentences[3]}}, {"constraints", {{word}, json::array()}}, {"beam_size", 3}});
+  REQUIRE(constrained["translations"].size() == 2);
+  CHECK_THAT(constrained["translations"][0]["text"].get<std::string>(), Catch::Contains(word));
+  CHECK(constrained["translations"][1]["text"] == answer["translations"][3]["text"]);
+  const json one = post(client, {{"text", kSentences[0]}, {"constraints", {word}}});
+  CHECK_THAT(one["translations"][0]["text"].get<std::string>(), Catch::Contains(word));
+
   // /health counts what was served; / is the page, with nothing fetched from elsewhere.
   httplib::Result health = client.Get("/health");
   REQUIRE(health);
   REQUIRE(health->status == 200);
   const json status = json::parse(health->body);
-  CHECK(status["requests_served"] == 5);
-  CHECK(status["sentences_translated"] == kSentences.size() + 5);
+  CHECK(status["requests_served"] == 7);
+  CHECK(status["sentences_translated"] == kSentences.size() + 8);
   CHECK(status["source_vocabulary"].get<int>() > 0);
   CHECK(status["device"] == "cpu");
   CHECK(status["uptime_seconds"].get<double>() > 0);
@@ -216,6 +235,13 @@ TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, 
       {R"({"text": "a", "prefix": 3})", 400, "prefix must be a string or a list"},
       {R"({"text": "a", "prefix": ")" + std::string(60, 'x') + " " + std::string(30, 'y') + R"("})", 400,
        "prefix[0] has 92 subwords but the translation of text[0] ends at 8"},
+      {R"({"text": "a", "constraints": "x"})", 400, "constraints must be a list of phrases"},
+      {R"({"text": ["a", "b"], "constraints": [["x"]]})", 400, "constraints must be a list of phrase lists, one per"},
+      {R"({"text": ["a", "b"], "constraints": [["x"], "y"]})", 400, "constraints[1] must be a list of phrases"},
+      {R"({"text": "a", "constraints": [5]})", 400, "constraints[0] must be a string"},
+      {R"({"text": "a", "constraints": ["x\ty"]})", 400, "constraints[0] contains a tab"},
+      {R"({"text": "a", "constraints": [")" + std::string(60, 'x') + R"(", ")" + std::string(30, 'y') + R"("]})", 400,
+       "constraints[0]: the constraints have 92 subwords but this sentence's output ends at 8"},
       {"{\"text\": \"caf\xe9\"}", 400, "not valid UTF-8 (byte 13)"},
       {R"({"text": "\ud800"})", 400, "malformed JSON"},
       {R"({"text": ["a", "b", "c", "d", "e"]})", 413, "text has 5 sentences; the limit is 4"},

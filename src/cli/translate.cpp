@@ -26,6 +26,9 @@ Command add_translate(CLI::App& program) {
                     "print the hard alignment (i-j pairs) after each output line");
   command->add_option("--prefix", job->prefix_file,
                       "target prefixes, one line per input line (empty: none): each output starts with its line's");
+  command->add_option("--constraints", job->constraints_file,
+                      "terminology constraints, one line per input line, phrases separated by tabs (empty: none): "
+                      "each output contains all its line's phrases (beam search)");
   add_translate_options(*command, job->options);
   return {command, [job] {
             warn_if_slow_blas();

@@ -59,17 +59,17 @@ std::function<void(size_t)> progress_reporter(size_t total, bool quiet) {
 }
 
 std::vector<Translation> translate_lines(const TranslateOptions& options, const TranslationModels& models,
-                                         const std::vector<std::string>& lines, const TargetPrefixes& prefixes = {}) {
+                                         const std::vector<std::string>& lines, const TargetGuides& guides = {}) {
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
                         options.batching, parse_device(options.device));
-  return translator.translate(lines, progress_reporter(lines.size(), options.quiet), prefixes);
+  return translator.translate(lines, progress_reporter(lines.size(), options.quiet), guides);
 }
 
 // Standard input that is a pipe or a terminal: each group of lines that has arrived is translated
 // and written (and flushed) before the next is waited for, so that a pipeline gets each answer as
 // soon as its line is in. Sorting by length then happens within each group.
 void translate_stream(const TranslateOptions& options, const TranslationModels& models, const OutputOptions& outputs,
-                      const TargetPrefixes& prefixes, std::ostream& out) {
+                      const TargetGuides& guides, std::ostream& out) {
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
                         options.batching, parse_device(options.device));
   // At most enough lines for a few batches on every thread: a long piped file keeps its speed.
@@ -78,14 +78,15 @@ void translate_stream(const TranslateOptions& options, const TranslationModels& 
   LineStream stream(std::cin, "standard input");
   size_t done = 0;
   for (std::vector<std::string> lines = stream.take(most); !lines.empty(); lines = stream.take(most)) {
-    TargetPrefixes group{{}, prefixes.name};
-    if (!prefixes.lines.empty()) {
-      if (done + lines.size() > prefixes.lines.size()) {
-        throw std::invalid_argument(prefixes.name + " has " + std::to_string(prefixes.lines.size()) +
+    TargetGuides group{{{}, guides.prefixes.name}, {{}, guides.constraints.name}};
+    for (auto [all, part] : {std::pair{&guides.prefixes, &group.prefixes}, {&guides.constraints, &group.constraints}}) {
+      if (all->lines.empty()) continue;
+      if (done + lines.size() > all->lines.size()) {
+        throw std::invalid_argument(all->name + " has " + std::to_string(all->lines.size()) +
                                     " lines, fewer than the input: give one per input line");
       }
-      group.lines.assign(prefixes.lines.begin() + static_cast<std::ptrdiff_t>(done),
-                         prefixes.lines.begin() + static_cast<std::ptrdiff_t>(done + lines.size()));
+      part->lines.assign(all->lines.begin() + static_cast<std::ptrdiff_t>(done),
+                         all->lines.begin() + static_cast<std::ptrdiff_t>(done + lines.size()));
     }
     const std::vector<Translation> translations = translator.translate(lines, {}, group);
     out << format_translations(lines, translations, models.target_vocabulary(), "stdin", options.search.n_best, outputs,
@@ -93,9 +94,11 @@ void translate_stream(const TranslateOptions& options, const TranslationModels& 
     flush_standard_output(out);
     done += lines.size();
   }
-  if (!prefixes.lines.empty() && done != prefixes.lines.size()) {
-    throw std::invalid_argument(prefixes.name + " has " + std::to_string(prefixes.lines.size()) + " lines for " +
-                                std::to_string(done) + " input lines: give one per input line");
+  for (const LineGuide* guide : {&guides.prefixes, &guides.constraints}) {
+    if (!guide->lines.empty() && done != guide->lines.size()) {
+      throw std::invalid_argument(guide->name + " has " + std::to_string(guide->lines.size()) + " lines for " +
+                                  std::to_string(done) + " input lines: give one per input line");
+    }
   }
 }
 
@@ -220,11 +223,14 @@ void translate_files(TranslateJob job, std::ostream& out) {
     }
   }
   if (job.output != "-") require_parent_directory(job.output, "--output");
-  TargetPrefixes prefixes{{}, job.prefix_file};
-  if (!job.prefix_file.empty()) {
-    if (job.inputs.size() > 1) throw std::invalid_argument("--prefix goes with one --input (one prefix per line)");
-    if (!fs::exists(job.prefix_file)) throw std::runtime_error(job.prefix_file + ": prefix file not found");
-    prefixes.lines = read_lines(job.prefix_file);
+  TargetGuides guides{{{}, job.prefix_file}, {{}, job.constraints_file}};
+  for (auto [guide, option] :
+       {std::pair{&guides.prefixes, "--prefix"}, std::pair{&guides.constraints, "--constraints"}}) {
+    if (guide->name.empty()) continue;
+    if (job.inputs.size() > 1)
+      throw std::invalid_argument(std::string(option) + " goes with one --input (a line per input line)");
+    if (!fs::exists(guide->name)) throw std::runtime_error(guide->name + ": " + option + " file not found");
+    guide->lines = read_lines(guide->name);
   }
   // A translation never replaces the text it is made from.
   for (const std::string& input : job.inputs) {
@@ -246,11 +252,11 @@ void translate_files(TranslateJob job, std::ostream& out) {
 
   for (const std::string& input : job.inputs) {
     if (input == "-" && job.output == "-" && job.output_dir.empty() && is_stream(STDIN_FILENO)) {
-      translate_stream(options, models, outputs, prefixes, out);
+      translate_stream(options, models, outputs, guides, out);
       continue;
     }
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
-    const std::vector<Translation> translations = translate_lines(options, models, lines, prefixes);
+    const std::vector<Translation> translations = translate_lines(options, models, lines, guides);
     const std::string stem = output_stem(input);
     const std::string text =
         format_translations(lines, translations, models.target_vocabulary(), stem, options.search.n_best, outputs);

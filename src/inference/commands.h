@@ -18,6 +18,7 @@ struct TranslateJob {
   std::string output = "-";         // a file, or "-" for `out`
   std::string output_dir;           // with several inputs: INPUT_NAME.hyp each here
   std::string prefix_file;          // target prefixes, one line per input line (search/translator.h)
+  std::string constraints_file;     // terminology constraints, one line per input line (ditto)
   OutputOptions outputs;
 };
 

@@ -12,6 +12,11 @@
 // of each sentence), finish hypotheses and select the K alive beams (per sentence), and reorder
 // the state for the next step. The selection runs on the host, with the token histories there.
 //
+// A sentence with terminology constraints (search/constraints.h) selects its beams differently:
+// more candidates (each beam's best token and the tokens that advance its constraints), shared out
+// among banks by how many constraint tokens they met; only hypotheses that met every constraint
+// finish, and those within the top K of the complete ones.
+//
 // A GPU runs the same rules as tensor operations on the device instead, without waiting for a
 // step: beam_fixed_shape.cpp.
 #include <torch/torch.h>
@@ -19,7 +24,10 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
+#include "search/constraints.h"
 #include "search/search.h"
 #include "text/special_tokens.h"
 #include "util/runtime.h"
@@ -47,28 +55,37 @@ struct Extensions {
   torch::Tensor scores;  // [A, W] float64 cumulative log-probabilities
   torch::Tensor ids;     // [A, W] beam k * V + token, in [0, K*V)
   int64_t vocab;         // V
+  // Per active sentence with constraints: each alive beam's best token and the tokens that advance
+  // its constraints (cumulative log-probabilities; may repeat the 2K best).
+  std::vector<std::vector<Candidate>> constraint_candidates;
 };
 
 // The beams of the next step: K rows for each sentence that goes on.
 struct NextBeams {
   std::vector<int64_t> origin, token, still_active, encoded_rows;
   std::vector<double> scores;
+  std::vector<ConstraintState> constraint_states;  // with constraints
 };
 
 class BeamSearch {
  public:
   BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths, const SearchOptions& options,
-             const torch::Tensor& prefix);
+             const torch::Tensor& prefix, const BatchConstraints& constraints);
   SearchResult run();
 
  private:
   Extensions expand(const torch::Tensor& log_probs) const;
+  void ban_unmet_ends(const torch::Tensor& log_probs) const;
+  void add_constraint_candidates(const torch::Tensor& log_probs, Extensions& extensions) const;
   void append_attention(const torch::Tensor& step_attention);
   NextBeams select(const Extensions& extensions, int64_t length);
   // a: the sentence's place among the active ones (its row of the extensions, its block of K rows).
   std::vector<Candidate> finish_hypotheses(int64_t sentence, int64_t a, int64_t length, bool at_cap,
                                            at::TensorAccessor<double, 1> scores, at::TensorAccessor<int64_t, 1> ids,
                                            int64_t vocab);
+  std::vector<Candidate> finish_constrained(int64_t sentence, int64_t a, int64_t length, bool at_cap,
+                                            at::TensorAccessor<double, 1> scores, at::TensorAccessor<int64_t, 1> ids,
+                                            const Extensions& extensions);
   void finish(int64_t sentence, const Candidate& candidate, int64_t length, bool ended_with_eos);
   bool sentence_done(int64_t sentence, bool at_cap, const std::vector<Candidate>& alive) const;
   void keep_alive(int64_t a, const std::vector<Candidate>& alive, NextBeams& next) const;
@@ -87,18 +104,23 @@ class BeamSearch {
   std::vector<double> alive_scores_;     // cumulative log-probabilities of the alive beams
   SearchResult finished_;
   BeamRows rows_;
-  torch::Tensor previous_;    // [A*K] the last token of each beam
-  torch::Tensor row_prefix_;  // [A*K, P] each row's target prefix (search.h), or undefined
+  torch::Tensor previous_;                   // [A*K] the last token of each beam
+  torch::Tensor row_prefix_;                 // [A*K, P] each row's target prefix (search.h), or undefined
+  const BatchConstraints& constraints_;      // per sentence (search/constraints.h)
+  const bool constrained_;                   // any sentence has constraints
+  std::vector<ConstraintState> row_states_;  // [A*K] each row's, when constrained_
 };
 
 BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                       const SearchOptions& options, const torch::Tensor& prefix)
+                       const SearchOptions& options, const torch::Tensor& prefix, const BatchConstraints& constraints)
     : model_(std::move(model)),
       options_(options),
       beam_(options.beam_size),
       device_(source.device()),
       int_options_(torch::TensorOptions().dtype(torch::kInt64).device(device_)),
-      lengths_cpu_(lengths.cpu()) {
+      lengths_cpu_(lengths.cpu()),
+      constraints_(constraints),
+      constrained_(has_constraints(constraints)) {
   const int64_t batch_size = source.size(0);
   encoded_ = model_.encode(source, lengths);
   state_ = model_.initial_state(encoded_);
@@ -118,6 +140,9 @@ BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch:
   finished_.resize(batch_size);
   rows_ = BeamRows{std::vector<std::vector<int64_t>>(static_cast<size_t>(batch_size * beam_)), torch::Tensor()};
   previous_ = torch::full({batch_size * beam_}, kBosId, int_options_);
+  if (constrained_) {
+    for (int64_t row = 0; row < batch_size * beam_; ++row) row_states_.emplace_back(&constraints_[row / beam_]);
+  }
 }
 
 SearchResult BeamSearch::run() {
@@ -125,7 +150,10 @@ SearchResult BeamSearch::run() {
     Ensemble::Step out = model_.step(previous_, state_, encoded_);
     // The step as a tensor only where a prefix reads it.
     const torch::Tensor step = row_prefix_.defined() ? torch::full({}, t, int_options_) : torch::Tensor();
-    const Extensions extensions = expand(allowed_tokens(out.log_probs, options_, row_prefix_, step));  // [A*K, V]
+    const torch::Tensor log_probs = allowed_tokens(out.log_probs, options_, row_prefix_, step);  // [A*K, V]
+    if (constrained_) ban_unmet_ends(log_probs);
+    Extensions extensions = expand(log_probs);
+    if (constrained_) add_constraint_candidates(log_probs, extensions);
     if (options_.return_attention && out.attention.defined()) append_attention(out.attention);
     NextBeams next = select(extensions, t + 1);
     if (next.still_active.empty()) break;
@@ -138,7 +166,51 @@ SearchResult BeamSearch::run() {
 Extensions BeamSearch::expand(const torch::Tensor& log_probs) const {
   const torch::Tensor scores = to_device(torch::tensor(alive_scores_, torch::kFloat64), device_).view({-1, 1});
   const torch::Tensor both = best_extensions(log_probs, scores, beam_).cpu();  // on a GPU the step's one wait
-  return Extensions{both[0], both[1].to(torch::kInt64), log_probs.size(1)};
+  return Extensions{both[0], both[1].to(torch::kInt64), log_probs.size(1), {}};
+}
+
+// A row that has not met all its constraints may not end: its EOS gets -inf.
+void BeamSearch::ban_unmet_ends(const torch::Tensor& log_probs) const {
+  std::vector<int64_t> rows;
+  for (size_t row = 0; row < row_states_.size(); ++row) {
+    if (!row_states_[row].complete()) rows.push_back(static_cast<int64_t>(row));
+  }
+  if (rows.empty()) return;
+  log_probs.select(1, kEosId).index_fill_(0, to_device(torch::tensor(rows, torch::kInt64), device_), kMinusInfinity);
+}
+
+// The candidates constrained sentences add to their 2K best: each alive row's best token, and the
+// tokens that advance its constraints.
+void BeamSearch::add_constraint_candidates(const torch::Tensor& log_probs, Extensions& extensions) const {
+  std::vector<int64_t> rows, tokens;
+  for (size_t a = 0; a < active_.size(); ++a) {
+    if (constraints_[static_cast<size_t>(active_[a])].empty()) continue;
+    for (int64_t row = static_cast<int64_t>(a) * beam_; row < static_cast<int64_t>(a + 1) * beam_; ++row) {
+      if (alive_scores_[static_cast<size_t>(row)] == kMinusInfinity) continue;
+      row_states_[static_cast<size_t>(row)].advancing_tokens(tokens);
+      rows.resize(tokens.size(), row);
+    }
+  }
+  auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);
+  const torch::Tensor row_index = to_device(torch::tensor(rows, torch::kInt64), device_);
+  const torch::Tensor token_index = to_device(torch::tensor(tokens, torch::kInt64), device_);
+  const torch::Tensor advancing = log_probs.index({row_index, token_index}).to(torch::kFloat64).cpu();
+  const torch::Tensor best = best_log_probs.to(torch::kFloat64).cpu();
+  const torch::Tensor best_token = best_tokens.cpu();
+  extensions.constraint_candidates.assign(active_.size(), {});
+  auto add = [&](int64_t row, int64_t token, double log_probability) {
+    const double score = alive_scores_[static_cast<size_t>(row)] + log_probability;
+    if (score == kMinusInfinity) return;
+    extensions.constraint_candidates[static_cast<size_t>(row / beam_)].push_back(Candidate{row, token, score});
+  };
+  for (size_t i = 0; i < rows.size(); ++i) add(rows[i], tokens[i], advancing[static_cast<int64_t>(i)].item<double>());
+  for (size_t a = 0; a < active_.size(); ++a) {
+    if (constraints_[static_cast<size_t>(active_[a])].empty()) continue;
+    for (int64_t row = static_cast<int64_t>(a) * beam_; row < static_cast<int64_t>(a + 1) * beam_; ++row) {
+      if (alive_scores_[static_cast<size_t>(row)] == kMinusInfinity) continue;
+      add(row, best_token[row].item<int64_t>(), best[row].item<double>());
+    }
+  }
 }
 
 // The step's attention [A*K, S] joins the history of every row.
@@ -155,8 +227,10 @@ NextBeams BeamSearch::select(const Extensions& extensions, int64_t length) {
   for (int64_t a = 0; a < static_cast<int64_t>(active_.size()); ++a) {
     const int64_t sentence = active_[a];
     const bool at_cap = length >= limit_[sentence];
+    const bool constrained = constrained_ && !constraints_[static_cast<size_t>(sentence)].empty();
     const std::vector<Candidate> alive =
-        finish_hypotheses(sentence, a, length, at_cap, score_access[a], id_access[a], extensions.vocab);
+        constrained ? finish_constrained(sentence, a, length, at_cap, score_access[a], id_access[a], extensions)
+                    : finish_hypotheses(sentence, a, length, at_cap, score_access[a], id_access[a], extensions.vocab);
     if (sentence_done(sentence, at_cap, alive)) continue;
     next.still_active.push_back(sentence);
     keep_alive(a, alive, next);
@@ -182,6 +256,58 @@ std::vector<Candidate> BeamSearch::finish_hypotheses(int64_t sentence, int64_t a
       alive.push_back(candidate);
     }
   }
+  return alive;
+}
+
+// finish_hypotheses for a sentence with constraints: of all its candidates, those ending (EOS, or
+// at the length cap) finish if they met every constraint and rank within the top K of the
+// candidates that did; the others are shared out among the banks (allocate_banks). A sentence
+// that reaches its cap with nothing finished ends with its candidate that met the most.
+std::vector<Candidate> BeamSearch::finish_constrained(int64_t sentence, int64_t a, int64_t length, bool at_cap,
+                                                      at::TensorAccessor<double, 1> scores,
+                                                      at::TensorAccessor<int64_t, 1> ids,
+                                                      const Extensions& extensions) {
+  std::vector<Candidate> pool;
+  for (int64_t j = 0; j < scores.size(0) && scores[j] != kMinusInfinity; ++j) {
+    pool.push_back(Candidate{a * beam_ + ids[j] / extensions.vocab, ids[j] % extensions.vocab, scores[j]});
+  }
+  const std::vector<Candidate>& more = extensions.constraint_candidates[static_cast<size_t>(a)];
+  pool.insert(pool.end(), more.begin(), more.end());
+  std::stable_sort(pool.begin(), pool.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.log_probability > y.log_probability; });
+  std::vector<std::vector<Candidate>> banks(
+      static_cast<size_t>(constraint_tokens(constraints_[static_cast<size_t>(sentence)])) + 1);
+  std::vector<std::pair<int64_t, int64_t>> seen;  // (row, token): a candidate may come twice
+  int64_t complete_rank = 0;
+  const Candidate* most_met = nullptr;
+  int64_t most = -1;
+  for (const Candidate& candidate : pool) {
+    const std::pair<int64_t, int64_t> key{candidate.origin_row, candidate.token};
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    const bool is_eos = candidate.token == kEosId;
+    const ConstraintState& before = row_states_[static_cast<size_t>(candidate.origin_row)];
+    const ConstraintState after = is_eos ? before : before.advance(candidate.token);
+    if (is_eos || at_cap) {
+      if (after.complete() && complete_rank < beam_) finish(sentence, candidate, length, is_eos);
+      if (after.met() > most) {
+        most = after.met();
+        most_met = &candidate;
+      }
+    } else {
+      banks[static_cast<size_t>(after.met())].push_back(candidate);
+    }
+    if (after.complete()) ++complete_rank;
+  }
+  if (at_cap && finished_[static_cast<size_t>(sentence)].empty() && most_met != nullptr) {
+    finish(sentence, *most_met, length, most_met->token == kEosId);
+  }
+  std::vector<size_t> bank_sizes;
+  for (const auto& bank : banks) bank_sizes.push_back(bank.size());
+  std::vector<Candidate> alive;
+  for (const auto& [bank, index] : allocate_banks(bank_sizes, beam_)) alive.push_back(banks[bank][index]);
+  std::stable_sort(alive.begin(), alive.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.log_probability > y.log_probability; });
   return alive;
 }
 
@@ -231,6 +357,9 @@ void BeamSearch::keep_alive(int64_t a, const std::vector<Candidate>& alive, Next
     next.token.push_back(candidate.token);
     next.scores.push_back(real ? candidate.log_probability : kMinusInfinity);
     next.encoded_rows.push_back(a * beam_ + k);
+    if (constrained_) {
+      next.constraint_states.push_back(row_states_[static_cast<size_t>(candidate.origin_row)].advance(candidate.token));
+    }
   }
 }
 
@@ -255,6 +384,7 @@ void BeamSearch::reorder(const Ensemble::State& stepped, NextBeams& next) {
   }
   active_ = std::move(next.still_active);
   alive_scores_ = std::move(next.scores);
+  row_states_ = std::move(next.constraint_states);
   previous_ = tokens;
 }
 
@@ -292,9 +422,16 @@ torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tenso
 }
 
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                         const SearchOptions& options, const torch::Tensor& prefix) {
-  if (source.is_cuda()) return beam_search_fixed_shape(std::move(model), source, lengths, options, prefix);
-  return BeamSearch(std::move(model), source, lengths, options, prefix).run();
+                         const SearchOptions& options, const torch::Tensor& prefix,
+                         const BatchConstraints& constraints) {
+  if (!constraints.empty() && static_cast<int64_t>(constraints.size()) != source.size(0)) {
+    throw std::invalid_argument("beam_search: constraints for " + std::to_string(constraints.size()) +
+                                " sentences in a batch of " + std::to_string(source.size(0)));
+  }
+  if (source.is_cuda() && !has_constraints(constraints)) {
+    return beam_search_fixed_shape(std::move(model), source, lengths, options, prefix);
+  }
+  return BeamSearch(std::move(model), source, lengths, options, prefix, constraints).run();
 }
 
 }  // namespace nmt

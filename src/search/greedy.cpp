@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 #include "search/search.h"
 #include "search/step_loop.h"
@@ -258,10 +259,14 @@ SearchResult sample_search(Ensemble model, const torch::Tensor& source, const to
 }
 
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                    const SearchOptions& options, const torch::Tensor& prefix) {
-  if (options.samples()) return sample_search(model, source, lengths, options, prefix);
-  return options.beam_size == 1 ? greedy_search(model, source, lengths, options, prefix)
-                                : beam_search(model, source, lengths, options, prefix);
+                    const SearchOptions& options, const torch::Tensor& prefix, const BatchConstraints& constraints) {
+  const bool constrained = has_constraints(constraints);
+  if (options.samples()) {
+    if (constrained) throw std::invalid_argument("terminology constraints need beam search, not sampling");
+    return sample_search(model, source, lengths, options, prefix);
+  }
+  return options.beam_size == 1 && !constrained ? greedy_search(model, source, lengths, options, prefix)
+                                                : beam_search(model, source, lengths, options, prefix, constraints);
 }
 
 }  // namespace nmt

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/translate_options.h"
+#include "search/constraints.h"
 #include "search/ensemble.h"
 
 namespace nmt {
@@ -34,10 +35,15 @@ using SearchResult = std::vector<std::vector<Hypothesis>>;
 // prefix [B, P] int64 on source's device (optional): target prefixes, each sentence's padded with
 // PAD. A sentence's output starts with its prefix (forced, scored by the model like any token),
 // and the search goes on from there. A prefix must be shorter than its sentence's length cap.
+//
+// constraints (beam search only; optional): each sentence's terminology constraints
+// (search/constraints.h), which its output contains; their tokens must fit under its length cap.
+// A sentence without any searches as it would without them.
 SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                            const SearchOptions& options, const torch::Tensor& prefix = {});
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                         const SearchOptions& options, const torch::Tensor& prefix = {});
+                         const SearchOptions& options, const torch::Tensor& prefix = {},
+                         const BatchConstraints& constraints = {});
 // The greedy search a GPU runs (greedy_search takes it for GPU tensors): the batch keeps its shape
 // and the step works in place, as a CUDA graph can replay it. On the CPU it gives the same results
 // as greedy_search, more slowly; the tests run it there.
@@ -55,9 +61,11 @@ SearchResult beam_search_fixed_shape(Ensemble model, const torch::Tensor& source
 // model's, as forced decoding (nmt score) gives it, not the tempered one.
 SearchResult sample_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                            const SearchOptions& options, const torch::Tensor& prefix = {});
-// options.samples() -> sample_search; else beam_size 1 -> greedy_search, else beam_search.
+// options.samples() -> sample_search; else beam_size 1 without constraints -> greedy_search, else
+// beam_search. Sampling takes no constraints.
 SearchResult search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
-                    const SearchOptions& options, const torch::Tensor& prefix = {});
+                    const SearchOptions& options, const torch::Tensor& prefix = {},
+                    const BatchConstraints& constraints = {});
 
 // The tokens a search may never produce, set to -inf in next-token log-probabilities [R, V]
 // (in place; returns them): pad, BOS, and <unk> with ban_unk.

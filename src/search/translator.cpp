@@ -71,12 +71,44 @@ std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std
   return batches;
 }
 
+SentenceConstraints encode_constraints(const std::string& line, const Vocabulary& target_vocabulary, bool backwards,
+                                       int64_t limit, const std::string& where) {
+  SentenceConstraints phrases;
+  for (size_t start = 0; start <= line.size();) {
+    const size_t tab = std::min(line.find('\t', start), line.size());
+    Phrase phrase = target_vocabulary.encode(line.substr(start, tab - start));
+    start = tab + 1;
+    if (phrase.empty()) continue;
+    if (backwards) std::reverse(phrase.begin(), phrase.end());  // the model writes it back to front
+    phrases.push_back(std::move(phrase));
+  }
+  if (phrases.size() > kMaxConstraintPhrases) {
+    throw std::invalid_argument(where + ": " + std::to_string(phrases.size()) + " phrases; at most " +
+                                std::to_string(kMaxConstraintPhrases) + " per line");
+  }
+  const int64_t tokens = constraint_tokens(phrases);
+  if (tokens >= limit) {
+    throw std::invalid_argument(where + ": the constraints have " + std::to_string(tokens) +
+                                " subwords but this sentence's output ends at " + std::to_string(limit) +
+                                ": shorten them (or raise --max-length-ratio / --max-length)");
+  }
+  return phrases;
+}
+
 std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
                                                const std::function<void(size_t)>& progress,
-                                               const TargetPrefixes& prefixes) {
-  if (!prefixes.lines.empty() && prefixes.lines.size() != lines.size()) {
-    throw std::invalid_argument(prefixes.name + " has " + std::to_string(prefixes.lines.size()) + " lines for " +
-                                std::to_string(lines.size()) + " input lines: give one per line");
+                                               const TargetGuides& guides) {
+  for (const LineGuide* guide : {&guides.prefixes, &guides.constraints}) {
+    if (!guide->lines.empty() && guide->lines.size() != lines.size()) {
+      throw std::invalid_argument(guide->name + " has " + std::to_string(guide->lines.size()) + " lines for " +
+                                  std::to_string(lines.size()) + " input lines: give one per line");
+    }
+  }
+  const LineGuide& prefixes = guides.prefixes;
+  const bool constrained = !guides.constraints.lines.empty();
+  if (constrained && search_.samples()) {
+    throw std::invalid_argument(guides.constraints.name +
+                                ": terminology constraints need beam search: leave out the sampling options");
   }
   const bool backwards = model_.members().front()->options().reverse_target;
   if (backwards && !prefixes.lines.empty()) {
@@ -86,6 +118,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   }
   std::vector<Translation> translations(lines.size());
   std::vector<std::vector<int64_t>> sources(lines.size()), targets_start(lines.size());
+  BatchConstraints constraints(constrained ? lines.size() : 0);
   std::vector<int64_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
     sources[i] = source_vocabulary_.encode(lines[i]);
@@ -93,9 +126,13 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     for (int64_t id : sources[i]) translations[i].source_pieces.push_back(source_vocabulary_.piece(id));
     sources[i].push_back(kEosId);
     order.push_back(static_cast<int64_t>(i));
+    const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_);
+    if (constrained) {
+      constraints[i] = encode_constraints(guides.constraints.lines[i], target_vocabulary_, backwards, limit,
+                                          guides.constraints.name + ":" + std::to_string(i + 1));
+    }
     if (prefixes.lines.empty()) continue;
     targets_start[i] = target_vocabulary_.encode(prefixes.lines[i]);
-    const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_);
     if (static_cast<int64_t>(targets_start[i].size()) >= limit) {
       throw std::invalid_argument(prefixes.name + ":" + std::to_string(i + 1) + ": the prefix has " +
                                   std::to_string(targets_start[i].size()) + " subwords but the output of line " +
@@ -126,7 +163,11 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       for (const int64_t k : batch) batch_prefixes.push_back(&targets_start[k]);
       prefix = pad_sequences(batch_prefixes).first.to(device_);
     }
-    SearchResult result = search(model_, source.to(device_), lengths, options, prefix);
+    BatchConstraints batch_constraints;
+    if (constrained) {
+      for (const int64_t k : batch) batch_constraints.push_back(constraints[k]);
+    }
+    SearchResult result = search(model_, source.to(device_), lengths, options, prefix, batch_constraints);
     for (size_t row = 0; row < batch.size(); ++row) translations[batch[row]].hypotheses = std::move(result[row]);
     std::lock_guard<std::mutex> lock(progress_mutex);
     done += batch.size();

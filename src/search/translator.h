@@ -19,11 +19,20 @@ struct Translation {
   std::vector<std::string> texts;          // detokenized text of each hypothesis
 };
 
-// Target prefixes for Translator::translate (search.h): one line per input line, an empty line
-// for none; `name` (the file they come from) goes into errors.
-struct TargetPrefixes {
+// Lines given beside the input: one per input line, an empty line for none; `name` (the file they
+// come from) goes into errors. No lines: none given.
+struct LineGuide {
   std::vector<std::string> lines;
-  std::string name = "prefix";
+  std::string name;
+};
+
+// What Translator::translate may be given besides the input.
+struct TargetGuides {
+  // Each output starts with its line's prefix (search.h).
+  LineGuide prefixes{{}, "prefix"};
+  // Each output contains every phrase of its line, phrases separated by tabs (search/constraints.h);
+  // beam search, also at beam size 1.
+  LineGuide constraints{{}, "constraints"};
 };
 
 class Translator {
@@ -33,11 +42,11 @@ class Translator {
              BatchingOptions batching, torch::Device device);
 
   // One Translation per line, in input order. `progress(sentences_done)` runs after each batch.
-  // With `prefixes`, each output starts with its line's prefix; a prefix that reaches its line's
-  // output limit is an error naming prefixes.name and the line.
+  // With `guides`, each output starts with its line's prefix and contains its line's constraints;
+  // a prefix or constraints that reach the line's output limit are an error naming the guide's
+  // name and line.
   std::vector<Translation> translate(const std::vector<std::string>& lines,
-                                     const std::function<void(size_t)>& progress = {},
-                                     const TargetPrefixes& prefixes = {});
+                                     const std::function<void(size_t)>& progress = {}, const TargetGuides& guides = {});
 
  private:
   std::vector<std::vector<int64_t>> plan_batches(const std::vector<std::vector<int64_t>>& sources,
@@ -50,6 +59,13 @@ class Translator {
   BatchingOptions batching_;
   torch::Device device_;
 };
+
+// A line of constraint phrases separated by tabs as target phrases (empty ones skipped; with
+// `backwards`, for a right-to-left model, each phrase's tokens in its order). Throws
+// std::invalid_argument starting with `where` when they are more than kMaxConstraintPhrases or
+// their tokens reach `limit`, the sentence's output length cap.
+SentenceConstraints encode_constraints(const std::string& line, const Vocabulary& target_vocabulary, bool backwards,
+                                       int64_t limit, const std::string& where);
 
 // Best hypothesis text of each translation ("" for empty lines).
 std::vector<std::string> best_texts(const std::vector<Translation>& translations);

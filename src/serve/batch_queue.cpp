@@ -14,6 +14,23 @@ bool same_search(const SearchOptions& a, const SearchOptions& b) {
          a.max_length == b.max_length && a.ban_unk == b.ban_unk;
 }
 
+// One guide line (a prefix, constraints) per line of the batch when a request has them ("" for
+// the lines of the others), else none.
+template <typename Request>
+std::vector<std::string> merged_guide(const std::vector<Request>& batch, std::vector<std::string> Request::*guide) {
+  std::vector<std::string> merged;
+  const bool any = std::any_of(batch.begin(), batch.end(), [&](const Request& each) { return !(each.*guide).empty(); });
+  if (!any) return merged;
+  for (const Request& each : batch) {
+    if ((each.*guide).empty()) {
+      merged.insert(merged.end(), each.lines.size(), "");
+    } else {
+      merged.insert(merged.end(), (each.*guide).begin(), (each.*guide).end());
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 BatchQueue::BatchQueue(const TranslationModels& models, BatchQueueOptions options, torch::Device device)
@@ -39,7 +56,8 @@ BatchQueue::~BatchQueue() {
 }
 
 std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search,
-                                               std::vector<std::string> prefixes) {
+                                               std::vector<std::string> prefixes,
+                                               std::vector<std::string> constraints) {
   std::future<std::vector<Translation>> result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -47,6 +65,7 @@ std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, c
     Request& request = queue_.emplace_back();
     request.lines = std::move(lines);
     request.prefixes = std::move(prefixes);
+    request.constraints = std::move(constraints);
     request.search = search;
     request.arrival = std::chrono::steady_clock::now();
     result = request.result.get_future();
@@ -102,25 +121,16 @@ void BatchQueue::work() {
     lock.unlock();
 
     std::vector<std::string> lines;
-    TargetPrefixes prefixes;  // every line's, when a request of the batch has some
     for (const Request& request : batch) lines.insert(lines.end(), request.lines.begin(), request.lines.end());
-    for (const Request& request : batch) {
-      if (request.prefixes.empty()) continue;
-      for (const Request& each : batch) {
-        if (each.prefixes.empty()) {
-          prefixes.lines.insert(prefixes.lines.end(), each.lines.size(), "");
-        } else {
-          prefixes.lines.insert(prefixes.lines.end(), each.prefixes.begin(), each.prefixes.end());
-        }
-      }
-      break;
-    }
+    TargetGuides guides;
+    guides.prefixes.lines = merged_guide(batch, &Request::prefixes);
+    guides.constraints.lines = merged_guide(batch, &Request::constraints);
     std::vector<Translation> translations;
     std::exception_ptr error;
     try {
       Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(),
                             batch.front().search, options_.batching, device_);
-      translations = translator.translate(lines, {}, prefixes);
+      translations = translator.translate(lines, {}, guides);
     } catch (...) {
       error = std::current_exception();
     }

@@ -39,9 +39,9 @@ class BatchQueue {
   BatchQueue& operator=(const BatchQueue&) = delete;
 
   // Blocks until `lines` are translated (in their order); rethrows the search's exception.
-  // prefixes: one target prefix per line (search/translator.h), or none.
+  // prefixes, constraints: one line per line (search/translator.h, TargetGuides), or none.
   std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search,
-                                     std::vector<std::string> prefixes = {});
+                                     std::vector<std::string> prefixes = {}, std::vector<std::string> constraints = {});
 
   // Sentences translated and batches run so far.
   size_t sentences_done() const;
@@ -50,7 +50,8 @@ class BatchQueue {
  private:
   struct Request {
     std::vector<std::string> lines;
-    std::vector<std::string> prefixes;  // one per line, or none
+    std::vector<std::string> prefixes;     // one per line, or none
+    std::vector<std::string> constraints;  // one per line, or none
     SearchOptions search;
     std::chrono::steady_clock::time_point arrival;
     std::promise<std::vector<Translation>> result;

@@ -1,5 +1,6 @@
 #include "serve/request.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "eval/attention_export.h"
@@ -12,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFields = "text, prefix, beam_size, n_best, attention, alignment";
+constexpr const char* kFields = "text, prefix, constraints, beam_size, n_best, attention, alignment";
 
 [[noreturn]] void refuse(const std::string& message, int status = 400) { throw RequestError(status, message); }
 
@@ -77,6 +78,36 @@ std::vector<std::string> sentences_field(const json& value, const std::string& n
   return sentences;
 }
 
+// One sentence's constraint phrases (a list of strings) as one line, phrases separated by tabs.
+std::string phrases_field(const json& value, const std::string& name, const RequestLimits& limits) {
+  if (!value.is_array()) refuse(name + " must be a list of phrases (strings), got " + std::string(value.type_name()));
+  if (value.size() > kMaxConstraintPhrases) {
+    refuse(name + " has " + std::to_string(value.size()) + " phrases; at most " +
+           std::to_string(kMaxConstraintPhrases) + " per sentence");
+  }
+  std::string line;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string item = name + "[" + std::to_string(i) + "]";
+    const std::string phrase = sentence_field(value[i], item, limits);
+    if (phrase.find('\t') != std::string::npos) refuse(item + " contains a tab: give each phrase as its own string");
+    line += (i > 0 ? "\t" : "") + phrase;
+  }
+  return line;
+}
+
+// "constraints": for a string text, one list of phrases; for a list, one list per sentence.
+std::vector<std::string> constraints_field(const json& value, const json& text, const RequestLimits& limits) {
+  if (text.is_string()) return {phrases_field(value, "constraints", limits)};
+  if (!value.is_array() || value.size() != text.size()) {
+    refuse("constraints must be a list of phrase lists, one per sentence of text ([] for none)");
+  }
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < value.size(); ++i) {
+    lines.push_back(phrases_field(value[i], "constraints[" + std::to_string(i) + "]", limits));
+  }
+  return lines;
+}
+
 // Weights rounded to 1e-4: the shortest decimal that JSON writes for them stays short.
 json rounded(const std::vector<float>& row) {
   json values = json::array();
@@ -118,8 +149,11 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
              " (one per sentence, \"\" for none)");
     }
   }
+  if (const auto constraints = document.find("constraints"); constraints != document.end()) {
+    request.constraints = constraints_field(*constraints, *text, limits);
+  }
   for (const auto& [name, value] : document.items()) {
-    if (name == "text" || name == "prefix") continue;
+    if (name == "text" || name == "prefix" || name == "constraints") continue;
     if (name == "beam_size") {
       request.search.beam_size = integer_field(value, name, 1, limits.max_beam_size);
     } else if (name == "n_best") {
@@ -140,16 +174,31 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
   return request;
 }
 
-void check_prefixes(const TranslateRequest& request, const Vocabulary& source_vocabulary,
-                    const Vocabulary& target_vocabulary) {
-  for (size_t i = 0; i < request.prefix.size(); ++i) {
+void check_guides(const TranslateRequest& request, const Vocabulary& source_vocabulary,
+                  const Vocabulary& target_vocabulary, bool backwards) {
+  const auto limit = [&](size_t i) {
     const auto source_length = static_cast<int64_t>(source_vocabulary.encode(request.text[i]).size()) + 1;  // EOS
+    return max_output_length(source_length, request.search);
+  };
+  for (size_t i = 0; i < request.prefix.size(); ++i) {
     const auto prefix_length = static_cast<int64_t>(target_vocabulary.encode(request.prefix[i]).size());
-    const int64_t limit = max_output_length(source_length, request.search);
-    if (prefix_length > 0 && prefix_length >= limit) {
+    if (prefix_length > 0 && prefix_length >= limit(i)) {
       refuse("prefix[" + std::to_string(i) + "] has " + std::to_string(prefix_length) +
-             " subwords but the translation of text[" + std::to_string(i) + "] ends at " + std::to_string(limit) +
+             " subwords but the translation of text[" + std::to_string(i) + "] ends at " + std::to_string(limit(i)) +
              ": shorten it");
+    }
+  }
+  const bool constrained = std::any_of(request.constraints.begin(), request.constraints.end(),
+                                       [](const auto& line) { return !line.empty(); });
+  if (constrained && request.search.samples()) {
+    refuse("constraints: this server samples its translations; constraints need beam search");
+  }
+  for (size_t i = 0; i < request.constraints.size() && constrained; ++i) {
+    try {
+      encode_constraints(request.constraints[i], target_vocabulary, backwards, limit(i),
+                         "constraints[" + std::to_string(i) + "]");
+    } catch (const std::invalid_argument& error) {
+      refuse(error.what());
     }
   }
 }

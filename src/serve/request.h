@@ -37,24 +37,29 @@ class RequestError : public std::runtime_error {
 };
 
 struct TranslateRequest {
-  std::vector<std::string> text;    // the sentences, in order
-  std::vector<std::string> prefix;  // target prefixes, one per sentence, or none (search/translator.h)
-  SearchOptions search;             // the server's defaults with the request's beam_size and n_best
-  bool attention = false;           // add each sentence's attention matrix to the answer
-  bool alignment = false;           // add each sentence's hard alignment ("i-j" pairs)
+  std::vector<std::string> text;         // the sentences, in order
+  std::vector<std::string> prefix;       // target prefixes, one per sentence, or none (search/translator.h)
+  std::vector<std::string> constraints;  // one line of tab-separated phrases per sentence, or none (ditto)
+  SearchOptions search;                  // the server's defaults with the request's beam_size and n_best
+  bool attention = false;                // add each sentence's attention matrix to the answer
+  bool alignment = false;                // add each sentence's hard alignment ("i-j" pairs)
 };
 
-// {"text": "..." | ["...", ...], "prefix": as text, "beam_size": int, "n_best": int,
-//  "attention": bool, "alignment": bool}; only "text" is required, and any other field is refused
-// by name. "prefix" gives each sentence the start of its translation ("" for none).
+// {"text": "..." | ["...", ...], "prefix": as text, "constraints": [phrase, ...] | [[phrase, ...], ...],
+//  "beam_size": int, "n_best": int, "attention": bool, "alignment": bool}; only "text" is required,
+// and any other field is refused by name. "prefix" gives each sentence the start of its translation
+// ("" for none); "constraints" the phrases its translation contains: a list for a string text, a
+// list of lists (one per sentence, [] for none) for a list.
 // Throws RequestError (400 for malformed JSON, a missing field, a wrong type, a value out of
 // range, invalid UTF-8 or an unknown field; 413 over `limits`).
 TranslateRequest parse_translate_request(std::string_view body, const SearchOptions& defaults,
                                          const RequestLimits& limits);
 
-// A prefix that reaches its sentence's output limit (max_output_length) is refused (400, naming it).
-void check_prefixes(const TranslateRequest& request, const Vocabulary& source_vocabulary,
-                    const Vocabulary& target_vocabulary);
+// A prefix or constraints that reach their sentence's output limit (max_output_length), and
+// constraints for a server that samples, are refused (400, naming them). `backwards`: the model
+// writes right to left.
+void check_guides(const TranslateRequest& request, const Vocabulary& source_vocabulary,
+                  const Vocabulary& target_vocabulary, bool backwards);
 
 // {"translations": [{"text", "score", "alignment"?, "attention"?, "n_best"?}, ...]}, one entry per
 // sentence of the request, in its order.

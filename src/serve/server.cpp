@@ -220,10 +220,12 @@ void answer_translate(Service& service, const httplib::Request& http_request, ht
       throw RequestError(400, "attention/alignment: this model was trained with attention none");
     }
     check_search_memory(service, request);
-    check_prefixes(request, service.models.source_vocabulary(), service.models.target_vocabulary());
+    check_guides(request, service.models.source_vocabulary(), service.models.target_vocabulary(),
+                 service.models.ensemble().members().front()->options().reverse_target);
     const std::vector<Translation> translations =
-        request.text.empty() ? std::vector<Translation>{}
-                             : service.queue.translate(request.text, request.search, request.prefix);
+        request.text.empty()
+            ? std::vector<Translation>{}
+            : service.queue.translate(request.text, request.search, request.prefix, request.constraints);
     answer_json(response, 200, translations_json(request, translations, service.models.target_vocabulary()));
     ++service.requests_served;
   } catch (const RequestError& error) {
