@@ -557,12 +557,27 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   write_file_atomic(bad, "a\nb\nc\n\xff\xfe\ne\n");
   CHECK_THAT(run_nmt(prefixed_command + bad).output, Catch::Contains(bad + ":4: invalid UTF-8"));
 
-  // Terminology constraints: each output contains its line's phrases (words of other lines'
-  // translations; two on the first line); a line without any translates as before.
-  const auto last_word = [](const std::string& text) { return text.substr(text.rfind(' ') + 1); };
-  const std::string first = last_word(plain[3]), second = last_word(plain[1]) + " " + last_word(plain[4]);
+  // Terminology constraints: each output contains its line's phrases, here words of the toy
+  // references that the line's plain translation lacks (a word and two words on the first line);
+  // a line without any translates as before.
+  const std::vector<std::string> references = read_lines(kToy + "/dev.tgt");
+  const auto absent = [&](const std::string& output, size_t words) {
+    for (const std::string& reference : references) {
+      std::istringstream in(reference);
+      std::vector<std::string> tokens;
+      for (std::string word; in >> word;) tokens.push_back(word);
+      for (size_t i = 0; i + words <= tokens.size(); ++i) {
+        std::string phrase = tokens[i];
+        for (size_t k = 1; k < words; ++k) phrase += " " + tokens[i + k];
+        if (tokens[i].size() >= 3 && output.find(phrase) == std::string::npos) return phrase;
+      }
+    }
+    return std::string();
+  };
+  const std::string first = absent(plain[0], 1), second = absent(plain[0], 2), third = absent(plain[3], 1);
+  REQUIRE((!first.empty() && !second.empty() && !third.empty()));
   const std::string constraints = (work_directory() / "constraints.txt").string();
-  write_file_atomic(constraints, first + "\t" + second + "\n\n\n" + last_word(plain[0]) + "\n\n");
+  write_file_atomic(constraints, first + "\t" + second + "\n\n\n" + third + "\n\n");
   const std::string constrained_command =
       "translate" + model + " --input " + input + " --beam-size 5 --quiet --constraints ";
   CommandResult constrained = run_nmt(constrained_command + constraints);
@@ -573,8 +588,11 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   CHECK_THAT(met[0], Catch::Contains(first) && Catch::Contains(second));
   CHECK(met[1] == plain[1]);
   CHECK(met[2].empty());
-  CHECK_THAT(met[3], Catch::Contains(last_word(plain[0])));
+  CHECK_THAT(met[3], Catch::Contains(third));
   CHECK(met[4] == plain[4]);
+  // A file of empty lines gives none, and so goes with sampling.
+  write_file_atomic(bad, "\n\n\n\n\n");
+  CHECK(run_nmt(sample + " --constraints " + bad).status == 0);
   // Bad constraint files: the line count, phrases past the output limit, invalid UTF-8; sampling.
   write_file_atomic(bad, "a\nb\n");
   CHECK_THAT(run_nmt(constrained_command + bad).output, Catch::Contains(bad + " has 2 lines for 5 input lines"));
@@ -584,6 +602,9 @@ TEST_CASE("cli: score gives a translation its --with-scores score; bad files nam
   CHECK_THAT(too_many.output, Catch::Contains(bad + ":2: the constraints have"));
   write_file_atomic(bad, "a\nb\nc\n\xff\xfe\ne\n");
   CHECK_THAT(run_nmt(constrained_command + bad).output, Catch::Contains(bad + ":4: invalid UTF-8"));
+  write_file_atomic(bad, "\n\n\n" + first + "\t\u6f22\u5b57\n\n");  // characters the toy vocabulary lacks
+  CHECK_THAT(run_nmt(constrained_command + bad).output,
+             Catch::Contains(bad + ":4: \"\u6f22\u5b57\" has characters the model's target vocabulary lacks"));
   CommandResult sampled_constraints = run_nmt(sample + " --constraints " + constraints);
   CHECK(sampled_constraints.status != 0);
   CHECK_THAT(sampled_constraints.output, Catch::Contains(constraints + ": terminology constraints need beam search"));

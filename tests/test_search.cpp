@@ -243,6 +243,14 @@ TEST_CASE("constraint states: phrases met, broken off, restarted; banks share ou
   CHECK(state.advance(5).met() == 4);  // complete stays complete
   CHECK(advancing(state).empty());
   CHECK(ConstraintState().complete());
+  // A phrase that broke off can go on from an overlap: 7 7 8 in 7 7 7 8, and 5 6 in 5 5 6.
+  const SentenceConstraints overlapping{{7, 7, 8}, {5, 6}};
+  ConstraintState repeated = ConstraintState(&overlapping).advance(7).advance(7).advance(7);
+  CHECK(repeated.met() == 2);
+  CHECK(repeated.advance(8).met() == 3);
+  CHECK(repeated.advance(8).advance(5).advance(5).advance(6).complete());
+  // Broken off into another phrase's start: 7 5 6 meets 5 6.
+  CHECK(ConstraintState(&overlapping).advance(7).advance(5).advance(6).met() == 2);
 
   using Chosen = std::vector<std::pair<size_t, size_t>>;
   // Five places over three banks: one each, the remainder to the two highest.

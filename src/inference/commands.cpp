@@ -87,6 +87,7 @@ void translate_stream(const TranslateOptions& options, const TranslationModels& 
       }
       part->lines.assign(all->lines.begin() + static_cast<std::ptrdiff_t>(done),
                          all->lines.begin() + static_cast<std::ptrdiff_t>(done + lines.size()));
+      part->first_line = done;
     }
     const std::vector<Translation> translations = translator.translate(lines, {}, group);
     out << format_translations(lines, translations, models.target_vocabulary(), "stdin", options.search.n_best, outputs,

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -194,21 +195,24 @@ void BeamSearch::add_constraint_candidates(const torch::Tensor& log_probs, Exten
   auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);
   const torch::Tensor row_index = to_device(torch::tensor(rows, torch::kInt64), device_);
   const torch::Tensor token_index = to_device(torch::tensor(tokens, torch::kInt64), device_);
-  const torch::Tensor advancing = log_probs.index({row_index, token_index}).to(torch::kFloat64).cpu();
-  const torch::Tensor best = best_log_probs.to(torch::kFloat64).cpu();
-  const torch::Tensor best_token = best_tokens.cpu();
+  const torch::Tensor advancing_tensor = log_probs.index({row_index, token_index}).to(torch::kFloat64).cpu();
+  const torch::Tensor best_tensor = best_log_probs.to(torch::kFloat64).cpu();
+  const torch::Tensor best_token_tensor = best_tokens.cpu();
+  const auto advancing = advancing_tensor.accessor<double, 1>();
+  const auto best = best_tensor.accessor<double, 1>();
+  const auto best_token = best_token_tensor.accessor<int64_t, 1>();
   extensions.constraint_candidates.assign(active_.size(), {});
   auto add = [&](int64_t row, int64_t token, double log_probability) {
     const double score = alive_scores_[static_cast<size_t>(row)] + log_probability;
     if (score == kMinusInfinity) return;
     extensions.constraint_candidates[static_cast<size_t>(row / beam_)].push_back(Candidate{row, token, score});
   };
-  for (size_t i = 0; i < rows.size(); ++i) add(rows[i], tokens[i], advancing[static_cast<int64_t>(i)].item<double>());
+  for (size_t i = 0; i < rows.size(); ++i) add(rows[i], tokens[i], advancing[static_cast<int64_t>(i)]);
   for (size_t a = 0; a < active_.size(); ++a) {
     if (constraints_[static_cast<size_t>(active_[a])].empty()) continue;
     for (int64_t row = static_cast<int64_t>(a) * beam_; row < static_cast<int64_t>(a + 1) * beam_; ++row) {
       if (alive_scores_[static_cast<size_t>(row)] == kMinusInfinity) continue;
-      add(row, best_token[row].item<int64_t>(), best[row].item<double>());
+      add(row, best_token[row], best[row]);
     }
   }
 }
@@ -277,14 +281,13 @@ std::vector<Candidate> BeamSearch::finish_constrained(int64_t sentence, int64_t 
                    [](const Candidate& x, const Candidate& y) { return x.log_probability > y.log_probability; });
   std::vector<std::vector<Candidate>> banks(
       static_cast<size_t>(constraint_tokens(constraints_[static_cast<size_t>(sentence)])) + 1);
-  std::vector<std::pair<int64_t, int64_t>> seen;  // (row, token): a candidate may come twice
+  std::set<std::pair<int64_t, int64_t>> seen;  // (row, token): a candidate may come twice
   int64_t complete_rank = 0;
   const Candidate* most_met = nullptr;
   int64_t most = -1;
   for (const Candidate& candidate : pool) {
     const std::pair<int64_t, int64_t> key{candidate.origin_row, candidate.token};
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-    seen.push_back(key);
+    if (!seen.insert(key).second) continue;
     const bool is_eos = candidate.token == kEosId;
     const ConstraintState& before = row_states_[static_cast<size_t>(candidate.origin_row)];
     const ConstraintState after = is_eos ? before : before.advance(candidate.token);

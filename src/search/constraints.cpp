@@ -44,23 +44,38 @@ ConstraintState ConstraintState::advance(int64_t token) const {
       }
       return next;
     }
-    next.met_ -= progress_;  // the phrase broke off: start again
+    next.met_ -= progress_;  // the phrase broke off
     next.current_ = -1;
     next.progress_ = 0;
+    Phrase recent(phrase.begin(), phrase.begin() + progress_);
+    recent.push_back(token);
+    for (size_t from = 1; from < recent.size(); ++from) {  // the longest start first
+      if (next.start(recent, from)) return next;
+    }
+    return next;
   }
+  next.start(Phrase{token}, 0);
+  return next;
+}
+
+bool ConstraintState::start(const Phrase& tokens, size_t from) {
+  const size_t length = tokens.size() - from;
   for (size_t i = 0; i < phrases_->size(); ++i) {
     const Phrase& phrase = (*phrases_)[i];
-    if ((next.done_ >> i & 1) || phrase.front() != token) continue;
-    ++next.met_;
-    if (phrase.size() == 1) {
-      next.done_ |= uint64_t{1} << i;
-    } else {
-      next.current_ = static_cast<int32_t>(i);
-      next.progress_ = 1;
+    if ((done_ >> i & 1) || phrase.size() < length ||
+        !std::equal(tokens.begin() + static_cast<std::ptrdiff_t>(from), tokens.end(), phrase.begin())) {
+      continue;
     }
-    break;
+    met_ += static_cast<int64_t>(length);
+    if (phrase.size() == length) {
+      done_ |= uint64_t{1} << i;
+    } else {
+      current_ = static_cast<int32_t>(i);
+      progress_ = static_cast<int32_t>(length);
+    }
+    return true;
   }
-  return next;
+  return false;
 }
 
 std::vector<std::pair<size_t, size_t>> allocate_banks(const std::vector<size_t>& bank_sizes, int64_t beam) {

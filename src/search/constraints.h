@@ -40,10 +40,15 @@ class ConstraintState {
   // Appends the tokens that would advance this state to `tokens`.
   void advancing_tokens(std::vector<int64_t>& tokens) const;
   // The state after `token` is produced. A phrase under way whose next token is not `token` is
-  // dropped (its tokens no longer count), and `token` may start another.
+  // dropped (its tokens no longer count); the tokens since it began, `token` included, may end in
+  // the start of an unmet phrase (the same one shifted, or another), which goes on from there.
+  // Where several unmet phrases start alike, the first listed is followed.
   ConstraintState advance(int64_t token) const;
 
  private:
+  // Takes tokens[from..] as the start of the first unmet phrase they begin; whether one did.
+  bool start(const Phrase& tokens, size_t from);
+
   const SentenceConstraints* phrases_ = nullptr;
   uint64_t done_ = 0;     // bit i: phrase i produced whole
   int32_t current_ = -1;  // the phrase under way, or -1

@@ -71,14 +71,26 @@ std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std
   return batches;
 }
 
+bool LineGuide::given() const {
+  return std::any_of(lines.begin(), lines.end(), [](const std::string& line) { return !line.empty(); });
+}
+
+std::string LineGuide::where(size_t index) const { return name + ":" + std::to_string(first_line + index + 1); }
+
 SentenceConstraints encode_constraints(const std::string& line, const Vocabulary& target_vocabulary, bool backwards,
-                                       int64_t limit, const std::string& where) {
+                                       int64_t prefix_tokens, int64_t limit, const std::string& where) {
   SentenceConstraints phrases;
   for (size_t start = 0; start <= line.size();) {
     const size_t tab = std::min(line.find('\t', start), line.size());
-    Phrase phrase = target_vocabulary.encode(line.substr(start, tab - start));
+    const std::string text = line.substr(start, tab - start);
+    Phrase phrase = target_vocabulary.encode(text);
     start = tab + 1;
     if (phrase.empty()) continue;
+    if (std::find(phrase.begin(), phrase.end(), kUnkId) != phrase.end()) {
+      throw std::invalid_argument(where + ": \"" + text +
+                                  "\" has characters the model's target vocabulary lacks, so no translation can "
+                                  "contain it: leave them out");
+    }
     if (backwards) std::reverse(phrase.begin(), phrase.end());  // the model writes it back to front
     phrases.push_back(std::move(phrase));
   }
@@ -87,9 +99,10 @@ SentenceConstraints encode_constraints(const std::string& line, const Vocabulary
                                 std::to_string(kMaxConstraintPhrases) + " per line");
   }
   const int64_t tokens = constraint_tokens(phrases);
-  if (tokens >= limit) {
-    throw std::invalid_argument(where + ": the constraints have " + std::to_string(tokens) +
-                                " subwords but this sentence's output ends at " + std::to_string(limit) +
+  if (prefix_tokens + tokens >= limit) {
+    throw std::invalid_argument(where + ": the constraints have " + std::to_string(tokens) + " subwords" +
+                                (prefix_tokens > 0 ? " and the prefix " + std::to_string(prefix_tokens) : "") +
+                                " but this sentence's output ends at " + std::to_string(limit) +
                                 ": shorten them (or raise --max-length-ratio / --max-length)");
   }
   return phrases;
@@ -105,7 +118,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     }
   }
   const LineGuide& prefixes = guides.prefixes;
-  const bool constrained = !guides.constraints.lines.empty();
+  const bool constrained = guides.constraints.given();
   if (constrained && search_.samples()) {
     throw std::invalid_argument(guides.constraints.name +
                                 ": terminology constraints need beam search: leave out the sampling options");
@@ -127,17 +140,17 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     sources[i].push_back(kEosId);
     order.push_back(static_cast<int64_t>(i));
     const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_);
-    if (constrained) {
-      constraints[i] = encode_constraints(guides.constraints.lines[i], target_vocabulary_, backwards, limit,
-                                          guides.constraints.name + ":" + std::to_string(i + 1));
-    }
-    if (prefixes.lines.empty()) continue;
-    targets_start[i] = target_vocabulary_.encode(prefixes.lines[i]);
+    if (!prefixes.lines.empty()) targets_start[i] = target_vocabulary_.encode(prefixes.lines[i]);
     if (static_cast<int64_t>(targets_start[i].size()) >= limit) {
-      throw std::invalid_argument(prefixes.name + ":" + std::to_string(i + 1) + ": the prefix has " +
-                                  std::to_string(targets_start[i].size()) + " subwords but the output of line " +
-                                  std::to_string(i + 1) + " ends at " + std::to_string(limit) +
+      throw std::invalid_argument(prefixes.where(i) + ": the prefix has " + std::to_string(targets_start[i].size()) +
+                                  " subwords but the output of line " + std::to_string(prefixes.first_line + i + 1) +
+                                  " ends at " + std::to_string(limit) +
                                   ": shorten it, or raise --max-length-ratio or --max-length");
+    }
+    if (constrained) {
+      constraints[i] =
+          encode_constraints(guides.constraints.lines[i], target_vocabulary_, backwards,
+                             static_cast<int64_t>(targets_start[i].size()), limit, guides.constraints.where(i));
     }
   }
   // Longest first: similar lengths share a batch (little padding), and the slowest batch is known early.

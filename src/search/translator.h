@@ -20,10 +20,16 @@ struct Translation {
 };
 
 // Lines given beside the input: one per input line, an empty line for none; `name` (the file they
-// come from) goes into errors. No lines: none given.
+// come from) and the line number (after `first_line` lines of the file) go into errors. No lines,
+// or only empty ones: none given.
 struct LineGuide {
   std::vector<std::string> lines;
   std::string name;
+  size_t first_line = 0;
+
+  bool given() const;
+  // "name:N" for lines[index].
+  std::string where(size_t index) const;
 };
 
 // What Translator::translate may be given besides the input.
@@ -62,10 +68,11 @@ class Translator {
 
 // A line of constraint phrases separated by tabs as target phrases (empty ones skipped; with
 // `backwards`, for a right-to-left model, each phrase's tokens in its order). Throws
-// std::invalid_argument starting with `where` when they are more than kMaxConstraintPhrases or
-// their tokens reach `limit`, the sentence's output length cap.
+// std::invalid_argument starting with `where` when a phrase holds text the vocabulary lacks
+// (<unk>), when they are more than kMaxConstraintPhrases, or when their tokens and the sentence's
+// `prefix_tokens` reach `limit`, its output length cap.
 SentenceConstraints encode_constraints(const std::string& line, const Vocabulary& target_vocabulary, bool backwards,
-                                       int64_t limit, const std::string& where);
+                                       int64_t prefix_tokens, int64_t limit, const std::string& where);
 
 // Best hypothesis text of each translation ("" for empty lines).
 std::vector<std::string> best_texts(const std::vector<Translation>& translations);

@@ -180,10 +180,12 @@ void check_guides(const TranslateRequest& request, const Vocabulary& source_voca
     const auto source_length = static_cast<int64_t>(source_vocabulary.encode(request.text[i]).size()) + 1;  // EOS
     return max_output_length(source_length, request.search);
   };
+  const auto prefix_length = [&](size_t i) {
+    return i < request.prefix.size() ? static_cast<int64_t>(target_vocabulary.encode(request.prefix[i]).size()) : 0;
+  };
   for (size_t i = 0; i < request.prefix.size(); ++i) {
-    const auto prefix_length = static_cast<int64_t>(target_vocabulary.encode(request.prefix[i]).size());
-    if (prefix_length > 0 && prefix_length >= limit(i)) {
-      refuse("prefix[" + std::to_string(i) + "] has " + std::to_string(prefix_length) +
+    if (prefix_length(i) > 0 && prefix_length(i) >= limit(i)) {
+      refuse("prefix[" + std::to_string(i) + "] has " + std::to_string(prefix_length(i)) +
              " subwords but the translation of text[" + std::to_string(i) + "] ends at " + std::to_string(limit(i)) +
              ": shorten it");
     }
@@ -195,7 +197,7 @@ void check_guides(const TranslateRequest& request, const Vocabulary& source_voca
   }
   for (size_t i = 0; i < request.constraints.size() && constrained; ++i) {
     try {
-      encode_constraints(request.constraints[i], target_vocabulary, backwards, limit(i),
+      encode_constraints(request.constraints[i], target_vocabulary, backwards, prefix_length(i), limit(i),
                          "constraints[" + std::to_string(i) + "]");
     } catch (const std::invalid_argument& error) {
       refuse(error.what());
