@@ -176,6 +176,71 @@ TEST_CASE("vocabularies keep the special ids and round-trip text", "[data]") {
   }
 }
 
+namespace {
+
+// Every line of `lines` gets the same ids from a word cache as from sentencepiece.
+void check_cached_encoding(const Vocabulary& vocabulary, const std::vector<std::string>& lines) {
+  WordCachedEncoder cached(vocabulary);
+  REQUIRE(cached.caching());
+  size_t differ = 0;
+  for (const std::string& line : lines) {
+    if (cached.encode(line) != vocabulary.encode(line)) {
+      if (++differ <= 3) FAIL_CHECK("the cache encodes differently: '" << line << "'");
+    }
+  }
+  CHECK(differ == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a word cache encodes exactly as sentencepiece: toy corpus, odd spaces and characters", "[data]") {
+  std::vector<std::string> lines = read_lines(source_path("data/toy/train.src"));
+  const std::vector<std::string> targets = read_lines(source_path("data/toy/train.tgt"));
+  lines.insert(lines.end(), targets.begin(), targets.end());
+  // Spaces of every kind, where sentencepiece's normaliser changes characters (compatibility
+  // forms, a combining mark after a space), characters the vocabulary lacks, each twice (cached).
+  const std::vector<std::string> odd = {"  two  spaces  ",
+                                        "tab\there",
+                                        "no\xc2\xa0break \xe3\x80\x80ideographic",
+                                        "\xef\xbc\xa1\xef\xbd\x82c full width",
+                                        "\xe2\x91\xb4 circled \xe3\x8d\xb1",
+                                        "a \xcc\x88b \xc2\xa8 c",
+                                        "\xe6\xbc\xa2\xe5\xad\x97 \xf0\x9f\x99\x82!",
+                                        "\xe2\x96\x81 lower one eighth",
+                                        "",
+                                        " "};
+  for (int twice = 0; twice < 2; ++twice) lines.insert(lines.end(), odd.begin(), odd.end());
+  for (VocabType type : {VocabType::kUnigram, VocabType::kBpe}) {
+    DYNAMIC_SECTION(to_string(type)) {
+      const std::vector<std::string> some(lines.begin(), lines.begin() + 2000);
+      check_cached_encoding(Vocabulary::from_serialized(train_vocabulary({&some}, {type, 300, 1, 1}), "toy"), lines);
+    }
+  }
+  // A cache of one word encodes the rest one by one, the same.
+  const std::vector<std::string> some(lines.begin(), lines.begin() + 300);
+  const Vocabulary vocabulary =
+      Vocabulary::from_serialized(train_vocabulary({&some}, {VocabType::kBpe, 150, 1, 1}), "toy");
+  WordCachedEncoder tiny(vocabulary, 1);
+  for (size_t i = 0; i < 50; ++i) CHECK(tiny.encode(lines[i]) == vocabulary.encode(lines[i]));
+}
+
+TEST_CASE("a word cache encodes exactly as sentencepiece: all of Multi30k with the recipe's vocabulary",
+          "[data][slow]") {
+  const std::string dir = source_path("data/multi30k");
+  if (!fs::exists(dir + "/train.de")) {
+    WARN("data/multi30k not found (scripts/get_multi30k.sh): not checked");
+    return;
+  }
+  std::vector<std::string> lines;
+  for (const std::string name :
+       {"train.de", "train.en", "val.de", "val.en", "test_2016_flickr.de", "test_2016_flickr.en"}) {
+    const std::vector<std::string> file = read_lines(dir + "/" + name);
+    lines.insert(lines.end(), file.begin(), file.end());
+  }
+  check_cached_encoding(Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 8000, 1, 2}), "m30k"),
+                        lines);
+}
+
 TEST_CASE("configuration: entries round-trip, bad values name the key", "[config]") {
   TrainConfig config;
   config.train_source = "a.src";

@@ -116,17 +116,23 @@ Header read_header(const Mapping& mapping) {
   return header;
 }
 
-// Encodes pairs [begin, end) of `texts` into `out` on `threads` threads.
-void encode_chunk(const std::vector<std::pair<std::string, std::string>>& texts, const Vocabulary& source_vocabulary,
-                  const Vocabulary& target_vocabulary, int threads, std::vector<Example>& out) {
+// One thread's encoders: its caches of both sides' words, kept from chunk to chunk.
+struct PairEncoder {
+  WordCachedEncoder source, target;
+};
+
+// Encodes `texts` into `out`, a share on each thread with its own PairEncoder.
+void encode_chunk(const std::vector<std::pair<std::string, std::string>>& texts, std::vector<PairEncoder>& encoders,
+                  std::vector<Example>& out) {
   out.assign(texts.size(), Example{});
-  const size_t tasks = std::max<size_t>(1, static_cast<size_t>(threads) * 4);
-  const size_t per_task = (texts.size() + tasks - 1) / tasks;
-  run_in_parallel(static_cast<size_t>(threads), tasks, [&](size_t task) {
-    const size_t begin = std::min(texts.size(), task * per_task), end = std::min(texts.size(), begin + per_task);
+  const size_t threads = encoders.size();
+  const size_t per_thread = (texts.size() + threads - 1) / threads;
+  run_in_parallel(threads, threads, [&](size_t thread) {
+    const size_t begin = std::min(texts.size(), thread * per_thread), end = std::min(texts.size(), begin + per_thread);
+    PairEncoder& encoder = encoders[thread];
     for (size_t i = begin; i < end; ++i) {
-      out[i].source = source_vocabulary.encode(texts[i].first);
-      out[i].target = target_vocabulary.encode(texts[i].second);
+      out[i].source = encoder.source.encode(texts[i].first);
+      out[i].target = encoder.target.encode(texts[i].second);
     }
   });
 }
@@ -202,8 +208,12 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
     CorpusStats stats;
     std::vector<std::pair<std::string, std::string>> chunk;
     std::vector<Example> encoded;
+    std::vector<PairEncoder> encoders;
+    for (int thread = 0; thread < std::max(1, threads); ++thread) {
+      encoders.push_back({WordCachedEncoder(source_vocabulary), WordCachedEncoder(target_vocabulary)});
+    }
     const auto encode_and_emit = [&] {
-      encode_chunk(chunk, source_vocabulary, target_vocabulary, threads, encoded);
+      encode_chunk(chunk, encoders, encoded);
       chunk.clear();
       for (Example& pair : encoded) {
         if (pair.source.empty() || pair.target.empty()) {

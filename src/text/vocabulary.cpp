@@ -3,6 +3,8 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -41,6 +43,62 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
     if (id != kPadId && id != kBosId && id != kEosId) kept.push_back(static_cast<int>(id));
   }
   return processor_->DecodeIds(kept);
+}
+
+namespace {
+
+// Whether `vocabulary` encodes lines as its words one by one: probes with repeated, leading,
+// trailing and other spaces, punctuation and letters outside ASCII.
+bool encodes_word_by_word(const Vocabulary& vocabulary) {
+  const std::vector<std::string> probes = {"a b", "  Ein  Hund läuft .  ", "x\t y", "\xc2\xa0z \xe3\x80\x80w",
+                                           "A. (B) 12,5 %"};
+  for (const std::string& line : probes) {
+    std::vector<int64_t> joined;
+    size_t start = 0;
+    while (start < line.size()) {
+      const size_t space = std::min(line.find(' ', start), line.size());
+      if (space > start) {
+        const std::vector<int64_t> word = vocabulary.encode(line.substr(start, space - start));
+        joined.insert(joined.end(), word.begin(), word.end());
+      }
+      start = space + 1;
+    }
+    if (joined != vocabulary.encode(line)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+WordCachedEncoder::WordCachedEncoder(const Vocabulary& vocabulary, size_t max_words)
+    : vocabulary_(vocabulary), max_words_(max_words) {
+  const char* setting = std::getenv("NMT_WORD_CACHE");
+  caching_ = (setting == nullptr || std::strcmp(setting, "off") != 0) && encodes_word_by_word(vocabulary);
+}
+
+std::vector<int64_t> WordCachedEncoder::encode(const std::string& line) {
+  if (!caching_) return vocabulary_.encode(line);
+  std::vector<int64_t> ids;
+  size_t start = 0;
+  while (start < line.size()) {
+    const size_t space = std::min(line.find(' ', start), line.size());
+    if (space > start) {
+      key_.assign(line, start, space - start);
+      auto found = words_.find(key_);
+      if (found == words_.end()) {
+        std::vector<int64_t> word = vocabulary_.encode(key_);
+        if (words_.size() >= max_words_) {
+          ids.insert(ids.end(), word.begin(), word.end());
+          start = space + 1;
+          continue;
+        }
+        found = words_.emplace(key_, std::move(word)).first;
+      }
+      ids.insert(ids.end(), found->second.begin(), found->second.end());
+    }
+    start = space + 1;
+  }
+  return ids;
 }
 
 std::string Vocabulary::piece(int64_t id) const { return processor_->IdToPiece(static_cast<int>(id)); }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "util/enum_names.h"
@@ -31,6 +32,28 @@ class Vocabulary {
  private:
   std::shared_ptr<const sentencepiece::SentencePieceProcessor> processor_;
   std::string serialized_;
+};
+
+// Vocabulary::encode for a corpus, through a cache of whole words' ids: a line is cut at ASCII
+// spaces and each word's ids are looked up, or encoded alone and kept. The ids are exactly
+// Vocabulary::encode's: sentencepiece normalises a word the same alone as inside its line (no
+// normalisation rule reaches across an ASCII space, runs of spaces collapse, and a dummy prefix
+// stands for the space before the word) and never makes a piece across a space. A vocabulary for
+// which that does not hold (checked on probes when the cache is made: e.g. one trained without the
+// dummy prefix) is encoded line by line, as everything is with NMT_WORD_CACHE=off (for
+// comparisons). One per thread; at most `max_words` words are kept.
+class WordCachedEncoder {
+ public:
+  explicit WordCachedEncoder(const Vocabulary& vocabulary, size_t max_words = size_t{1} << 17);
+  std::vector<int64_t> encode(const std::string& line);
+  bool caching() const { return caching_; }
+
+ private:
+  const Vocabulary& vocabulary_;
+  size_t max_words_;
+  bool caching_;
+  std::unordered_map<std::string, std::vector<int64_t>> words_;
+  std::string key_;  // the word being looked up (its capacity reused)
 };
 
 // sentencepiece's model type.
