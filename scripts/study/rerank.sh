@@ -32,7 +32,7 @@ tune=(--tune-src "$data/val.de" --tune-nbest "$out/val.nbest$n" --tune-ref "$dat
 
 score() {
   "$nmt" evaluate --hyp "$1" --ref "$data/test_2016_flickr.en" --json |
-    python3 -c 'import json, sys; r = json.load(sys.stdin); print(f"{r[\"bleu\"]:.2f} | {r[\"chrf\"]:.2f}")'
+    python3 -c 'import json, sys; r = json.load(sys.stdin); print("%.2f | %.2f" % (r["bleu"], r["chrf"]))'
 }
 echo "| test_2016_flickr | BLEU | chrF2 |"
 echo "| --- | --- | --- |"
