@@ -218,7 +218,7 @@ TEST_CASE("target prefixes: every search starts its outputs with them, and an em
   }
 }
 
-TEST_CASE("constraint states: phrases met, broken off, restarted; banks share out the beam", "[search]") {
+TEST_CASE("constraint states: phrases met, broken off and restarted, and banks sharing out the beam", "[search]") {
   const SentenceConstraints phrases{{5, 6, 7}, {9}};
   ConstraintState state(&phrases);
   auto advancing = [](const ConstraintState& from) {
