@@ -114,7 +114,7 @@ TEST_CASE("scaled-dot scores are the dot scores divided by sqrt(Q)", "[attention
   CHECK(torch::allclose(scaled->score(query, states, {}), dot->score(query, states, {}) / 3.0, 1e-5, 1e-6));
 }
 
-TEST_CASE("location attention reads positions only; positions past attention-positions share the last", "[attention]") {
+TEST_CASE("location attention reads positions only, positions past attention-positions share the last", "[attention]") {
   torch::manual_seed(7);
   AttentionOptions options = attention_options("location", 6, 8, 3, 0.0);
   options.positions = 4;

@@ -446,7 +446,7 @@ TEST_CASE("cli: a beam the vocabulary cannot fill is refused, a batch of beams s
   CHECK_THAT(tiny.output, Catch::Contains("--max-search-memory 1") && Catch::Contains("lower --beam-size"));
 }
 
-TEST_CASE("cli: score gives a translation its --with-scores score; bad files name file and line; --seed repeats",
+TEST_CASE("cli: score gives a translation its --with-scores score, bad files name file and line, --seed repeats",
           "[cli]") {
   const std::string model_dir = (work_directory() / "model").string();
   CommandResult trained =
@@ -655,7 +655,7 @@ TEST_CASE("cli: a right-to-left model (reverse-target) writes text order, and de
   CHECK_THAT(split_lines(constrained.output).at(0), Catch::Contains(phrase));
 }
 
-TEST_CASE("cli: rerank with the model that wrote the n-best list keeps its first hypotheses; tuning; bad lists",
+TEST_CASE("cli: rerank with the model that wrote the n-best list keeps its first hypotheses, tuning, bad lists",
           "[cli]") {
   const std::string model_dir = (work_directory() / "rerank_model").string();
   CommandResult trained =

@@ -75,7 +75,7 @@ TEST_CASE("a parallel corpus with different line counts names both files and cou
   }
 }
 
-TEST_CASE("empty pairs are skipped and counted; invalid UTF-8 names file and line", "[data]") {
+TEST_CASE("empty pairs are skipped and counted, invalid UTF-8 names file and line", "[data]") {
   const std::string source = write_temp("empty.src", "one\n\nthree\r\nfour\n");
   const std::string target = write_temp("empty.tgt", "uno\ndos\n  \ncuatro\n");
   CorpusStats stats;

@@ -98,7 +98,7 @@ TEST_CASE("faults: a write that fails names the file and the reason", "[faults]"
       Catch::Contains("model/last.ckpt") && Catch::Contains("No space left on device"));
 }
 
-TEST_CASE("faults: a full disk during a checkpoint save is an error; last.ckpt and no temporary file remain",
+TEST_CASE("faults: a full disk during a checkpoint save is an error, last.ckpt and no temporary file remain",
           "[faults]") {
   const fs::path dir = fresh("disk_full");
   const fs::path model = dir / "model";

@@ -505,7 +505,7 @@ TEST_CASE("search output does not depend on the batch it is in", "[search]") {
   }
 }
 
-TEST_CASE("beam search never scores below greedy; n-best lists are sorted and distinct", "[search]") {
+TEST_CASE("beam search never scores below greedy, n-best lists are sorted and distinct", "[search]") {
   for (const std::string type : {"additive", "general", "none"}) {
     DYNAMIC_SECTION(type) {
       Seq2Seq model = small_model(type);

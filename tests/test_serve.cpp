@@ -437,7 +437,7 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
   CHECK_THAT(refused.log(), Catch::Contains("--header-timeout must be"));
 }
 
-TEST_CASE("serve: SIGTERM answers the request in flight, then exits 0; a port in use is a clear error", "[serve]") {
+TEST_CASE("serve: SIGTERM answers the request in flight, then exits 0, a port in use is a clear error", "[serve]") {
   // A long batching wait keeps the request in flight when the signal comes.
   ServerProcess server(server_arguments({"--max-wait-ms", "1500"}));
   REQUIRE(server.port > 0);
