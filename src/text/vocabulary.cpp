@@ -47,6 +47,16 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
 
 namespace {
 
+// Calls take(start, length) for each word of `line`: its runs of bytes between ASCII spaces.
+template <typename Take>
+void for_each_word(const std::string& line, Take take) {
+  for (size_t start = 0; start < line.size();) {
+    const size_t space = std::min(line.find(' ', start), line.size());
+    if (space > start) take(start, space - start);
+    start = space + 1;
+  }
+}
+
 // Whether `vocabulary` encodes lines as its words one by one: probes with repeated, leading,
 // trailing and other spaces, punctuation and letters outside ASCII.
 bool encodes_word_by_word(const Vocabulary& vocabulary) {
@@ -54,15 +64,10 @@ bool encodes_word_by_word(const Vocabulary& vocabulary) {
                                            "A. (B) 12,5 %"};
   for (const std::string& line : probes) {
     std::vector<int64_t> joined;
-    size_t start = 0;
-    while (start < line.size()) {
-      const size_t space = std::min(line.find(' ', start), line.size());
-      if (space > start) {
-        const std::vector<int64_t> word = vocabulary.encode(line.substr(start, space - start));
-        joined.insert(joined.end(), word.begin(), word.end());
-      }
-      start = space + 1;
-    }
+    for_each_word(line, [&](size_t start, size_t length) {
+      const std::vector<int64_t> word = vocabulary.encode(line.substr(start, length));
+      joined.insert(joined.end(), word.begin(), word.end());
+    });
     if (joined != vocabulary.encode(line)) return false;
   }
   return true;
@@ -79,25 +84,19 @@ WordCachedEncoder::WordCachedEncoder(const Vocabulary& vocabulary, size_t max_wo
 std::vector<int64_t> WordCachedEncoder::encode(const std::string& line) {
   if (!caching_) return vocabulary_.encode(line);
   std::vector<int64_t> ids;
-  size_t start = 0;
-  while (start < line.size()) {
-    const size_t space = std::min(line.find(' ', start), line.size());
-    if (space > start) {
-      key_.assign(line, start, space - start);
-      auto found = words_.find(key_);
-      if (found == words_.end()) {
-        std::vector<int64_t> word = vocabulary_.encode(key_);
-        if (words_.size() >= max_words_) {
-          ids.insert(ids.end(), word.begin(), word.end());
-          start = space + 1;
-          continue;
-        }
-        found = words_.emplace(key_, std::move(word)).first;
+  for_each_word(line, [&](size_t start, size_t length) {
+    key_.assign(line, start, length);
+    auto found = words_.find(key_);
+    if (found == words_.end()) {
+      std::vector<int64_t> word = vocabulary_.encode(key_);
+      if (words_.size() >= max_words_) {  // full: encoded, not kept
+        ids.insert(ids.end(), word.begin(), word.end());
+        return;
       }
-      ids.insert(ids.end(), found->second.begin(), found->second.end());
+      found = words_.emplace(key_, std::move(word)).first;
     }
-    start = space + 1;
-  }
+    ids.insert(ids.end(), found->second.begin(), found->second.end());
+  });
   return ids;
 }
 
