@@ -239,7 +239,7 @@ TEST_CASE("cuda: with dropout, a run on the GPU stopped and resumed ends with th
   config.max_steps = 4;
   train(config, {});
   config.max_steps = 8;
-  train(config, {/*resume=*/true, false, {}});
+  train(config, {/*resume=*/true, false, {}, {}});
   TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   CHECK(resumed.progress.step == 8);
   auto expected = whole.model.network->named_parameters();

@@ -306,14 +306,14 @@ TEST_CASE("checkpoint averaging is the element-wise mean of one run's weights", 
   // removed on --resume; the resumed run keeps its own.
   fs::copy_file(kept.back(), fs::path(config.model_dir) / "step-00000010.ckpt");
   config.max_steps = 9;
-  train(config, {/*resume=*/true, false, {}});
+  train(config, {/*resume=*/true, false, {}, {}});
   std::vector<std::string> after_resume;
   for (const auto& path : step_checkpoints(config.model_dir))
     after_resume.push_back(fs::path(path).filename().string());
   CHECK(after_resume == std::vector<std::string>{"step-00000006.ckpt", "step-00000008.ckpt", "step-00000009.ckpt"});
   // --overwrite starts a new run: none of the old run's steps survive to be averaged with it.
   config.max_steps = 2;
-  train(config, {false, /*overwrite=*/true, {}});
+  train(config, {false, /*overwrite=*/true, {}, {}});
   REQUIRE(step_checkpoints(config.model_dir).size() == 1);
   CHECK(fs::path(step_checkpoints(config.model_dir).front()).filename() == "step-00000002.ckpt");
 
@@ -446,12 +446,12 @@ TEST_CASE("training writes checkpoints that reload to identical outputs and resu
   CHECK_THROWS_WITH(train(config, {}), Catch::Contains("--resume"));
   // Resuming continues from step 6, not from 0.
   config.max_steps = 9;
-  TrainSummary resumed = train(config, {/*resume=*/true, false, {}});
+  TrainSummary resumed = train(config, {/*resume=*/true, false, {}, {}});
   CHECK(resumed.steps == 9);
   CHECK(load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU).progress.step == 9);
   // Changing the architecture on resume is refused, naming the key.
   config.model.attention = "dot";
-  CHECK_THROWS_WITH(train(config, {true, false, {}}), Catch::Contains("attention"));
+  CHECK_THROWS_WITH(train(config, {true, false, {}, {}}), Catch::Contains("attention"));
   fs::remove_all(dir);
 }
 
@@ -460,6 +460,8 @@ TEST_CASE("init-from fine-tunes a trained model: its weights and vocabularies, f
   TrainConfig base = tiny_config(dir);
   train(base, {});
   const TranslationModel trained = load_model(resolve_checkpoint(base.model_dir, "best"), torch::kCPU);
+  // Loaded for translation: no dropout, and translators that share it never switch it.
+  CHECK_FALSE(trained.network->is_training());
 
   TrainConfig config = tiny_config(dir);
   config.model_dir = (dir / "fine").string();
@@ -480,17 +482,17 @@ TEST_CASE("init-from fine-tunes a trained model: its weights and vocabularies, f
     }
   }
   config.max_steps = 2;
-  train(config, {false, /*overwrite=*/true, {}});
+  train(config, {false, /*overwrite=*/true, {}, {}});
   CHECK(load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU).progress.step == 2);
   CHECK(read_file(fs::path(config.model_dir) / "vocab.joint.model") ==
         read_file(fs::path(base.model_dir) / "vocab.joint.model"));
 
   // A key that fixes the network's shapes must be the trained model's; a missing checkpoint is named.
   config.model.attention = "dot";
-  CHECK_THROWS_WITH(train(config, {false, true, {}}), Catch::Contains("init-from: attention is dot"));
+  CHECK_THROWS_WITH(train(config, {false, true, {}, {}}), Catch::Contains("init-from: attention is dot"));
   config.model.attention = "additive";
   config.init_from = (dir / "none.ckpt").string();
-  CHECK_THROWS_WITH(train(config, {false, true, {}}), Catch::Contains("none.ckpt: no such checkpoint"));
+  CHECK_THROWS_WITH(train(config, {false, true, {}, {}}), Catch::Contains("none.ckpt: no such checkpoint"));
   fs::remove_all(dir);
 }
 
@@ -501,7 +503,7 @@ TEST_CASE("training is reproducible for a seed", "[training]") {
   config.model.dropout = 0.2;
   train(config, {});
   TrainingCheckpoint a = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
-  train(config, {false, /*overwrite=*/true, {}});
+  train(config, {false, /*overwrite=*/true, {}, {}});
   TrainingCheckpoint b = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   auto pa = a.model.network->parameters(), pb = b.model.network->parameters();
   REQUIRE(pa.size() == pb.size());
@@ -522,7 +524,7 @@ TEST_CASE("with dropout, a run stopped and resumed ends with the weights of an u
   config.max_steps = 4;  // a validation and checkpoint at step 4, then the stop
   train(config, {});
   config.max_steps = 8;
-  train(config, {/*resume=*/true, false, {}});
+  train(config, {/*resume=*/true, false, {}, {}});
   TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   CHECK(resumed.progress.step == 8);
   CHECK(resumed.progress.best_score == whole.progress.best_score);

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "config/train_config.h"
 #include "config/translate_options.h"
+#include "train/trainer.h"
 
 namespace nmt::cli {
 
@@ -25,7 +27,15 @@ struct Command {
   std::function<int()> run;
 };
 
-Command add_train(CLI::App& program, const Invocation& invocation);
+// What `nmt train` parsed; the Python module's nmt.train reads it and runs the training itself.
+struct TrainCommand {
+  TrainConfig config;
+  TrainRunOptions run;
+  bool dump_config = false;
+  int nproc = 0;  // > 1: start this many ranks here and supervise them
+};
+
+Command add_train(CLI::App& program, const Invocation& invocation, std::shared_ptr<TrainCommand> train);
 Command add_prepare(CLI::App& program);
 Command add_translate(CLI::App& program);
 Command add_evaluate(CLI::App& program);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <utility>
 
 #include "config/train_config.h"
 #include "kernels/dispatch.h"
@@ -39,6 +40,24 @@ class TrainSectionReader : public CLI::ConfigTOML {
 };
 
 }  // namespace
+
+Program::Program(Invocation arguments)
+    : invocation(std::move(arguments)),
+      app("nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, score, rerank, "
+          "average, serve)",
+          "nmt") {
+  commands = {
+      add_train(app, invocation, train),
+      add_prepare(app),
+      add_translate(app),
+      add_evaluate(app),
+      add_serve(app),
+      add_average(app),
+      add_score(app),
+      add_rerank(app),
+  };
+  configure_program(app, *commands[1].app);
+}
 
 void warn_if_slow_blas() {
   if (const std::string warning = slow_blas_warning(); !warning.empty()) spdlog::warn("{}", warning);

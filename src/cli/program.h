@@ -5,12 +5,26 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 
 namespace nmt::cli {
+
+// The program's app with every command (main.cpp, and nmt.train in the Python module). Not
+// copyable: the commands hold references into it.
+struct Program {
+  explicit Program(Invocation invocation);
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  const Invocation invocation;
+  CLI::App app;
+  std::shared_ptr<TrainCommand> train = std::make_shared<TrainCommand>();  // what train parsed
+  std::vector<Command> commands;
+};
 
 // Logs to standard error (standard output carries translations and scores) at the level of
 // SPDLOG_LEVEL (default info), and guards the streams.

@@ -6,20 +6,11 @@
 #include <memory>
 
 #include "cli/command.h"
-#include "config/train_config.h"
 #include "train/launcher.h"
-#include "train/trainer.h"
 
 namespace nmt::cli {
 
 namespace {
-
-struct TrainCommand {
-  TrainConfig config;
-  TrainRunOptions run;
-  bool dump_config = false;
-  int nproc = 0;  // > 1: start this many ranks here and supervise them
-};
 
 // What to do with a run and with the configuration: the command line's choice, never a shared file's.
 void add_run_flags(CLI::App& command, TrainCommand& train) {
@@ -55,8 +46,7 @@ void add_distributed_options(CLI::App& command, TrainCommand& train) {
 
 }  // namespace
 
-Command add_train(CLI::App& program, const Invocation& invocation) {
-  auto train = std::make_shared<TrainCommand>();
+Command add_train(CLI::App& program, const Invocation& invocation, std::shared_ptr<TrainCommand> train) {
   CLI::App* command = program.add_subcommand("train", "train a model from a configuration file and/or options");
   command->fallthrough();  // --config after the command name reaches the program's option
   add_train_options(*command, train->config);

@@ -405,9 +405,9 @@ std::string attention_json(const AttentionMatrix& matrix) {
   return output;
 }
 
-std::string hard_alignment(const AttentionMatrix& matrix) {
+std::vector<std::pair<std::size_t, std::size_t>> alignment_pairs(const AttentionMatrix& matrix) {
   check_shape(matrix);
-  std::string output;
+  std::vector<std::pair<std::size_t, std::size_t>> pairs;
   for (std::size_t row = 0; row < matrix.weights.size(); ++row) {
     if (matrix.target_tokens[row] == kEndOfSentence) continue;
     // Strict '>' keeps the first maximum on ties, like numpy.argmax; NaNs
@@ -421,8 +421,16 @@ std::string hard_alignment(const AttentionMatrix& matrix) {
     }
     if (best_column == no_column) continue;  // no columns, or all NaN
     if (matrix.source_tokens[best_column] == kEndOfSentence) continue;
+    pairs.emplace_back(best_column, row);
+  }
+  return pairs;
+}
+
+std::string hard_alignment(const AttentionMatrix& matrix) {
+  std::string output;
+  for (const auto& [column, row] : alignment_pairs(matrix)) {
     if (!output.empty()) output += ' ';
-    output += std::to_string(best_column) + "-" + std::to_string(row);
+    output += std::to_string(column) + "-" + std::to_string(row);
   }
   return output;
 }

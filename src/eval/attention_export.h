@@ -4,7 +4,9 @@
 // can use it.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nmt {
@@ -40,10 +42,14 @@ std::string attention_svg(const AttentionMatrix& matrix, const std::string& capt
 // token become U+FFFD, so the file always parses.
 std::string attention_json(const AttentionMatrix& matrix);
 
-// Space-separated "i-j" pairs (source column i, target row j, both 0-based),
-// the Moses/fast_align format: for each target row its argmax source column
-// (the first one on ties). Rows whose token is "</s>" are skipped, and so are
-// rows whose argmax is a "</s>" column. Empty string when there are no pairs.
+// The (source column, target row) pairs of the hard alignment, both 0-based:
+// for each target row its argmax source column (the first one on ties). Rows
+// whose token is "</s>" are skipped, and so are rows whose argmax is a "</s>"
+// column.
+std::vector<std::pair<std::size_t, std::size_t>> alignment_pairs(const AttentionMatrix& matrix);
+
+// alignment_pairs as space-separated "i-j" pairs (source column i, target row
+// j), the Moses/fast_align format. Empty string when there are no pairs.
 std::string hard_alignment(const AttentionMatrix& matrix);
 
 }  // namespace nmt

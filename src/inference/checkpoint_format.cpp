@@ -41,8 +41,7 @@ void write_checkpoint_header(torch::serialize::OutputArchive& archive, const Con
 void open_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive,
                      const std::string& remedy) {
   if (!file_exists(path)) {
-    throw std::runtime_error(path +
-                             ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)");
+    throw FileNotFound(path + ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)");
   }
   with_checkpoint_errors(
       path,

@@ -58,11 +58,13 @@ std::function<void(size_t)> progress_reporter(size_t total, bool quiet) {
   };
 }
 
+// `progress`: as TranslateJob's; empty, a progress line on a terminal.
 std::vector<Translation> translate_lines(const TranslateOptions& options, const TranslationModels& models,
-                                         const std::vector<std::string>& lines, const TargetGuides& guides = {}) {
+                                         const std::vector<std::string>& lines, const TargetGuides& guides = {},
+                                         const std::function<void(size_t)>& progress = {}) {
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
                         options.batching, parse_device(options.device));
-  return translator.translate(lines, progress_reporter(lines.size(), options.quiet), guides);
+  return translator.translate(lines, progress ? progress : progress_reporter(lines.size(), options.quiet), guides);
 }
 
 // Standard input that is a pipe or a terminal: each group of lines that has arrived is translated
@@ -115,6 +117,27 @@ void write_output(const std::string& destination, const std::string& text, std::
 // The score lines of one block of pairs.
 std::string score_block(const ScoreJob& job, const TranslationModels& models, const std::vector<std::string>& sources,
                         const std::vector<std::string>& targets) {
+  std::ostringstream text;
+  for (const ForcedScore& score : score_pairs(models, job.options, sources, targets)) {
+    const double mean = score.tokens.empty() ? 0.0 : score.log_probability / static_cast<double>(score.tokens.size());
+    text << score.score << "\t" << score.log_probability << "\t" << mean;
+    if (job.per_token) {
+      text << "\t";
+      for (size_t t = 0; t < score.tokens.size(); ++t) text << (t == 0 ? "" : " ") << score.tokens[t];
+    }
+    text << "\n";
+  }
+  return text.str();
+}
+
+}  // namespace
+
+std::vector<ForcedScore> score_pairs(const TranslationModels& models, const TranslateOptions& options,
+                                     const std::vector<std::string>& sources, const std::vector<std::string>& targets) {
+  if (sources.size() != targets.size()) {
+    throw std::invalid_argument("score: " + std::to_string(sources.size()) + " sources but " +
+                                std::to_string(targets.size()) + " targets; give one target per source");
+  }
   // An empty source with an empty target is what translate makes of an empty line, with score 0:
   // it gets 0 here too. Every other pair goes through the model.
   std::vector<std::vector<int64_t>> source_ids, target_ids;
@@ -130,30 +153,18 @@ std::string score_block(const ScoreJob& job, const TranslationModels& models, co
   }
   std::vector<ForcedScore> scores(sources.size());
   const std::vector<ForcedScore> forced =
-      force_decode(models.ensemble(), source_ids, target_ids, job.options.search.length_penalty,
-                   job.options.batching.batch_size, parse_device(job.options.device));
+      force_decode(models.ensemble(), source_ids, target_ids, options.search.length_penalty,
+                   options.batching.batch_size, parse_device(options.device));
   for (size_t k = 0; k < scored.size(); ++k) scores[scored[k]] = forced[k];
-  std::ostringstream text;
-  for (const ForcedScore& score : scores) {
-    const double mean = score.tokens.empty() ? 0.0 : score.log_probability / static_cast<double>(score.tokens.size());
-    text << score.score << "\t" << score.log_probability << "\t" << mean;
-    if (job.per_token) {
-      text << "\t";
-      for (size_t t = 0; t < score.tokens.size(); ++t) text << (t == 0 ? "" : " ") << score.tokens[t];
-    }
-    text << "\n";
-  }
-  return text.str();
+  return scores;
 }
-
-}  // namespace
 
 void score_files(const ScoreJob& job, std::ostream& out) {
   validate(job.options.search);
   validate(job.options.batching);
   if (job.options.batching.batch_in_tokens) throw std::invalid_argument("score: --batch-size counts sentences");
   for (const std::string& file : {job.source_file, job.target_file}) {
-    if (!fs::exists(file)) throw std::runtime_error(file + ": file not found (check the path)");
+    if (!fs::exists(file)) throw FileNotFound(file + ": file not found (check the path)");
   }
   if (job.output != "-") {
     require_parent_directory(job.output, "--output");
@@ -196,7 +207,7 @@ void score_files(const ScoreJob& job, std::ostream& out) {
   });
 }
 
-void translate_files(TranslateJob job, std::ostream& out) {
+void check_translate_job(TranslateJob& job) {
   if (job.inputs.empty()) job.inputs = {"-"};
   TranslateOptions& options = job.options;
   const OutputOptions& outputs = job.outputs;
@@ -209,7 +220,7 @@ void translate_files(TranslateJob job, std::ostream& out) {
   }
   if (!job.output_dir.empty() && job.output != "-") throw std::invalid_argument("give either --output or --output-dir");
   for (const std::string& input : job.inputs) {
-    if (input != "-" && !fs::exists(input)) throw std::runtime_error(input + ": input file not found");
+    if (input != "-" && !fs::exists(input)) throw FileNotFound(input + ": input file not found");
   }
   if (job.inputs.size() > 1 && job.output_dir.empty()) {
     throw std::invalid_argument("several --input files need --output-dir (one output file each)");
@@ -224,14 +235,12 @@ void translate_files(TranslateJob job, std::ostream& out) {
     }
   }
   if (job.output != "-") require_parent_directory(job.output, "--output");
-  TargetGuides guides{{{}, job.prefix_file}, {{}, job.constraints_file}};
-  for (auto [guide, option] :
-       {std::pair{&guides.prefixes, "--prefix"}, std::pair{&guides.constraints, "--constraints"}}) {
-    if (guide->name.empty()) continue;
+  for (auto [file, option] :
+       {std::pair{&job.prefix_file, "--prefix"}, std::pair{&job.constraints_file, "--constraints"}}) {
+    if (file->empty()) continue;
     if (job.inputs.size() > 1)
       throw std::invalid_argument(std::string(option) + " goes with one --input (a line per input line)");
-    if (!fs::exists(guide->name)) throw std::runtime_error(guide->name + ": " + option + " file not found");
-    guide->lines = read_lines(guide->name);
+    if (!fs::exists(*file)) throw FileNotFound(*file + ": " + option + " file not found");
   }
   // A translation never replaces the text it is made from.
   for (const std::string& input : job.inputs) {
@@ -244,7 +253,15 @@ void translate_files(TranslateJob job, std::ostream& out) {
     }
   }
   options.search.return_attention = !outputs.attention_dir.empty() || outputs.alignment;
-  const TranslationModels models = load(options);
+}
+
+void translate_inputs(const TranslateJob& job, const TranslationModels& models, std::ostream& out) {
+  const TranslateOptions& options = job.options;
+  const OutputOptions& outputs = job.outputs;
+  TargetGuides guides{{{}, job.prefix_file}, {{}, job.constraints_file}};
+  for (LineGuide* guide : {&guides.prefixes, &guides.constraints}) {
+    if (!guide->name.empty()) guide->lines = read_lines(guide->name);
+  }
   if (options.search.return_attention && !models.has_attention()) {
     throw std::invalid_argument("--attention-dir/--alignment: this model was trained with attention none");
   }
@@ -257,13 +274,18 @@ void translate_files(TranslateJob job, std::ostream& out) {
       continue;
     }
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
-    const std::vector<Translation> translations = translate_lines(options, models, lines, guides);
+    const std::vector<Translation> translations = translate_lines(options, models, lines, guides, job.progress);
     const std::string stem = output_stem(input);
     const std::string text =
         format_translations(lines, translations, models.target_vocabulary(), stem, options.search.n_best, outputs);
     write_output(!job.output_dir.empty() ? (fs::path(job.output_dir) / (stem + ".hyp")).string() : job.output, text,
                  out);
   }
+}
+
+void translate_files(TranslateJob job, std::ostream& out) {
+  check_translate_job(job);
+  translate_inputs(job, load(job.options), out);
 }
 
 void evaluate_files(EvaluateJob job, std::ostream& out) {

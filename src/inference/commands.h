@@ -2,13 +2,16 @@
 // these structs and calls them. Results go to `out` (standard output in nmt).
 #pragma once
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "config/translate_options.h"
 #include "eval/bleu.h"
+#include "inference/model.h"
 #include "inference/outputs.h"
+#include "search/forced_decoding.h"
 
 namespace nmt {
 
@@ -20,9 +23,20 @@ struct TranslateJob {
   std::string prefix_file;          // target prefixes, one line per input line (search/translator.h)
   std::string constraints_file;     // terminology constraints, one line per input line (ditto)
   OutputOptions outputs;
+  // Called after each batch with the sentences of the input done so far; an exception from it ends
+  // the translation, nothing written (the Python module's Ctrl-C). Empty: a progress line on a
+  // terminal, unless options.quiet.
+  std::function<void(size_t)> progress;
 };
 
-// Checks every path and option before loading the model, then translates each input.
+// Checks every path and option of `job` before any model is loaded, and sets what they imply
+// (whether the search keeps attention).
+void check_translate_job(TranslateJob& job);
+
+// Translates each input of a checked job with `models`, loaded from job.options (load_models).
+void translate_inputs(const TranslateJob& job, const TranslationModels& models, std::ostream& out);
+
+// check_translate_job, load_models, translate_inputs.
 void translate_files(TranslateJob job, std::ostream& out);
 
 struct EvaluateJob {
@@ -53,5 +67,11 @@ struct ScoreJob {
 // A translation that the search cut at its length cap ended without EOS, which forced decoding
 // scores: its score here is lower than translate's. A file is written whole or not at all.
 void score_files(const ScoreJob& job, std::ostream& out);
+
+// The forced-decoding scores of line pairs with `models`, as score_files computes each line:
+// options gives the length penalty, batch size and device. An empty source with an empty target
+// scores 0 (no tokens).
+std::vector<ForcedScore> score_pairs(const TranslationModels& models, const TranslateOptions& options,
+                                     const std::vector<std::string>& sources, const std::vector<std::string>& targets);
 
 }  // namespace nmt

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "config/model_fields.h"
+#include "util/io.h"
 
 namespace nmt {
 
@@ -22,6 +23,9 @@ TranslationModel read_model(torch::serialize::InputArchive& archive, const Model
   archive.read("model", weights);
   model.network->load(weights);
   model.network->to(device);
+  // For translation: no dropout. Translators that share it never switch it (search/translator.cpp),
+  // so that threads translating at once (nmt serve's workers, Python threads) read it as it is.
+  model.network->eval();
   return model;
 }
 
@@ -44,7 +48,7 @@ std::string resolve_checkpoint(const std::string& model_dir, const std::string& 
 TranslationModel load_model_from_directory(const std::string& model_dir, const std::string& which,
                                            const torch::Device& device) {
   if (!std::filesystem::is_directory(model_dir)) {
-    throw std::runtime_error(model_dir + ": model directory not found (train one with nmt train)");
+    throw FileNotFound(model_dir + ": model directory not found (train one with nmt train)");
   }
   return load_model(resolve_checkpoint(model_dir, which), device);
 }

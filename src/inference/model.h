@@ -20,7 +20,7 @@ struct TranslationModel {
   ModelOptions options;
   Vocabulary source_vocabulary;
   Vocabulary target_vocabulary;
-  Seq2Seq network{nullptr};
+  Seq2Seq network{nullptr};  // in eval mode as loaded; training switches it to train()
 };
 
 // Loads the model of the checkpoint at `path` onto `device`. Throws std::runtime_error naming the

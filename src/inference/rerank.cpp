@@ -153,7 +153,7 @@ void rerank_files(const RerankJob& job, std::ostream& out, std::ostream& log) {
   }
   for (const std::string& file :
        {job.source_file, job.nbest_file, job.tune_source, job.tune_nbest, job.tune_reference}) {
-    if (!file.empty() && !fs::exists(file)) throw std::runtime_error(file + ": file not found (check the path)");
+    if (!file.empty() && !fs::exists(file)) throw FileNotFound(file + ": file not found (check the path)");
   }
   if (job.output != "-") require_parent_directory(job.output, "--output");
   set_threads(job.options.threads);

@@ -47,7 +47,7 @@ std::vector<ForcedScore> force_decode(Ensemble model, const std::vector<std::vec
   std::vector<ForcedScore> scores(sources.size());
   torch::InferenceMode inference_mode;
   const bool was_training = model.is_training();
-  model.train(false);
+  if (was_training) model.train(false);  // as the translator: a model in eval mode is left alone
   // Longest source first (then longest target): similar lengths share a batch.
   std::vector<int64_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);

@@ -158,8 +158,10 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                    [&](int64_t a, int64_t b) { return sources[a].size() > sources[b].size(); });
   const std::vector<std::vector<int64_t>> batches = plan_batches(sources, order);
 
+  // A model in training mode is switched for the search and back; one in eval mode (as loaded,
+  // inference/model.h) is left alone, so that several threads may translate with it at once.
   const bool was_training = model_.is_training();
-  model_.train(false);
+  if (was_training) model_.train(false);
   std::mutex progress_mutex;
   size_t done = lines.size() - order.size();
   auto translate_batch = [&](size_t index) {

@@ -1,10 +1,12 @@
 #include "text/corpus.h"
 
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include "text/utf8.h"
 #include "text/vocabulary.h"
+#include "util/io.h"
 
 namespace nmt {
 
@@ -25,7 +27,10 @@ std::vector<std::string> read_lines(std::istream& in, const std::string& name) {
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open file (check the path)");
+  if (!in) {
+    if (!std::filesystem::exists(path)) throw FileNotFound(path + ": file not found (check the path)");
+    throw std::runtime_error(path + ": cannot open file (check the path)");
+  }
   return read_lines(in, path);
 }
 

@@ -104,7 +104,7 @@ TrainingCheckpoint average_checkpoints(const std::vector<std::string>& paths, co
 
 void run_average(AverageJob job, std::ostream& out) {
   if (!fs::is_directory(job.model_dir)) {
-    throw std::runtime_error(job.model_dir + ": model directory not found (train one with nmt train)");
+    throw FileNotFound(job.model_dir + ": model directory not found (train one with nmt train)");
   }
   std::vector<std::string> paths = job.checkpoints;
   if (paths.empty()) {

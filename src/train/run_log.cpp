@@ -1,7 +1,6 @@
 #include "train/run_log.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -11,13 +10,14 @@
 #include "train/checkpoint.h"
 #include "train/validator.h"
 #include "util/format.h"
+#include "util/log.h"
 
 namespace nmt {
 
 namespace fs = std::filesystem;
 
 RunLog::RunLog(const std::string& model_dir) : metrics_path_((fs::path(model_dir) / "metrics.jsonl").string()) {
-  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  spdlog::sink_ptr console = console_sink();
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path(model_dir) / "train.log").string());
   logger_ = std::make_shared<spdlog::logger>("train", spdlog::sinks_init_list{console, file});
   logger_->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");

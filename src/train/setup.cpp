@@ -242,7 +242,10 @@ void check_training_files(const TrainConfig& config) {
   files.push_back(config.dev_source);
   files.push_back(config.dev_target);
   for (const std::string& file : files) {
-    if (!std::ifstream(file)) throw std::runtime_error(file + ": cannot open file (check the path)");
+    if (!std::ifstream(file)) {
+      if (!std::filesystem::exists(file)) throw FileNotFound(file + ": file not found (check the path)");
+      throw std::runtime_error(file + ": cannot open file (check the path)");
+    }
   }
 }
 

@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -25,6 +24,7 @@
 #include "train/training_processes.h"
 #include "train/validator.h"
 #include "util/format.h"
+#include "util/log.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -153,8 +153,7 @@ void save_checkpoints(const TrainingCheckpoint& state, FusedAdam& optimizer, boo
 void prepare(const TrainConfig& config) {
   validate(config);
   set_threads(config.threads);
-  auto log = spdlog::stderr_color_mt("prepare");
-  log->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
+  const std::shared_ptr<spdlog::logger> log = make_console_logger("prepare");
   const TrainingData data = prepare_training_data(config, *log);
   const TokenCorpus& corpus = data.prepared.corpus;
   log->info("{}: {} pairs read, {} encoded ({} skipped as empty), {} within max-length {}",
@@ -178,9 +177,11 @@ std::vector<int64_t> batch_target_tokens(const TokenCorpus& corpus, const std::v
 
 // What the steps of one run share.
 struct TrainingRun {
-  TrainingRun(const TrainConfig& config, TrainingProcesses& processes, TrainingSetup training_setup)
+  TrainingRun(const TrainConfig& config, TrainingProcesses& processes, TrainingSetup training_setup,
+              std::function<bool()> interrupted)
       : config(config),
         processes(processes),
+        interrupted(std::move(interrupted)),
         setup(std::move(training_setup)),
         schedule({config.warmup_steps, config.lr_decay_factor, config.lr_patience, config.min_learning_rate}),
         stop_rules(config),
@@ -204,6 +205,7 @@ struct TrainingRun {
 
   const TrainConfig& config;
   TrainingProcesses& processes;
+  const std::function<bool()> interrupted;  // TrainRunOptions::interrupted
   TrainingSetup setup;
   std::optional<Validator> validator;  // rank 0's (or the only process's): it alone validates
   const LearningRateSchedule schedule;
@@ -291,6 +293,7 @@ std::string run_epoch(TrainingRun& run) {
     if (std::string stop_reason = run.stop_rules.before_update(progress.step); !stop_reason.empty()) {
       return stop_reason;
     }
+    if (run.interrupted && run.interrupted()) return "interrupted";
     const double clock = run_update(run);
     const std::string limit = run.stop_rules.limit_reached(progress.step, clock);
     std::string stop_reason;
@@ -317,7 +320,11 @@ void save_last_checkpoint(TrainingRun& run) {
 TrainSummary train(const TrainConfig& config, const TrainRunOptions& options) {
   validate(config);
   const std::unique_ptr<TrainingProcesses> processes = make_training_processes(options.distributed, config);
-  TrainingRun run(config, *processes, processes->set_up(config, options));
+  if (options.interrupted && processes->world_size() > 1) {
+    throw std::invalid_argument("a run that can be interrupted between updates has one process, not " +
+                                std::to_string(processes->world_size()) + " (start several with nmt train)");
+  }
+  TrainingRun run(config, *processes, processes->set_up(config, options), options.interrupted);
   TrainingProgress& progress = run.setup.state.progress;
   spdlog::logger& log = processes->log();
   // The batch plan of the epoch the run starts in; its size stands for every epoch's in the plan.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "config/train_config.h"
@@ -18,6 +19,9 @@ struct TrainRunOptions {
   bool resume = false;             // continue from model_dir/last.ckpt
   bool overwrite = false;          // start again even though model_dir holds a run
   DistributedOptions distributed;  // several ranks (distributed.h); unset: one process
+  // Asked before each update of a run of one process: true stops the run there as a stop rule
+  // would, last.ckpt written, so that --resume goes on from it (the Python module's Ctrl-C).
+  std::function<bool()> interrupted;
 };
 
 struct TrainSummary {

@@ -109,7 +109,10 @@ std::vector<std::string> remove_stale_temporaries(const std::string& directory) 
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open file (check the path)");
+  if (!in) {
+    if (!std::filesystem::exists(path)) throw FileNotFound(path + ": file not found (check the path)");
+    throw std::runtime_error(path + ": cannot open file (check the path)");
+  }
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();

@@ -3,10 +3,18 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace nmt {
+
+// A file or directory the user named is not there: the message names it and what to do. The
+// command line reports it like any error; the Python module raises FileNotFoundError.
+class FileNotFound : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // kSync flushes the file and its directory to disk before and after the rename, so even a crash
 // of the machine leaves the old or the new file. kNoSync still renames (a killed process never

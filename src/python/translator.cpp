@@ -1,0 +1,253 @@
+#include "python/translator.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <stdexcept>
+
+#include "cli/command.h"
+#include "inference/commands.h"
+#include "inference/outputs.h"
+#include "python/support.h"
+#include "search/translator.h"
+#include "util/runtime.h"
+
+namespace nmt::python {
+
+namespace {
+
+// A path, or a list of paths (str or os.PathLike each).
+std::vector<std::string> paths(const py::object& value, const std::string& name) {
+  const py::object fspath = py::module_::import("os").attr("fspath");
+  std::vector<std::string> result;
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    for (const py::handle item : value) result.push_back(fspath(item).cast<std::string>());
+    if (result.empty()) throw py::value_error(name + ": give at least one");
+  } else {
+    result.push_back(fspath(value).cast<std::string>());
+  }
+  return result;
+}
+
+std::string optional_path(const py::object& value) {
+  return value.is_none() ? "" : py::module_::import("os").attr("fspath")(value).cast<std::string>();
+}
+
+// What the Translator fixes, refused per call.
+std::string translator_key(const std::string& key) {
+  if (key == "threads" || key == "device" || key == "checkpoint" || key == "quiet") {
+    return "is fixed when the Translator is made: give it to nmt.Translator(...)";
+  }
+  return "";
+}
+
+// One line per sentence for a LineGuide. Prefixes: a str or None each. Constraints: a phrase, a
+// list of phrases or None each, which the line holds separated by tabs.
+std::vector<std::string> guide_lines(const py::object& value, size_t sentences, const std::string& name, bool phrases) {
+  if (value.is_none()) return {};
+  if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value)) {
+    throw py::type_error(name + ": give a list with one entry per sentence");
+  }
+  std::vector<std::string> lines;
+  for (const py::handle item : value) {
+    const bool many = phrases && (py::isinstance<py::list>(item) || py::isinstance<py::tuple>(item));
+    if (!item.is_none() && !py::isinstance<py::str>(item) && !many) {
+      throw py::type_error(name + ": each entry is " + (phrases ? "a str, a list of str or None" : "a str or None"));
+    }
+    py::list parts;
+    if (many) {
+      for (const py::handle phrase : item) parts.append(phrase);
+    } else if (!item.is_none()) {
+      parts.append(item);
+    }
+    std::string line;
+    for (const py::handle part : parts) {
+      if (!py::isinstance<py::str>(part)) throw py::type_error(name + ": each phrase is a str");
+      const std::string text = part.cast<std::string>();
+      if (phrases && text.find('\t') != std::string::npos) {
+        throw py::value_error(name + " of sentence " + std::to_string(lines.size() + 1) +
+                              ": a phrase holds a tab, which separates phrases");
+      }
+      line += (line.empty() ? "" : "\t") + text;
+    }
+    lines.push_back(std::move(line));
+  }
+  if (lines.size() != sentences) {
+    throw py::value_error(name + ": " + std::to_string(lines.size()) + " entries for " + std::to_string(sentences) +
+                          " sentences; give one per sentence");
+  }
+  return lines;
+}
+
+py::array_t<float> weights_array(const AttentionMatrix& matrix) {
+  const auto rows = static_cast<py::ssize_t>(matrix.weights.size());
+  const auto columns = static_cast<py::ssize_t>(matrix.source_tokens.size());
+  py::array_t<float> array({rows, columns});
+  float* data = array.mutable_data();
+  for (const auto& row : matrix.weights) data = std::copy(row.begin(), row.end(), data);
+  return array;
+}
+
+PyTranslation to_python(const Translation& translation, const Vocabulary& target_vocabulary, bool attention,
+                        bool alignment) {
+  PyTranslation result;
+  result.source_tokens = translation.source_pieces;
+  result.source_tokens.emplace_back("</s>");
+  for (size_t k = 0; k < translation.hypotheses.size(); ++k) {
+    const Hypothesis& hypothesis = translation.hypotheses[k];
+    PyHypothesis entry;
+    entry.text = translation.texts[k];
+    entry.score = hypothesis.score;
+    entry.log_probability = hypothesis.log_probability;
+    for (const int64_t id : hypothesis.tokens) entry.tokens.push_back(target_vocabulary.piece(id));
+    if (attention || alignment) {
+      const AttentionMatrix matrix = attention_matrix(translation, hypothesis, target_vocabulary);
+      if (attention) entry.attention = weights_array(matrix);
+      if (alignment) entry.alignment = py::cast(alignment_pairs(matrix));
+    }
+    result.n_best.push_back(std::move(entry));
+  }
+  return result;
+}
+
+// An ostream that drops what it is given: translate_inputs writes files, and standard output only
+// for "-", which the Python API does not take.
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c; }
+};
+
+}  // namespace
+
+PyTranslator::PyTranslator(const py::object& model, const py::object& checkpoint, std::string device, int threads,
+                           const std::string& compute_type) {
+  options_.models = paths(model, "model");
+  options_.checkpoints = paths(checkpoint, "checkpoint");
+  options_.device = std::move(device);
+  options_.threads = threads;
+  options_.quiet = true;
+  if (options_.device != "cpu" && options_.device != "cuda") {
+    throw py::value_error("device must be cpu or cuda, not " + options_.device);
+  }
+  if (threads < 0) throw py::value_error("threads must be >= 0 (0 = number of cores)");
+  if (compute_type != "default" && compute_type != "float32") {
+    throw py::value_error("compute_type " + compute_type +
+                          ": this build translates in float32 (compute_type default or float32)");
+  }
+  py::gil_scoped_release release;
+  set_threads(options_.threads);
+  models_ = load_models(options_, parse_device(options_.device));
+}
+
+std::vector<PyTranslation> PyTranslator::translate_batch(const std::vector<std::string>& sentences, int n_best,
+                                                         bool return_attention, bool return_alignment,
+                                                         const py::object& prefix, const py::object& constraints,
+                                                         const py::kwargs& keywords) {
+  TranslateOptions options = options_;
+  CLI::App app;
+  add_translate_options(app, options);
+  parse_keywords(app, keywords, "translate_batch", translator_key);
+  options.search.n_best = n_best;
+  options.search.return_attention = return_attention || return_alignment;
+  validate(options.search);
+  validate(options.batching);
+  if (options.search.return_attention && !models_.has_attention()) {
+    throw py::value_error("return_attention/return_alignment: this model was trained with attention none");
+  }
+  TargetGuides guides;
+  guides.prefixes.lines = guide_lines(prefix, sentences.size(), "prefix", false);
+  guides.constraints.lines = guide_lines(constraints, sentences.size(), "constraints", true);
+
+  Interruption interruption;
+  std::vector<Translation> translations;
+  run_interruptible(interruption, [&] {
+    Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(), options.search,
+                          options.batching, parse_device(options.device));
+    translations = translator.translate(
+        sentences,
+        [&interruption](size_t) {
+          if (interruption.requested()) throw Stopped();
+        },
+        guides);
+  });
+  std::vector<PyTranslation> results;
+  results.reserve(translations.size());
+  for (const Translation& translation : translations) {
+    results.push_back(to_python(translation, models_.target_vocabulary(), return_attention, return_alignment));
+  }
+  return results;
+}
+
+std::vector<PyScore> PyTranslator::score_batch(const std::vector<std::string>& sources,
+                                               const std::vector<std::string>& targets, const py::kwargs& keywords) {
+  TranslateOptions options = options_;
+  CLI::App app;
+  cli::add_forced_decoding_options(app, options);
+  parse_keywords(app, keywords, "score_batch", translator_key);
+  validate(options.search);
+  validate(options.batching);
+  Interruption interruption;
+  std::vector<ForcedScore> scores;
+  run_interruptible(interruption, [&] { scores = score_pairs(models_, options, sources, targets); });
+  std::vector<PyScore> results;
+  results.reserve(scores.size());
+  for (ForcedScore& score : scores) results.push_back({score.score, score.log_probability, std::move(score.tokens)});
+  return results;
+}
+
+void PyTranslator::translate_file(const py::object& input_path, const py::object& output_path, int n_best,
+                                  bool with_scores, bool alignment, const py::object& attention_dir,
+                                  const py::object& prefix_file, const py::object& constraints_file,
+                                  const py::kwargs& keywords) {
+  const std::string input = optional_path(input_path);
+  const std::string output = optional_path(output_path);
+  if (input.empty() || output.empty()) throw py::type_error("translate_file: give an input and an output path");
+  if (input == "-" || output == "-") {
+    throw py::value_error("translate_file reads and writes files; for standard input and output use nmt translate");
+  }
+  TranslateJob job;
+  job.options = options_;
+  CLI::App app;
+  add_translate_options(app, job.options);
+  parse_keywords(app, keywords, "translate_file", translator_key);
+  job.options.search.n_best = n_best;
+  job.inputs = {input};
+  job.output = output;
+  job.outputs.with_scores = with_scores;
+  job.outputs.alignment = alignment;
+  job.outputs.attention_dir = optional_path(attention_dir);
+  job.prefix_file = optional_path(prefix_file);
+  job.constraints_file = optional_path(constraints_file);
+  check_translate_job(job);
+  Interruption interruption;
+  job.progress = [&interruption](size_t) {
+    if (interruption.requested()) throw Stopped();
+  };
+  run_interruptible(interruption, [&] {
+    NullBuffer buffer;
+    std::ostream nowhere(&buffer);
+    translate_inputs(job, models_, nowhere);
+  });
+}
+
+std::vector<SearchOption> search_options() {
+  TranslateOptions options;
+  CLI::App app;
+  add_translate_options(app, options);
+  std::vector<SearchOption> result;
+  for (const CLI::Option* option : app.get_options()) {
+    std::string name = option->get_name();
+    if (name.rfind("--", 0) != 0 || name == "--help") continue;
+    name = name.substr(2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (!translator_key(name).empty()) continue;
+    result.push_back(
+        {name, option->get_expected_min() == 0 ? "False" : option->get_default_str(), option->get_description()});
+  }
+  return result;
+}
+
+}  // namespace nmt::python

@@ -1,0 +1,26 @@
+// Where the program's messages go. The command writes them to standard error; the Python module
+// (src/python) sends them to Python's logging instead. Every logger that prints to the console
+// takes its sink from console_sink(), so one call moves all of them.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace nmt {
+
+// A new console sink (each logger formats its own): standard error, colored on a terminal, unless
+// set_console_sinks chose another kind.
+spdlog::sink_ptr console_sink();
+
+// From now on console_sink() makes its sinks with `make`; the default logger gets one at once,
+// keeping its level. An empty `make`: standard error again.
+void set_console_sinks(std::function<spdlog::sink_ptr()> make);
+
+// A logger that writes to the console with the run's pattern ("[date time] [level] message"); not
+// registered with spdlog, so that a process may make it as often as it runs the work.
+std::shared_ptr<spdlog::logger> make_console_logger(const std::string& name);
+
+}  // namespace nmt

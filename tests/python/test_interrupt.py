@@ -1,0 +1,67 @@
+"""Ctrl-C (SIGINT) in Python stops a translation and a training run while C++ works, instead of
+after the work is done."""
+
+import signal
+import time
+
+from conftest import python_script, tiny_train_arguments
+
+TRANSLATE = """
+import sys, nmt
+translator = nmt.Translator(sys.argv[1], threads=1)
+lines = open(sys.argv[2], encoding="utf-8").read().splitlines() * 400   # minutes of beam search
+print("ready", flush=True)
+try:
+    translator.translate_batch(lines, beam_size=8, batch_size=8)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+TRAIN = """
+import json, sys, nmt
+try:
+    nmt.train(**json.loads(sys.argv[1]))
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def stop(child, after_line):
+    """Waits for `after_line` on the child's output, sends SIGINT, and returns its output."""
+    assert child.stdout.readline().strip() == after_line
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    try:
+        output, errors = child.communicate(timeout=60)
+    except Exception:
+        child.kill()
+        raise AssertionError("the child did not stop within 60 s of SIGINT")
+    return output, errors
+
+
+def test_ctrl_c_stops_a_translation(model_dir, toy):
+    child = python_script(TRANSLATE, model_dir, toy / "test.src")
+    output, errors = stop(child, "ready")
+    assert output.strip() == "interrupted", errors
+
+
+def test_ctrl_c_stops_training_with_last_checkpoint(tmp_path):
+    import json
+
+    import nmt
+
+    model = tmp_path / "run"
+    options = tiny_train_arguments(model, steps=1000000, validate_every=1000000)
+    child = python_script("print('ready', flush=True)\n" + TRAIN, json.dumps(options))
+    deadline = time.time() + 120
+    while not (model / "train.log").exists() or " loss " not in (model / "train.log").read_text():
+        assert time.time() < deadline and child.poll() is None, "training did not start"
+        time.sleep(0.2)
+    output, errors = stop(child, "ready")
+    assert output.strip() == "interrupted", errors
+    assert (model / "last.ckpt").exists()
+    assert "interrupted" in (model / "train.log").read_text()
+    # The run goes on from its last.ckpt (here it is already past max_steps: it ends at once).
+    assert nmt.train(**dict(options, max_steps=1, resume=True)) == str(model)
