@@ -2,11 +2,13 @@
 # The deep checks, beside scripts/test.sh's fast suite: the Catch2 cases tagged [slow] (kill loops,
 # distributed kill and stop cases, anything over 10 s), a real full disk
 # (scripts/faults/disk_full.sh, root only), nmt serve's page in headless chromium
-# (scripts/page_test.sh), the suite under AddressSanitizer and UndefinedBehaviorSanitizer
-# (scripts/sanitize.sh, its own build), the fuzz targets (scripts/fuzz.sh, clang, its own build,
-# NMT_FUZZ_SECONDS each, default 30) and the whole suite against LibTorch 2.x with CUDA, on the CPU
-# (scripts/libtorch2.sh, its own build). Each part runs whatever the others did; the last lines
-# say of each whether it passed, failed or was skipped and why.
+# (scripts/page_test.sh), the Python module installed with pip into a fresh virtual environment
+# and tested there (scripts/python_package.sh), the suite under AddressSanitizer and
+# UndefinedBehaviorSanitizer (scripts/sanitize.sh, its own build), the fuzz targets
+# (scripts/fuzz.sh, clang, its own build, NMT_FUZZ_SECONDS each, default 30) and the whole suite
+# against LibTorch 2.x with CUDA, on the CPU (scripts/libtorch2.sh, its own build). Each part runs
+# whatever the others did; the last lines say of each whether it passed, failed or was skipped and
+# why.
 # Usage: scripts/check_all.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,8 +18,9 @@ if run_check build env -u NMT_LIBTORCH -u NMT_BUILD_DIR "$root/scripts/build.sh"
   run_check slow-cases ctest --test-dir "$root/build" -L slow --output-on-failure -j 2
   run_check disk-full "$root/scripts/faults/disk_full.sh" "$root/build/nmt"
   run_check page "$root/scripts/page_test.sh"
+  run_check python-package "$root/scripts/python_package.sh"
 else
-  for name in slow-cases disk-full page; do skip_check "$name" "not run: the build failed"; done
+  for name in slow-cases disk-full page python-package; do skip_check "$name" "not run: the build failed"; done
 fi
 run_check sanitizers "$root/scripts/sanitize.sh"
 run_check fuzz "$root/scripts/fuzz.sh" "${NMT_FUZZ_SECONDS:-30}"

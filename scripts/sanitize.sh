@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-sanitize"
 "$root/scripts/setup.sh"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNMT_SANITIZE=address,undefined \
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNMT_SANITIZE=address,undefined -DNMT_PYTHON=OFF \
   > "$root/build-sanitize.configure.log" 2>&1 || { cat "$root/build-sanitize.configure.log"; exit 1; }
 rm -f "$root/build-sanitize.configure.log"
 cmake --build "$build" -j "${NMT_BUILD_JOBS:-2}" --target nmt nmt_tests

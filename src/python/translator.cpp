@@ -36,11 +36,12 @@ std::string optional_path(const py::object& value) {
   return value.is_none() ? "" : py::module_::import("os").attr("fspath")(value).cast<std::string>();
 }
 
-// What the Translator fixes, refused per call.
+// The command's options that a call does not take: what the Translator fixes, and the progress line.
 std::string translator_key(const std::string& key) {
-  if (key == "threads" || key == "device" || key == "checkpoint" || key == "quiet") {
+  if (key == "threads" || key == "device" || key == "checkpoint") {
     return "is fixed when the Translator is made: give it to nmt.Translator(...)";
   }
+  if (key == "quiet") return "is the command's: Python shows no progress line";
   return "";
 }
 
