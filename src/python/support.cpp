@@ -61,6 +61,9 @@ std::vector<std::string> keyword_arguments(const CLI::App& app, const py::kwargs
     if (py::isinstance<py::bool_>(value)) {
       const bool on = value.cast<bool>();
       if (option->get_expected_min() == 0) {
+        // A flag no configuration file can set (--resume) is off unless given: False gives nothing,
+        // as --resume=false would count as given and clash with --overwrite.
+        if (!on && !option->get_configurable()) continue;
         arguments.push_back("--" + name + (on ? "" : "=false"));
       } else {
         arguments.push_back("--" + name + "=" + (on ? "true" : "false"));
@@ -99,8 +102,19 @@ class PythonSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> 
     const std::string name = message.logger_name.size() == 0
                                  ? "nmt"
                                  : "nmt." + std::string(message.logger_name.data(), message.logger_name.size());
-    py::module_::import("logging").attr("getLogger")(name).attr("log")(
-        python_level(message.level), std::string(message.payload.data(), message.payload.size()));
+    try {
+      py::module_::import("logging").attr("getLogger")(name).attr("log")(
+          python_level(message.level), std::string(message.payload.data(), message.payload.size()));
+    } catch (py::error_already_set& error) {
+      // Python code runs here, so a pending Ctrl-C may fire here: it is armed again for the work's
+      // next check (Interruption) instead of being lost in spdlog's error handler. A failing
+      // handler of the user's is reported as Python reports such errors.
+      if (error.matches(PyExc_KeyboardInterrupt)) {
+        PyErr_SetInterrupt();
+      } else {
+        error.discard_as_unraisable(("logging " + name).c_str());
+      }
+    }
   }
   void flush_() override {}
 

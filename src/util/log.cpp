@@ -36,6 +36,8 @@ void set_console_sinks(std::function<spdlog::sink_ptr()> make) {
 
 std::shared_ptr<spdlog::logger> make_console_logger(const std::string& name) {
   auto log = std::make_shared<spdlog::logger>(name, console_sink());
+  spdlog::drop(name);              // the logger of an earlier run of the work in this process
+  spdlog::initialize_logger(log);  // registered: the level SPDLOG_LEVEL gives its name
   log->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
   return log;
 }

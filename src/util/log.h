@@ -19,8 +19,9 @@ spdlog::sink_ptr console_sink();
 // keeping its level. An empty `make`: standard error again.
 void set_console_sinks(std::function<spdlog::sink_ptr()> make);
 
-// A logger that writes to the console with the run's pattern ("[date time] [level] message"); not
-// registered with spdlog, so that a process may make it as often as it runs the work.
+// A logger that writes to the console with the run's pattern ("[date time] [level] message") at the
+// level SPDLOG_LEVEL gives its name. It replaces a logger of that name made before, so that a
+// process may run the work more than once.
 std::shared_ptr<spdlog::logger> make_console_logger(const std::string& name);
 
 }  // namespace nmt

@@ -45,6 +45,9 @@ def test_training_errors_are_python_exceptions(tmp_path):
         nmt.train(config=tmp_path / "missing.toml", **options)
     with pytest.raises(FileNotFoundError, match="missing.src"):
         nmt.train(**dict(options, train_source=str(tmp_path / "missing.src")))
+    # overwrite=False is no flag at all: only the resume's own error, no clash of the two flags.
+    with pytest.raises(ValueError, match="--resume: .*last.ckpt does not exist"):
+        nmt.train(**options, resume=True, overwrite=False)
     bad = tmp_path / "bad.toml"
     bad.write_text("[train]\nvocab-size = 200\nvocab-size = 300\n")
     with pytest.raises(ValueError):

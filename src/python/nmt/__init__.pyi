@@ -57,8 +57,8 @@ class Translator:
     attention: str
     def __init__(
         self,
-        model: Union[_Path, Sequence[_Path]],
-        checkpoint: Union[_Path, Sequence[_Path]] = "best",
+        model: Union[_Path, List[_Path], Tuple[_Path, ...]],
+        checkpoint: Union[_Path, List[_Path], Tuple[_Path, ...]] = "best",
         device: Literal["cpu", "cuda"] = "cpu",
         threads: int = 0,
         compute_type: Literal["default", "float32"] = "default",
