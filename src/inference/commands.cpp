@@ -178,7 +178,6 @@ void score_files(const ScoreJob& job, std::ostream& out) {
   }
   const TranslationModels models = load(job.options);
   // A block at a time, so that memory stays bounded however long the files are.
-  constexpr size_t kBlock = 8192;
   const auto run = [&](const std::function<void(const std::string&)>& write) {
     std::vector<std::string> sources, targets;
     const auto flush = [&] {
@@ -189,7 +188,7 @@ void score_files(const ScoreJob& job, std::ostream& out) {
     for_each_line_pair(job.source_file, job.target_file, [&](std::string& source, std::string& target) {
       sources.push_back(std::move(source));
       targets.push_back(std::move(target));
-      if (sources.size() == kBlock) flush();
+      if (sources.size() == kScoreBlock) flush();
     });
     flush();
   };

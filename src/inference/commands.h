@@ -68,6 +68,9 @@ struct ScoreJob {
 // scores: its score here is lower than translate's. A file is written whole or not at all.
 void score_files(const ScoreJob& job, std::ostream& out);
 
+// The pairs score_files scores at a time (score_pairs on each block): memory stays bounded.
+constexpr size_t kScoreBlock = 8192;
+
 // The forced-decoding scores of line pairs with `models`, as score_files computes each line:
 // options gives the length penalty, batch size and device. An empty source with an empty target
 // scores 0 (no tokens).

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 #include "cli/command.h"
@@ -190,9 +191,23 @@ std::vector<PyScore> PyTranslator::score_batch(const std::vector<std::string>& s
   parse_keywords(app, keywords, "score_batch", translator_key);
   validate(options.search);
   validate(options.batching);
+  if (sources.size() != targets.size()) {
+    throw py::value_error("score_batch: " + std::to_string(sources.size()) + " sources but " +
+                          std::to_string(targets.size()) + " targets; give one target per source");
+  }
+  // In nmt score's blocks, which give the same numbers, with a Ctrl-C check between them.
   Interruption interruption;
   std::vector<ForcedScore> scores;
-  run_interruptible(interruption, [&] { scores = score_pairs(models_, options, sources, targets); });
+  run_interruptible(interruption, [&] {
+    for (size_t first = 0; first < sources.size(); first += kScoreBlock) {
+      if (interruption.requested()) throw Stopped();
+      const auto begin = static_cast<std::ptrdiff_t>(first);
+      const auto end = static_cast<std::ptrdiff_t>(std::min(sources.size(), first + kScoreBlock));
+      std::vector<ForcedScore> block = score_pairs(models_, options, {sources.begin() + begin, sources.begin() + end},
+                                                   {targets.begin() + begin, targets.begin() + end});
+      std::move(block.begin(), block.end(), std::back_inserter(scores));
+    }
+  });
   std::vector<PyScore> results;
   results.reserve(scores.size());
   for (ForcedScore& score : scores) results.push_back({score.score, score.log_probability, std::move(score.tokens)});

@@ -145,7 +145,7 @@ def test_bad_arguments_raise_the_command_messages(translator, model_dir, tmp_pat
         nmt.Translator(str(model_dir), compute_type="int8")
     with pytest.raises(FileNotFoundError, match="input file not found"):
         translator.translate_file(tmp_path / "missing.txt", tmp_path / "out.txt")
-    with pytest.raises(ValueError, match="2 sources but 1 targets"):
+    with pytest.raises(ValueError, match="score_batch: 2 sources but 1 targets"):
         translator.score_batch(["a", "b"], ["c"])
     corrupt = tmp_path / "corrupt.ckpt"
     corrupt.write_bytes(b"PK\x03\x04 not a checkpoint")
