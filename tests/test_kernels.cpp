@@ -77,8 +77,7 @@ TEST_CASE("the kernel switch: off rules the kernels out, a level above the CPU's
   CHECK(kernels::kernel_level() == kernels::supported_kernel_level());  // restored
   const bool avx2 = kernels::supported_kernel_level() >= KernelLevel::kAvx2;
   CHECK(kernels::use_kernel(Operation::kGruStep, {x}) == avx2);
-  CHECK(kernels::use_kernel(Operation::kPackedProducts, {x}) ==
-        (kernels::supported_kernel_level() == KernelLevel::kAvx512));
+  CHECK(kernels::use_kernel(Operation::kPackedProducts, {x}) == avx2);
   CHECK_FALSE(kernels::use_kernel(Operation::kGruStep, {x}, /*fits=*/false));
   const torch::Tensor absent;  // an absent bias
   CHECK(kernels::use_kernel(Operation::kGruStep, {x, absent}) == avx2);
@@ -178,16 +177,38 @@ TEST_CASE("both ways in float32: encoder and decoder training pass of a whole mo
   }
 }
 
-TEST_CASE("both ways in float32: the loops' packed products", "[kernels]") {
+TEST_CASE("both ways in float32: the loops' packed products, AVX-512 and AVX2", "[kernels]") {
   torch::manual_seed(31);
-  const torch::Tensor weight = torch::randn({21, 70}), x = torch::randn({9, 21}), bias = torch::randn({70});
-  torch::Tensor fast = torch::empty({9, 70}), reference = torch::empty({9, 70});
-  LoopWeight(weight).multiply(x, bias, fast);
-  {
-    kernels::ScopedKernelLevel off(KernelLevel::kOff);
-    LoopWeight(weight).multiply(x, bias, reference);
+  // 70 columns: four whole panels and a ragged one; 1 to 13 rows: whole and partial row blocks of
+  // both kernels (8 and 6 rows); a bias, a matrix, or nothing to add; a block of columns alone.
+  const torch::Tensor weight = torch::randn({21, 70}), bias = torch::randn({70});
+  std::vector<KernelLevel> levels;
+  for (KernelLevel level : {KernelLevel::kAvx512, KernelLevel::kAvx2}) {
+    if (level <= kernels::supported_kernel_level()) levels.push_back(level);
   }
-  CHECK(torch::allclose(fast, reference, 1e-5, 1e-5));
+  for (KernelLevel level : levels) {
+    for (int64_t rows : {1, 5, 6, 7, 8, 13}) {
+      DYNAMIC_SECTION(kernels::to_string(level) << ", " << rows << " rows") {
+        const torch::Tensor x = torch::randn({rows, 21}), matrix = torch::randn({rows, 70});
+        kernels::ScopedKernelLevel scoped(level);
+        const LoopWeight packed(weight);
+        for (const torch::Tensor& init : {bias, matrix, torch::Tensor()}) {
+          torch::Tensor fast = torch::full({rows, 70}, 7.0f);
+          packed.multiply(x, init, fast);
+          const torch::Tensor expected = init.defined() ? x.mm(weight) + init : x.mm(weight);
+          CHECK(torch::allclose(fast, expected, 1e-5, 1e-5));
+        }
+        torch::Tensor part = torch::full({rows, 70}, 7.0f);
+        packed.multiply(x, bias, part, {32, 70});  // the columns of a thread's share, the rest left alone
+        CHECK(torch::allclose(part.narrow(1, 32, 38), (x.mm(weight) + bias).narrow(1, 32, 38), 1e-5, 1e-5));
+        CHECK(part.narrow(1, 0, 32).eq(7.0f).all().item<bool>());
+      }
+    }
+  }
+  torch::Tensor reference = torch::empty({9, 70});
+  const torch::Tensor x = torch::randn({9, 21});
+  kernels::ScopedKernelLevel off(KernelLevel::kOff);
+  LoopWeight(weight).multiply(x, bias, reference);
   CHECK(torch::allclose(reference, x.mm(weight) + bias, 1e-5, 1e-5));
 }
 

@@ -325,7 +325,8 @@ int main(int argc, char** argv) {
       ->excludes(size_option);
   mm->add_option("--threads", threads, "threads (0 = cores)");
   bool packed = false;
-  mm->add_flag("--packed", packed, "multiply as the recurrent loops do (LoopWeight: AVX-512 kernel, one thread)");
+  mm->add_flag("--packed", packed,
+               "multiply as the recurrent loops do (LoopWeight: the packed kernel of the level in force)");
   mm->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
 
   CLI::App* train = app.add_subcommand("train", "training throughput at a configuration's settings");

@@ -62,7 +62,8 @@ OperationRule operation_rule(Operation operation) {
     case Operation::kDecoderLoop:
       return {"decoder_loop", KernelLevel::kAvx2, true, "avx2 (the fused loop)", "the reference (step by step)"};
     case Operation::kPackedProducts:
-      return {"packed_products", KernelLevel::kAvx512, true, "avx512", "the reference (BLAS)"};
+      return {"packed_products", KernelLevel::kAvx2, true, "avx512 or avx2, as the level in force",
+              "the reference (BLAS)"};
     case Operation::kAdam:
       return {"adam", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
     case Operation::kDropoutMask:

@@ -65,8 +65,8 @@ enum class Operation {
   // fused_decoder_loop (model/decoder_fused.h) while autograd records, or DecoderImpl::advance per
   // step in DecoderImpl::forward, the same file (whose steps ask for their own operations).
   kDecoderLoop,
-  // LoopWeight (model/loop_weight.cpp): the packed products of kernels/packed_gemm.h, AVX-512 only,
-  // or at::addmm (the BLAS) in LoopWeight::multiply, the same file.
+  // LoopWeight (model/loop_weight.cpp): the packed products of kernels/packed_gemm.h (the AVX-512
+  // kernel at level avx512, the AVX2 one at avx2), or at::addmm (the BLAS) in LoopWeight::multiply.
   kPackedProducts,
   // FusedAdam::step (train/fused_adam.cpp): kernels/adam_kernel.h, or torch::optim::Adam::step,
   // LibTorch's own.
@@ -78,8 +78,8 @@ enum class Operation {
 
 using TensorRefs = std::initializer_list<std::reference_wrapper<const torch::Tensor>>;
 
-// True when `operation`'s kernel runs: the level in force reaches the operation's (avx512 for
-// kPackedProducts, avx2 for the rest), every defined tensor given is on the CPU and float32 (any
+// True when `operation`'s kernel runs: the level in force reaches the operation's (avx2 for every
+// one), every defined tensor given is on the CPU and float32 (any
 // type for kDropoutMask), and `fits`, the caller's own conditions (shapes, types, options), holds.
 // Undefined tensors (an absent bias) are skipped. Otherwise the caller runs the reference.
 // The first time each operation takes each path, logs which at debug level ("kernels: gru_step

@@ -23,7 +23,7 @@ constexpr __mmask16 kAllLanes = 0xFFFF;
 
 }  // namespace
 
-void pack_weight(const float* b, int64_t ldb, int64_t depth, int64_t columns, float* packed) {
+void pack_weight_avx512(const float* b, int64_t ldb, int64_t depth, int64_t columns, float* packed) {
   const int64_t panels = (columns + kPanelWidth - 1) / kPanelWidth;
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t first = p * kPanelWidth;
@@ -85,8 +85,9 @@ constexpr Block kBlocks[2][kBlockRows] = {
 
 }  // namespace
 
-void gemm_packed(const float* a, int64_t lda, const float* packed, int64_t depth, int64_t columns, int64_t rows,
-                 int64_t column_begin, int64_t column_end, const float* init, int64_t init_ld, float* c, int64_t ldc) {
+void gemm_packed_avx512(const float* a, int64_t lda, const float* packed, int64_t depth, int64_t columns, int64_t rows,
+                        int64_t column_begin, int64_t column_end, const float* init, int64_t init_ld, float* c,
+                        int64_t ldc) {
   if (column_begin < 0 || column_begin % kPanelWidth != 0 || column_end > columns) {
     throw std::invalid_argument("gemm_packed: column range must start on a panel and end within the weight");
   }
@@ -108,10 +109,12 @@ void gemm_packed(const float* a, int64_t lda, const float* packed, int64_t depth
 
 #else  // not x86-64: avx512_kernels_available() says no, and these are never called
 
-void pack_weight(const float*, int64_t, int64_t, int64_t, float*) { throw std::logic_error("pack_weight: not built"); }
-void gemm_packed(const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
-                 int64_t, float*, int64_t) {
-  throw std::logic_error("gemm_packed: not built");
+void pack_weight_avx512(const float*, int64_t, int64_t, int64_t, float*) {
+  throw std::logic_error("pack_weight_avx512: not built");
+}
+void gemm_packed_avx512(const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
+                        int64_t, float*, int64_t) {
+  throw std::logic_error("gemm_packed_avx512: not built");
 }
 
 #endif  // NMT_AVX512_KERNELS

@@ -18,13 +18,14 @@ LoopWeight::LoopWeight(const torch::Tensor& weight) : plain_(weight.contiguous()
   TORCH_CHECK(plain_.dim() == 2, "LoopWeight: a matrix [depth, columns] expected");
   if (!kernels::use_kernel(kernels::Operation::kPackedProducts, {plain_})) return;
   const int64_t depth = plain_.size(0), width = plain_.size(1);
+  avx512_ = kernels::kernel_level() == kernels::KernelLevel::kAvx512;
   packed_ = torch::empty({kernels::packed_size(depth, width)}, plain_.options());
   // Whole panels per thread (a panel is 16 columns; the last one may be narrower).
   const int64_t panels = (width + kernels::kPanelWidth - 1) / kernels::kPanelWidth;
   at::parallel_for(0, panels, 4, [&](int64_t begin, int64_t end) {
     const int64_t first = begin * kernels::kPanelWidth, last = std::min(width, end * kernels::kPanelWidth);
-    kernels::pack_weight(plain_.data_ptr<float>() + first, width, depth, last - first,
-                         packed_.data_ptr<float>() + first * depth);
+    const auto pack = avx512_ ? kernels::pack_weight_avx512 : kernels::pack_weight_avx2;
+    pack(plain_.data_ptr<float>() + first, width, depth, last - first, packed_.data_ptr<float>() + first * depth);
   });
 }
 
@@ -52,9 +53,10 @@ void LoopWeight::multiply(const torch::Tensor& x, const torch::Tensor& init, con
               "LoopWeight: x [B, depth] and out [B, columns], float32 rows on the CPU with unit column stride, "
               "expected");
   TORCH_CHECK(!x.is_alias_of(out), "LoopWeight: x and out must not share memory (out is written block by block)");
-  kernels::gemm_packed(x.data_ptr<float>(), x.stride(0), packed_.data_ptr<float>(), plain_.size(0), columns(),
-                       x.size(0), range.first, range.second, init.defined() ? init.data_ptr<float>() : nullptr,
-                       init.defined() && init.dim() == 2 ? init.stride(0) : 0, out.data_ptr<float>(), out.stride(0));
+  const auto gemm = avx512_ ? kernels::gemm_packed_avx512 : kernels::gemm_packed_avx2;
+  gemm(x.data_ptr<float>(), x.stride(0), packed_.data_ptr<float>(), plain_.size(0), columns(), x.size(0), range.first,
+       range.second, init.defined() ? init.data_ptr<float>() : nullptr,
+       init.defined() && init.dim() == 2 ? init.stride(0) : 0, out.data_ptr<float>(), out.stride(0));
 }
 
 }  // namespace nmt

@@ -1,7 +1,7 @@
 // A weight that a recurrent loop multiplies by at every step: y = init + x W for a few rows x (a
-// batch) and the same W [depth, columns] each time. With AVX-512 the weight is packed once, when
-// the LoopWeight is made, for kernels::gemm_packed; a BLAS call would repack all of it on every
-// step (see kernels/packed_gemm.h). Otherwise (or with NMT_KERNELS below avx512, kernels/dispatch.h)
+// batch) and the same W [depth, columns] each time. With AVX2 or AVX-512 the weight is packed once,
+// when the LoopWeight is made, for the kernel of the level then in force (kernels/packed_gemm.h);
+// a BLAS call would repack all of it on every step. With NMT_KERNELS=off (kernels/dispatch.h)
 // OpenBLAS multiplies by a contiguous copy, the reference.
 // Used inside the fused loops (decoder_fused.cpp, bigru_fused.cpp), one LoopWeight per pass.
 #pragma once
@@ -34,7 +34,8 @@ class LoopWeight {
 
  private:
   torch::Tensor plain_;   // [depth, columns], contiguous
-  torch::Tensor packed_;  // kernels::pack_weight's panels; undefined without AVX-512
+  torch::Tensor packed_;  // kernels::pack_weight_*'s panels; undefined for the reference
+  bool avx512_ = false;   // packed for (and multiplied by) the AVX-512 kernel, else the AVX2 one
 };
 
 // Columns [range.first, range.second) of a matrix (or a vector's elements), as a view.
