@@ -12,11 +12,10 @@
 
 namespace nmt::python {
 
-Interruption::Interruption()
-    : thread_(std::this_thread::get_id()),
-      main_thread_(py::module_::import("threading")
-                       .attr("main_thread")()
-                       .is(py::module_::import("threading").attr("current_thread")())) {}
+Interruption::Interruption() : thread_(std::this_thread::get_id()) {
+  const py::module_ threading = py::module_::import("threading");
+  main_thread_ = threading.attr("main_thread")().is(threading.attr("current_thread")());
+}
 
 bool Interruption::requested() {
   if (error_) return true;

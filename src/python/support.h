@@ -39,7 +39,7 @@ class Interruption {
 
  private:
   std::thread::id thread_;
-  bool main_thread_;
+  bool main_thread_ = false;
   std::optional<py::error_already_set> error_;
 };
 

@@ -122,6 +122,16 @@ class NullBuffer : public std::streambuf {
   int overflow(int c) override { return c; }
 };
 
+// `base` with a call's keyword search options, parsed by nmt translate's own declarations.
+TranslateOptions with_search_keywords(const TranslateOptions& base, const py::kwargs& keywords,
+                                      const std::string& function) {
+  TranslateOptions options = base;
+  CLI::App app;
+  add_translate_options(app, options);
+  parse_keywords(app, keywords, function, translator_key);
+  return options;
+}
+
 }  // namespace
 
 PyTranslator::PyTranslator(const py::object& model, const py::object& checkpoint, std::string device, int threads,
@@ -148,10 +158,7 @@ std::vector<PyTranslation> PyTranslator::translate_batch(const std::vector<std::
                                                          bool return_attention, bool return_alignment,
                                                          const py::object& prefix, const py::object& constraints,
                                                          const py::kwargs& keywords) {
-  TranslateOptions options = options_;
-  CLI::App app;
-  add_translate_options(app, options);
-  parse_keywords(app, keywords, "translate_batch", translator_key);
+  TranslateOptions options = with_search_keywords(options_, keywords, "translate_batch");
   options.search.n_best = n_best;
   options.search.return_attention = return_attention || return_alignment;
   validate(options.search);
@@ -225,10 +232,7 @@ void PyTranslator::translate_file(const py::object& input_path, const py::object
     throw py::value_error("translate_file reads and writes files; for standard input and output use nmt translate");
   }
   TranslateJob job;
-  job.options = options_;
-  CLI::App app;
-  add_translate_options(app, job.options);
-  parse_keywords(app, keywords, "translate_file", translator_key);
+  job.options = with_search_keywords(options_, keywords, "translate_file");
   job.options.search.n_best = n_best;
   job.inputs = {input};
   job.output = output;

@@ -113,9 +113,12 @@ def test_prefixes_and_constraints_equal_the_command(translator, run_nmt, model_d
 def test_empty_sentences_and_sampling(translator):
     results = translator.translate_batch(["", "A strange merchant chases cakes ."])
     assert results[0].text == "" and results[0].n_best == [] and results[0].score == 0.0
-    first = translator.translate_batch(["A strange merchant chases cakes ."] * 4, sampling_topk=5, seed=7)
-    second = translator.translate_batch(["A strange merchant chases cakes ."] * 4, sampling_topk=5, seed=7)
-    assert [r.text for r in first] == [r.text for r in second]
+    same = ["A strange merchant chases cakes ."] * 16
+    first = translator.translate_batch(same, sampling_temperature=1.5, seed=7)
+    second = translator.translate_batch(same, sampling_temperature=1.5, seed=7)
+    assert [r.text for r in first] == [r.text for r in second]  # the same seed draws the same
+    assert len({r.text for r in first}) > 1  # each copy draws its own: the search samples
+    assert len({r.text for r in translator.translate_batch(same)}) == 1
 
 
 def test_bad_arguments_raise_the_command_messages(translator, model_dir, tmp_path):
