@@ -9,6 +9,7 @@
 #include "search/forced_decoding.h"
 #include "search/memory.h"
 #include "search/search.h"
+#include "search/shortlist.h"
 
 using namespace nmt;
 using namespace nmt::testing;
@@ -673,4 +674,53 @@ TEST_CASE("ensembles: a hypothesis's score is the mean of its members' scores of
     }
   }
   CHECK(members_disagree);  // else the mean would not be tested
+}
+
+TEST_CASE("shortlists: the whole vocabulary searches as none and a list holding greedy's tokens keeps them",
+          "[search]") {
+  Seq2Seq model = small_model("additive");
+  torch::InferenceMode guard;
+  auto [source, lengths] = random_source({6, 2, 4, 7}, kSearchVocab, 91);
+  const torch::Tensor everything = torch::arange(kSearchVocab, torch::kInt64);
+  const torch::Tensor prefix = torch::tensor({5, 9, 0, 0, 7, 0, 11, 4}, torch::kInt64).view({4, 2});
+  const BatchConstraints constraints{{{5, 9}}, {}, {{7, 8}}, {{13}, {6}}};
+  SearchOptions sampling = fixed_shape_options(1, 1.0, 1);
+  sampling.sampling_topk = 5;
+  for (const auto& [name, options] :
+       std::vector<std::pair<std::string, SearchOptions>>{{"greedy", fixed_shape_options(1, 1.0, 1)},
+                                                          {"beam", fixed_shape_options(3, 1.0, 2)},
+                                                          {"sampling", sampling}}) {
+    INFO(name);
+    check_same_hypotheses(search_in_vocabulary(model, everything, source, lengths, options),
+                          search(model, source, lengths, options));
+    check_same_hypotheses(search_in_vocabulary(model, everything, source, lengths, options, prefix),
+                          search(model, source, lengths, options, prefix));
+    if (!options.samples()) {
+      check_same_hypotheses(search_in_vocabulary(model, everything, source, lengths, options, {}, constraints),
+                            search(model, source, lengths, options, {}, constraints));
+    }
+  }
+  // One sentence at a time: a list of the special tokens and the tokens greedy search wrote holds
+  // its choice at every step, so greedy search over the list writes the same tokens; beam search
+  // over it writes only tokens of the list.
+  int64_t smaller = 0;
+  for (int64_t b = 0; b < 4; ++b) {
+    INFO("sentence " << b);
+    const torch::Tensor one = source.narrow(0, b, 1).narrow(1, 0, lengths[b].item<int64_t>());
+    const torch::Tensor length = lengths.narrow(0, b, 1);
+    const SearchOptions greedy = fixed_shape_options(1, 1.0, 1);
+    const std::vector<int64_t> written = search(model, one, length, greedy)[0][0].tokens;
+    std::set<int64_t> kept(written.begin(), written.end());
+    for (int64_t id = 0; id <= kEosId; ++id) kept.insert(id);
+    const torch::Tensor ids = torch::tensor(std::vector<int64_t>(kept.begin(), kept.end()), torch::kInt64);
+    smaller += ids.size(0) < kSearchVocab - 2 ? 1 : 0;
+    CHECK(search_in_vocabulary(model, ids, one, length, greedy)[0][0].tokens == written);
+    if (ids.size(0) >= 6) {
+      for (const Hypothesis& hypothesis :
+           search_in_vocabulary(model, ids, one, length, fixed_shape_options(2, 1.0, 2))[0]) {
+        for (const int64_t token : hypothesis.tokens) CHECK(kept.count(token) == 1);
+      }
+    }
+  }
+  REQUIRE(smaller > 0);  // the lists left tokens out: the places were mapped, not just the identity
 }

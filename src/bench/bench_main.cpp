@@ -236,7 +236,8 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   const TranslationModels models = load_models(options, device);
   const TranslationModel& model = models.members.front();
   const std::vector<std::string> lines = read_lines(input);
-  Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching, device);
+  Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching, device,
+                        models.shortlist);
   translator.translate(
       {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
 
@@ -265,7 +266,8 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   Row row{members +
               (search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size)),
           std::to_string(lines.size()) + " sentences, batch " + std::to_string(batching.batch_size) +
-              (batching.batch_in_tokens ? " tokens" : " sentences") + ", " + runs_on(device)};
+              (batching.batch_in_tokens ? " tokens" : " sentences") +
+              (models.shortlist ? ", shortlist (FLOPs of the whole output layer)" : "") + ", " + runs_on(device)};
   row.sentences_per_second = static_cast<double>(lines.size()) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
   row.flops_per_token = count.forward_per_target_token(shapes) - count.decoder + beam_decoder;

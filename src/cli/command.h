@@ -41,6 +41,7 @@ Command add_translate(CLI::App& program);
 Command add_evaluate(CLI::App& program);
 Command add_serve(CLI::App& program);
 Command add_average(CLI::App& program);
+Command add_shortlist(CLI::App& program);
 Command add_score(CLI::App& program);
 Command add_rerank(CLI::App& program);
 // The options of the commands that score by forced decoding (score, rerank): length penalty, batch

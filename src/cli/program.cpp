@@ -44,7 +44,7 @@ class TrainSectionReader : public CLI::ConfigTOML {
 Program::Program(Invocation arguments)
     : invocation(std::move(arguments)),
       app("nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, score, rerank, "
-          "average, serve)",
+          "average, shortlist, serve)",
           "nmt") {
   commands = {
       add_train(app, invocation, train),
@@ -53,6 +53,7 @@ Program::Program(Invocation arguments)
       add_evaluate(app),
       add_serve(app),
       add_average(app),
+      add_shortlist(app),
       add_score(app),
       add_rerank(app),
   };

@@ -43,6 +43,9 @@ void add_translate_options(CLI::App& command, TranslateOptions& options) {
   command.add_option("--checkpoint", options.checkpoints,
                      "best (default), last, or a checkpoint path; several make an ensemble: one per --model, or "
                      "each of one --model's");
+  command.add_option("--shortlist", options.shortlist,
+                     "a lexical shortlist (nmt shortlist): each batch's output layer covers only its sentences' "
+                     "candidate subwords and the most frequent ones");
   // Resolved after parsing, before anything reads it.
   command.callback([&options] { options.batching.batch_in_tokens = options.batch_type == "tokens"; });
 }

@@ -49,6 +49,7 @@ struct TranslateOptions {
   int threads = 0;                       // 0 = number of cores
   std::string device = "cpu";            // cpu | cuda
   bool quiet = false;                    // no progress line on stderr
+  std::string shortlist;                 // a lexical shortlist file (search/shortlist.h); empty: none
 };
 
 // Declares the options of `options` (all but models and n_best) on `command`.

@@ -63,7 +63,7 @@ std::vector<Translation> translate_lines(const TranslateOptions& options, const 
                                          const std::vector<std::string>& lines, const TargetGuides& guides = {},
                                          const std::function<void(size_t)>& progress = {}) {
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
-                        options.batching, parse_device(options.device));
+                        options.batching, parse_device(options.device), models.shortlist);
   return translator.translate(lines, progress ? progress : progress_reporter(lines.size(), options.quiet), guides);
 }
 
@@ -73,7 +73,7 @@ std::vector<Translation> translate_lines(const TranslateOptions& options, const 
 void translate_stream(const TranslateOptions& options, const TranslationModels& models, const OutputOptions& outputs,
                       const TargetGuides& guides, std::ostream& out) {
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
-                        options.batching, parse_device(options.device));
+                        options.batching, parse_device(options.device), models.shortlist);
   // At most enough lines for a few batches on every thread: a long piped file keeps its speed.
   const size_t most = static_cast<size_t>(options.batching.batch_in_tokens ? 64 : options.batching.batch_size) *
                       static_cast<size_t>(std::max(1, torch::get_num_threads())) * 4;

@@ -124,6 +124,11 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
     require_same_vocabulary(added.target_vocabulary, models.checkpoints.back(), first.target_vocabulary,
                             models.checkpoints.front(), "target");
   }
+  if (!options.shortlist.empty()) {
+    auto shortlist = std::make_shared<Shortlist>(Shortlist::read(options.shortlist));
+    shortlist->check_vocabularies(models.source_vocabulary(), models.target_vocabulary(), models.checkpoints.front());
+    models.shortlist = std::move(shortlist);
+  }
   return models;
 }
 

@@ -4,6 +4,7 @@
 
 #include <torch/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "model/options.h"
 #include "model/seq2seq.h"
 #include "search/ensemble.h"
+#include "search/shortlist.h"
 #include "text/vocabulary.h"
 
 namespace nmt {
@@ -40,8 +42,9 @@ TranslationModel load_model_from_directory(const std::string& model_dir, const s
 
 // The models a translation runs with: one, or several decoding as an ensemble (search/ensemble.h).
 struct TranslationModels {
-  std::vector<TranslationModel> members;  // at least one; all share the first one's vocabularies
-  std::vector<std::string> checkpoints;   // the file each member was loaded from
+  std::vector<TranslationModel> members;       // at least one; all share the first one's vocabularies
+  std::vector<std::string> checkpoints;        // the file each member was loaded from
+  std::shared_ptr<const Shortlist> shortlist;  // --shortlist, checked against the vocabularies; or none
 
   Ensemble ensemble() const;
   const Vocabulary& source_vocabulary() const { return members.front().source_vocabulary; }
@@ -57,9 +60,9 @@ struct TranslationModels {
 // std::invalid_argument for other counts.
 std::vector<std::pair<std::string, std::string>> model_checkpoints(const TranslateOptions& options);
 
-// Loads every model of `options` (model_checkpoints) onto `device`. Models whose source or target
-// vocabularies differ are refused with std::invalid_argument naming both checkpoints and the first
-// differing subword.
+// Loads every model of `options` (model_checkpoints) onto `device`, and its --shortlist. Models whose
+// source or target vocabularies differ are refused with std::invalid_argument naming both
+// checkpoints and the first differing subword; a shortlist made for other vocabularies too.
 TranslationModels load_models(const TranslateOptions& options, const torch::Device& device);
 
 }  // namespace nmt

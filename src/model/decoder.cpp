@@ -124,13 +124,15 @@ torch::Tensor DecoderImpl::output_logits(const torch::Tensor& attentional) {
 }
 
 StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const DecoderState& state,
-                             const EncodedSource& source) {
+                             const EncodedSource& source, const OutputRows& rows) {
   TORCH_CHECK(previous_tokens.dim() == 1 && previous_tokens.size(0) == state.attentional.size(0),
               "decoder step: previous_tokens [B] expected");
   torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]
   DecoderState next = state;
   auto [attentional, weights] = advance(token_gates, next, source, step_maps());
-  return {output_logits(attentional), weights, next};
+  torch::Tensor logits = rows.weight.defined() ? torch::nn::functional::linear(attentional, rows.weight, rows.bias)
+                                               : output_logits(attentional);
+  return {logits, weights, next};
 }
 
 DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const EncodedSource& source,

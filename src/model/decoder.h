@@ -46,6 +46,13 @@ struct StepOutput {
   DecoderState state;
 };
 
+// Some rows of the output layer (search/shortlist.h): W_o [K, H] and b_o [K] of K target tokens,
+// whose logits a step then gives instead of all V. Undefined: the whole layer.
+struct OutputRows {
+  torch::Tensor weight;
+  torch::Tensor bias;
+};
+
 // A training-style pass over T steps (teacher forcing, or scheduled feeding). The output layer
 // is left to the caller (output_logits), so that training projects only the positions that hold a
 // real target token (src/train/loss.h).
@@ -67,8 +74,9 @@ class DecoderImpl : public torch::nn::Module {
   // (and coverage 0).
   DecoderState initial_state(const EncodedSource& source);
 
-  // One step from the previous tokens [B].
-  StepOutput step(const torch::Tensor& previous_tokens, const DecoderState& state, const EncodedSource& source);
+  // One step from the previous tokens [B]: logits [B, V], or [B, K] over `rows`.
+  StepOutput step(const torch::Tensor& previous_tokens, const DecoderState& state, const EncodedSource& source,
+                  const OutputRows& rows = {});
 
   // target_input [B, T] (BOS y_1 .. y_{T-1}). With teacher_forcing < 1 (training only), each step
   // feeds the model's own previous argmax instead, with probability 1 - teacher_forcing.

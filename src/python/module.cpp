@@ -181,11 +181,13 @@ void bind_translator(py::module_& module) {
   }
   py::class_<PyTranslator>(module, "Translator",
                            "Models trained with nmt train, loaded once, that translate and score sentences.")
-      .def(py::init<const py::object&, const py::object&, std::string, int, const std::string&>(), "model"_a,
-           "checkpoint"_a = "best", "device"_a = "cpu", "threads"_a = 0, "compute_type"_a = "default",
+      .def(py::init<const py::object&, const py::object&, std::string, int, const std::string&, const py::object&>(),
+           "model"_a, "checkpoint"_a = "best", "device"_a = "cpu", "threads"_a = 0, "compute_type"_a = "default",
+           "shortlist"_a = py::none(),
            "Loads `model`, a model directory from nmt train, or a list of them (an ensemble). checkpoint: best, "
            "last or a path, or a list (one per model, or several of one model). device: cpu or cuda. threads: CPU "
-           "threads (0 = number of cores; set for the whole process). compute_type: default or float32.")
+           "threads (0 = number of cores; set for the whole process). compute_type: default or float32. shortlist: a "
+           "lexical shortlist file from nmt shortlist (each batch's output layer covers only its candidates).")
       .def("translate_batch", &PyTranslator::translate_batch, "sentences"_a, py::kw_only(), "n_best"_a = 1,
            "return_attention"_a = false, "return_alignment"_a = false, "prefix"_a = py::none(),
            "constraints"_a = py::none(),

@@ -39,7 +39,7 @@ std::string optional_path(const py::object& value) {
 
 // The command's options that a call does not take: what the Translator fixes, and the progress line.
 std::string translator_key(const std::string& key) {
-  if (key == "threads" || key == "device" || key == "checkpoint") {
+  if (key == "threads" || key == "device" || key == "checkpoint" || key == "shortlist") {
     return "is fixed when the Translator is made: give it to nmt.Translator(...)";
   }
   if (key == "quiet") return "is the command's: Python shows no progress line";
@@ -135,8 +135,9 @@ TranslateOptions with_search_keywords(const TranslateOptions& base, const py::kw
 }  // namespace
 
 PyTranslator::PyTranslator(const py::object& model, const py::object& checkpoint, std::string device, int threads,
-                           const std::string& compute_type) {
+                           const std::string& compute_type, const py::object& shortlist) {
   options_.models = paths(model, "model");
+  options_.shortlist = optional_path(shortlist);
   options_.checkpoints = paths(checkpoint, "checkpoint");
   options_.device = std::move(device);
   options_.threads = threads;
@@ -174,7 +175,7 @@ std::vector<PyTranslation> PyTranslator::translate_batch(const std::vector<std::
   std::vector<Translation> translations;
   run_interruptible(interruption, [&] {
     Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(), options.search,
-                          options.batching, parse_device(options.device));
+                          options.batching, parse_device(options.device), models_.shortlist);
     translations = translator.translate(
         sentences,
         [&interruption](size_t) {

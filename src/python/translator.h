@@ -41,7 +41,7 @@ struct PyScore {
 class PyTranslator {
  public:
   PyTranslator(const py::object& model, const py::object& checkpoint, std::string device, int threads,
-               const std::string& compute_type);
+               const std::string& compute_type, const py::object& shortlist);
 
   std::vector<PyTranslation> translate_batch(const std::vector<std::string>& sentences, int n_best,
                                              bool return_attention, bool return_alignment, const py::object& prefix,

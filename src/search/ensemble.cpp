@@ -62,8 +62,11 @@ Ensemble::Step Ensemble::step(const torch::Tensor& previous_tokens, const State&
   Step result;
   torch::Tensor attention_sum;
   int64_t attending = 0;
+  // With a restricted output layer, tokens are places in output_ids_: the embeddings take target ids.
+  const torch::Tensor tokens = output_ids_.defined() ? output_ids_.index_select(0, previous_tokens) : previous_tokens;
   for (size_t m = 0; m < members_.size(); ++m) {
-    StepOutput out = members_[m]->decoder->step(previous_tokens, state.members[m], source.members[m]);
+    StepOutput out = members_[m]->decoder->step(tokens, state.members[m], source.members[m],
+                                                output_rows_.empty() ? OutputRows{} : output_rows_[m]);
     torch::Tensor log_probs = torch::log_softmax(out.logits.to(torch::kFloat32), /*dim=*/1);  // [B, V]
     result.log_probs = m == 0 ? log_probs : result.log_probs + log_probs;
     if (out.attention.defined()) {
@@ -76,6 +79,20 @@ Ensemble::Step Ensemble::step(const torch::Tensor& previous_tokens, const State&
   if (members_.size() > 1) result.log_probs = result.log_probs / count;
   if (attending > 0) result.attention = attending == 1 ? attention_sum : attention_sum / static_cast<double>(attending);
   return result;
+}
+
+Ensemble Ensemble::restricted_to(const torch::Tensor& ids) const {
+  TORCH_CHECK(ids.dim() == 1 && ids.size(0) > 0 && ids.scalar_type() == torch::kInt64,
+              "Ensemble::restricted_to: ids [K] int64 expected");
+  Ensemble restricted = *this;
+  restricted.output_ids_ = ids;
+  restricted.output_rows_.clear();
+  for (const Seq2Seq& member : members_) {
+    const Decoder& decoder = member->decoder;
+    restricted.output_rows_.push_back(
+        {decoder->output_weight.index_select(0, ids), decoder->output_bias.index_select(0, ids)});  // [K, H], [K]
+  }
+  return restricted;
 }
 
 bool Ensemble::uses_step_position() const {

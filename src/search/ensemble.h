@@ -45,6 +45,11 @@ class Ensemble {
   State initial_state(const Source& source);
   Step step(const torch::Tensor& previous_tokens, const State& state, const Source& source);
 
+  // The same members with the output layer restricted to the target ids `ids` [K] (sorted, the
+  // special ids first, so that they keep their places; search/shortlist.h): step() then takes and
+  // scores tokens as places in `ids`, its log_probs [B, K] normalised over them.
+  Ensemble restricted_to(const torch::Tensor& ids) const;
+
   // Whether any member has a scorer (Step::attention is defined).
   bool has_attention() const;
   // Whether any member's scores depend on the step's position (local-m attention).
@@ -56,6 +61,8 @@ class Ensemble {
 
  private:
   std::vector<Seq2Seq> members_;
+  torch::Tensor output_ids_;             // [K] with restricted_to, else undefined
+  std::vector<OutputRows> output_rows_;  // each member's rows of W_o and b_o for output_ids_
 };
 
 }  // namespace nmt

@@ -36,13 +36,14 @@ void turn_around(Hypothesis& hypothesis) {
 }  // namespace
 
 Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
-                       BatchingOptions batching, torch::Device device)
+                       BatchingOptions batching, torch::Device device, std::shared_ptr<const Shortlist> shortlist)
     : model_(std::move(model)),
       source_vocabulary_(std::move(source_vocabulary)),
       target_vocabulary_(std::move(target_vocabulary)),
       search_(search),
       batching_(batching),
-      device_(device) {
+      device_(device),
+      shortlist_(std::move(shortlist)) {
   validate(search_);
   validate(batching_);
   check_beam_fits_vocabulary(target_vocabulary_.size(), rows_per_sentence(search_));
@@ -69,6 +70,27 @@ std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std
     }
   }
   return batches;
+}
+
+// search() over the batch's shortlist: its sentences' lists, the frequent subwords, and the tokens
+// of its prefixes and constraints. A list too short to fill the beam gives the whole vocabulary.
+SearchResult Translator::search_shortlisted(const std::vector<const std::vector<int64_t>*>& sources,
+                                            const torch::Tensor& source, const torch::Tensor& lengths,
+                                            const SearchOptions& options, const torch::Tensor& prefix,
+                                            const BatchConstraints& constraints) const {
+  std::vector<int64_t> guides;
+  if (prefix.defined()) {
+    const torch::Tensor prefix_cpu = prefix.cpu().contiguous();
+    guides.assign(prefix_cpu.data_ptr<int64_t>(), prefix_cpu.data_ptr<int64_t>() + prefix_cpu.numel());
+  }
+  for (const SentenceConstraints& phrases : constraints) {
+    for (const Phrase& phrase : phrases) guides.insert(guides.end(), phrase.begin(), phrase.end());
+  }
+  const torch::Tensor ids = shortlist_->select(sources, guides);
+  if (ids.size(0) < kEosId + 1 + 2 * int64_t{options.beam_size}) {
+    return search(model_, source, lengths, options, prefix, constraints);
+  }
+  return search_in_vocabulary(model_, ids.to(device_), source, lengths, options, prefix, constraints);
 }
 
 bool LineGuide::given() const {
@@ -182,7 +204,9 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     if (constrained) {
       for (const int64_t k : batch) batch_constraints.push_back(constraints[k]);
     }
-    SearchResult result = search(model_, source.to(device_), lengths, options, prefix, batch_constraints);
+    SearchResult result =
+        shortlist_ ? search_shortlisted(batch_sources, source.to(device_), lengths, options, prefix, batch_constraints)
+                   : search(model_, source.to(device_), lengths, options, prefix, batch_constraints);
     for (size_t row = 0; row < batch.size(); ++row) translations[batch[row]].hypotheses = std::move(result[row]);
     std::lock_guard<std::mutex> lock(progress_mutex);
     done += batch.size();

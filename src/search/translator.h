@@ -4,11 +4,13 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/translate_options.h"
 #include "search/search.h"
+#include "search/shortlist.h"
 #include "text/vocabulary.h"
 
 namespace nmt {
@@ -43,9 +45,10 @@ struct TargetGuides {
 
 class Translator {
  public:
-  // `model`: one Seq2Seq, or an Ensemble of models that share the vocabularies.
+  // `model`: one Seq2Seq, or an Ensemble of models that share the vocabularies. With a `shortlist`
+  // (checked against the vocabularies), each batch searches over its union (search/shortlist.h).
   Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
-             BatchingOptions batching, torch::Device device);
+             BatchingOptions batching, torch::Device device, std::shared_ptr<const Shortlist> shortlist = nullptr);
 
   // One Translation per line, in input order. `progress(sentences_done)` runs after each batch.
   // With `guides`, each output starts with its line's prefix and contains its line's constraints;
@@ -57,6 +60,9 @@ class Translator {
  private:
   std::vector<std::vector<int64_t>> plan_batches(const std::vector<std::vector<int64_t>>& sources,
                                                  const std::vector<int64_t>& order) const;
+  SearchResult search_shortlisted(const std::vector<const std::vector<int64_t>*>& sources, const torch::Tensor& source,
+                                  const torch::Tensor& lengths, const SearchOptions& options,
+                                  const torch::Tensor& prefix, const BatchConstraints& constraints) const;
 
   Ensemble model_;
   Vocabulary source_vocabulary_;
@@ -64,6 +70,7 @@ class Translator {
   SearchOptions search_;
   BatchingOptions batching_;
   torch::Device device_;
+  std::shared_ptr<const Shortlist> shortlist_;
 };
 
 // A line of constraint phrases separated by tabs as target phrases (empty ones skipped; with

@@ -129,7 +129,7 @@ void BatchQueue::work() {
     std::exception_ptr error;
     try {
       Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(),
-                            batch.front().search, options_.batching, device_);
+                            batch.front().search, options_.batching, device_, models_.shortlist);
       translations = translator.translate(lines, {}, guides);
     } catch (...) {
       error = std::current_exception();

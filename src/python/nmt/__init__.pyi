@@ -62,6 +62,7 @@ class Translator:
         device: Literal["cpu", "cuda"] = "cpu",
         threads: int = 0,
         compute_type: Literal["default", "float32"] = "default",
+        shortlist: Optional[_Path] = None,
     ) -> None: ...
     def translate_batch(
         self,

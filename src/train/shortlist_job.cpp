@@ -1,0 +1,56 @@
+#include "train/shortlist_job.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "inference/checkpoint_format.h"
+#include "inference/model.h"
+#include "train/setup.h"
+#include "util/io.h"
+#include "util/runtime.h"
+
+namespace nmt {
+
+namespace fs = std::filesystem;
+
+std::string make_shortlist(const ShortlistJob& job, spdlog::logger& log) {
+  if (!fs::is_directory(job.model_dir)) {
+    throw FileNotFound(job.model_dir + ": model directory not found (train one with nmt train)");
+  }
+  const std::string output = job.output.empty() ? (fs::path(job.model_dir) / kShortlistFile).string() : job.output;
+  require_parent_directory(output, "--output");
+  const std::string checkpoint = resolve_checkpoint(job.model_dir, job.checkpoint);
+  if (!fs::is_regular_file(checkpoint)) {
+    throw FileNotFound(checkpoint + ": checkpoint not found (--checkpoint best|last|PATH)");
+  }
+  // The run's configuration says which text it trained on and where its prepared corpus is.
+  torch::serialize::InputArchive archive;
+  open_checkpoint(checkpoint, torch::kCPU, archive);
+  TrainConfig config;
+  with_checkpoint_errors(checkpoint, [&] { config = config_from_entries(read_config_entries(archive)); });
+  const TranslationModel model = read_model(archive, config.model, checkpoint, torch::kCPU);
+  if (!job.train_source.empty()) config.train_source = job.train_source;
+  if (!job.train_target.empty()) config.train_target = job.train_target;
+  for (const auto& [key, value] :
+       {std::pair{"train-source", config.train_source}, {"train-target", config.train_target}}) {
+    for (const std::string& file : expand_file_list(value, key)) {
+      if (!fs::exists(file)) {
+        throw FileNotFound(std::string(key) + ": " + file +
+                           ": file not found (run nmt shortlist where the model was trained, or give --" + key + ")");
+      }
+    }
+  }
+  set_threads(job.threads);
+  const PreparedCorpus prepared = open_training_corpus(config, {model.source_vocabulary, model.target_vocabulary},
+                                                       /*trained_on_this_text=*/false, log);
+  const Shortlist shortlist =
+      Shortlist::build(prepared.corpus, model.source_vocabulary, model.target_vocabulary, job.sizes, checkpoint);
+  shortlist.write(output);
+  log.info("wrote {}: the {} most frequent target subwords and up to {} per source subword, from {} pairs", output,
+           shortlist.frequent().size(), job.sizes.translations, shortlist.pairs_counted());
+  return output;
+}
+
+}  // namespace nmt
