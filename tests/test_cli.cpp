@@ -721,14 +721,20 @@ TEST_CASE("cli: shortlist writes a model's list for translate and another model'
           "[cli]") {
   const std::string model_dir = (work_directory() / "shortlisted").string();
   const std::string other_dir = (work_directory() / "shortlisted_other").string();
-  REQUIRE(run_nmt(tiny_train_arguments(model_dir)).status == 0);
+  REQUIRE(run_nmt(tiny_train_arguments(model_dir) + " --shortlist true").status == 0);
   REQUIRE(run_nmt(tiny_train_arguments(other_dir) + " --vocab-size 150").status == 0);
-  CommandResult built = run_nmt("shortlist --model " + model_dir + " --translations 5 --frequent 20");
+  const std::string shortlist = model_dir + "/shortlist.bin";
+  REQUIRE(fs::exists(shortlist));
+  CHECK_FALSE(fs::exists(other_dir + "/shortlist.bin"));
+  // The command counts the same corpus with the same sizes: the file the run wrote, byte for byte.
+  const std::string again = (work_directory() / "shortlist_again.bin").string();
+  CommandResult built = run_nmt("shortlist --model " + model_dir + " --output " + again);
   INFO(built.output);
   REQUIRE(built.status == 0);
-  const std::string shortlist = model_dir + "/shortlist.bin";
-  CHECK(fs::exists(shortlist));
-  CHECK_THAT(built.output, Catch::Contains(shortlist));
+  CHECK_THAT(built.output, Catch::Contains(again));
+  CHECK(read_file(again) == read_file(shortlist));
+  REQUIRE(run_nmt("shortlist --model " + model_dir + " --output " + again + " --translations 3").status == 0);
+  CHECK(read_file(again) != read_file(shortlist));
 
   const std::string input = (work_directory() / "shortlist_input.txt").string();
   write_file_atomic(input, "A frog sees the bridge .\n\nThe dog eats .\n");
@@ -739,6 +745,14 @@ TEST_CASE("cli: shortlist writes a model's list for translate and another model'
   const std::vector<std::string> lines = split_lines(translated.output);
   REQUIRE(lines.size() == 3);
   CHECK(lines[1].empty());
+  CommandResult quantized = run_nmt("translate --model " + model_dir + " --input " + input + " --shortlist " +
+                                    shortlist + " --compute-type int8 --beam-size 3 --max-length 8 --quiet");
+  INFO(quantized.output);
+  REQUIRE(quantized.status == 0);
+  CHECK(split_lines(quantized.output).size() == 3);
+  CommandResult int16 = run_nmt("translate --model " + model_dir + " --input " + input + " --compute-type int16");
+  CHECK(int16.status != 0);
+  CHECK_THAT(int16.output, Catch::Contains("--compute-type") && Catch::Contains("int16"));
 
   // Another model's vocabularies: refused before translating, naming the file and both models.
   CommandResult foreign = run_nmt("translate --model " + other_dir + " --input " + input + " --shortlist " + shortlist);

@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "helpers.h"
+#include "kernels/available.h"
 #include "kernels/dispatch.h"
+#include "kernels/int8_gemm.h"
 #include "kernels/row_kernels.h"
 #include "model/attention.h"
 #include "model/dropout.h"
 #include "model/fused_attention.h"
 #include "model/gru_cell.h"
+#include "model/int8_linear.h"
 #include "model/loop_weight.h"
 #include "model/seq2seq.h"
 #include "train/fused_adam.h"
@@ -258,4 +261,90 @@ TEST_CASE("a team of threads: an exception in one thread skips the later phases 
   CHECK(after_failure.load() == 0);  // skipped on every thread
   CHECK(barriers_met.load() == 3);   // every thread reached the end: no barrier was left waiting
   torch::set_num_threads(2);
+}
+
+TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums and outputs exactly", "[kernels]") {
+  torch::manual_seed(41);
+  using Kernel = void (*)(const kernels::Int8Product&, int64_t, int64_t);
+  std::vector<std::pair<std::string, Kernel>> fast;
+  if (kernels::avx2_kernels_available()) fast.emplace_back("avx2", kernels::int8_gemm_avx2);
+  if (kernels::vnni_kernels_available()) fast.emplace_back("vnni", kernels::int8_gemm_vnni);
+  // Ragged everything: rows around the kernels' blocks of 4, depths not a multiple of 4, columns
+  // past whole panels and blocks of 4 panels (64); the extreme values -127 and 127 included.
+  for (const int64_t m : {1, 3, 4, 5, 9}) {
+    for (const int64_t depth : {1, 6, 33, 256}) {
+      for (const int64_t columns : {1, 16, 17, 70, 130}) {
+        const int64_t padded = kernels::int8_depth(depth);
+        torch::Tensor q = torch::randint(-127, 128, {columns, depth}, torch::kInt8);
+        q.index_put_({0, 0}, -127);
+        torch::Tensor a = torch::zeros({m, padded}, torch::kInt8);
+        a.narrow(1, 0, depth).copy_(torch::randint(-127, 128, {m, depth}, torch::kInt8));
+        a.index_put_({0, 0}, 127);
+        torch::Tensor packed = torch::empty({kernels::int8_packed_size(columns, depth)}, torch::kInt8);
+        kernels::pack_int8_weight(q.data_ptr<int8_t>(), depth, columns, depth, packed.data_ptr<int8_t>());
+        const torch::Tensor sums = q.to(torch::kInt32).sum(1, false, torch::kInt32).contiguous();
+        const torch::Tensor ones_m = torch::ones({m}), ones_n = torch::ones({columns});
+        const torch::Tensor row_scale = torch::rand({m}) + 0.5, scale = torch::rand({columns}) + 0.5;
+        const torch::Tensor bias = torch::randn({columns});
+        // Unit scales and no bias: the outputs are the integer sums, exactly (all below 2^24).
+        const torch::Tensor exact =
+            a.narrow(1, 0, depth).to(torch::kInt64).mm(q.to(torch::kInt64).t()).to(torch::kFloat);
+        for (const bool scaled : {false, true}) {
+          const auto product = [&](torch::Tensor& c) {
+            return kernels::Int8Product{a.data_ptr<int8_t>(),
+                                        m,
+                                        packed.data_ptr<int8_t>(),
+                                        depth,
+                                        columns,
+                                        (scaled ? row_scale : ones_m).data_ptr<float>(),
+                                        (scaled ? scale : ones_n).data_ptr<float>(),
+                                        scaled ? bias.data_ptr<float>() : nullptr,
+                                        sums.data_ptr<int32_t>(),
+                                        c.data_ptr<float>(),
+                                        columns};
+          };
+          torch::Tensor reference = torch::full({m, columns}, 7.0f);
+          kernels::int8_gemm_reference(product(reference), 0, columns);
+          if (!scaled) REQUIRE(torch::equal(reference, exact));
+          for (const auto& [name, kernel] : fast) {
+            INFO(name << ": " << m << " rows, depth " << depth << ", " << columns << " columns, scaled " << scaled);
+            torch::Tensor c = torch::full({m, columns}, 7.0f);
+            kernel(product(c), 0, columns);
+            CHECK(torch::equal(c, reference));
+            if (columns > 16) {  // a thread's share of the columns, the others left alone
+              torch::Tensor part = torch::full({m, columns}, 7.0f);
+              kernel(product(part), 16, columns);
+              CHECK(torch::equal(part.narrow(1, 16, columns - 16), reference.narrow(1, 16, columns - 16)));
+              CHECK(part.narrow(1, 0, 16).eq(7.0f).all().item<bool>());
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 linear maps: within the quantization bound of float32, the same at every kernel level", "[kernels]") {
+  torch::manual_seed(43);
+  const torch::Tensor weight = torch::randn({70, 45}), bias = torch::randn({70});
+  torch::Tensor x = torch::randn({11, 45});
+  x.index_put_({3}, 0.0f);  // a row of zeros: scale 1, output the bias
+  const Int8Linear linear(weight, bias);
+  const torch::Tensor y = linear(x);
+  // x = t a + e with |e| <= t / 2 and W = s q + d with |d| <= s / 2, per row, so
+  // |x.w - (t a).(s q)| <= (t / 2) |w|_1 + (s / 2) (|x|_1 + K t / 2).
+  const torch::Tensor t = x.abs().amax(1, true) / 127, s = weight.abs().amax(1) / 127;  // [M, 1], [N]
+  const torch::Tensor bound = t / 2 * weight.abs().sum(1) + s / 2 * (x.abs().sum(1, true) + 45 * t / 2);
+  CHECK((y - torch::addmm(bias, x, weight.t())).abs().le(bound + 1e-5).all().item<bool>());
+  CHECK(torch::allclose(y[3], bias));
+  CHECK(torch::allclose(linear.dequantized_weight(), weight, 0, s.max().item<float>() / 2 + 1e-6));
+  // A shortlist's rows: those columns of the whole map, exactly.
+  const torch::Tensor ids = torch::tensor({0, 5, 17, 18, 69}, torch::kInt64);
+  CHECK(torch::equal(linear.rows(ids)(x), y.index_select(1, ids)));
+  for (const KernelLevel level : {KernelLevel::kOff, KernelLevel::kAvx2, KernelLevel::kAvx512}) {
+    if (level > kernels::supported_kernel_level()) continue;
+    INFO(kernels::to_string(level));
+    kernels::ScopedKernelLevel scoped(level);
+    CHECK(torch::equal(linear(x), y));
+  }
 }

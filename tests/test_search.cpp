@@ -724,3 +724,28 @@ TEST_CASE("shortlists: the whole vocabulary searches as none and a list holding 
   }
   REQUIRE(smaller > 0);  // the lists left tokens out: the places were mapped, not just the identity
 }
+
+TEST_CASE("int8: translations agree with float32 on nearly every sentence and a whole shortlist changes nothing",
+          "[search]") {
+  Seq2Seq model = small_model("additive"), quantized = small_model("additive");
+  quantized->decoder->quantize_int8();
+  torch::InferenceMode guard;
+  std::vector<int64_t> lengths_list;
+  for (int64_t i = 0; i < 200; ++i) lengths_list.push_back(2 + i % 7);
+  auto [source, lengths] = random_source(lengths_list, kSearchVocab, 93);
+  for (const int beam : {1, 4}) {
+    INFO("beam " << beam);
+    const SearchOptions options = fixed_shape_options(beam, 1.0, 1);
+    const SearchResult full = search(model, source, lengths, options);
+    const SearchResult int8 = search(quantized, source, lengths, options);
+    int64_t same = 0;
+    for (size_t b = 0; b < full.size(); ++b) same += full[b][0].tokens == int8[b][0].tokens ? 1 : 0;
+    CHECK(same >= 190);  // 95%
+    check_same_hypotheses(
+        search_in_vocabulary(quantized, torch::arange(kSearchVocab, torch::kInt64), source, lengths, options), int8);
+  }
+  // The step is int8's: a quantized model scores differently from the float one.
+  const SearchOptions greedy = fixed_shape_options(1, 1.0, 1);
+  CHECK(search(model, source, lengths, greedy)[0][0].log_probability !=
+        search(quantized, source, lengths, greedy)[0][0].log_probability);
+}

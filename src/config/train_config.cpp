@@ -67,6 +67,8 @@ void visit_fields(Visitor& visit, Config& config) {
         "a dev line longer than this many subwords is an error (validation memory grows with the longest line)");
   visit("keep-checkpoints", config.keep_checkpoints,
         "keep the weights of the last N validations as step-NNNNNNNN.ckpt, for nmt average (0 = none)");
+  visit("shortlist", config.shortlist,
+        "at the end of the run, write the lexical shortlist shortlist.bin into model-dir, as nmt shortlist does");
 
   visit("seed", config.seed, "random seed (training is reproducible for a seed and thread count)", fixed);
   visit("threads", config.threads, "CPU threads (0 = number of cores)");

@@ -43,6 +43,12 @@ void add_translate_options(CLI::App& command, TranslateOptions& options) {
   command.add_option("--checkpoint", options.checkpoints,
                      "best (default), last, or a checkpoint path; several make an ensemble: one per --model, or "
                      "each of one --model's");
+  command
+      .add_option("--compute-type", options.compute_type,
+                  "float32, or int8: the decoder's products in int8 (weights quantized per row when the model loads; "
+                  "CPU only)")
+      ->check(CLI::IsMember({"float32", "int8"}))
+      ->capture_default_str();
   command.add_option("--shortlist", options.shortlist,
                      "a lexical shortlist (nmt shortlist): each batch's output layer covers only its sentences' "
                      "candidate subwords and the most frequent ones");

@@ -124,6 +124,14 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
     require_same_vocabulary(added.target_vocabulary, models.checkpoints.back(), first.target_vocabulary,
                             models.checkpoints.front(), "target");
   }
+  if (options.compute_type == "int8") {
+    if (!device.is_cpu()) {
+      throw std::invalid_argument("--compute-type int8 runs on the CPU: use --device cpu, or float32 on a GPU");
+    }
+    for (TranslationModel& member : models.members) member.network->decoder->quantize_int8();
+  } else if (options.compute_type != "float32") {
+    throw std::invalid_argument("--compute-type " + options.compute_type + ": float32 or int8");
+  }
   if (!options.shortlist.empty()) {
     auto shortlist = std::make_shared<Shortlist>(Shortlist::read(options.shortlist));
     shortlist->check_vocabularies(models.source_vocabulary(), models.target_vocabulary(), models.checkpoints.front());

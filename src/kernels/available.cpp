@@ -21,4 +21,14 @@ bool avx512_kernels_available() {
 #endif
 }
 
+bool vnni_kernels_available() {
+#if NMT_VNNI_KERNELS
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  return available;
+#else
+  return false;
+#endif
+}
+
 }  // namespace nmt::kernels

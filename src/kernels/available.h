@@ -14,5 +14,7 @@ bool avx2_kernels_available();
 // The same for the AVX-512 kernels (kernels/packed_gemm.h): this build has them and this CPU
 // runs AVX-512F (Intel Skylake-SP, 2017, and later; AMD Zen 4).
 bool avx512_kernels_available();
+// AVX-512 VNNI (with AVX-512F and BW): the int8 products of kernels/int8_gemm.h.
+bool vnni_kernels_available();
 
 }  // namespace nmt::kernels

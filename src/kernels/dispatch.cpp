@@ -64,6 +64,9 @@ OperationRule operation_rule(Operation operation) {
     case Operation::kPackedProducts:
       return {"packed_products", KernelLevel::kAvx2, true, "avx512 or avx2, as the level in force",
               "the reference (BLAS)"};
+    case Operation::kInt8Products:
+      return {"int8_products", KernelLevel::kAvx2, false, "avx512 vnni (at level avx512) or avx2",
+              "the int8 reference"};
     case Operation::kAdam:
       return {"adam", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
     case Operation::kDropoutMask:

@@ -68,6 +68,10 @@ enum class Operation {
   // LoopWeight (model/loop_weight.cpp): the packed products of kernels/packed_gemm.h (the AVX-512
   // kernel at level avx512, the AVX2 one at avx2), or at::addmm (the BLAS) in LoopWeight::multiply.
   kPackedProducts,
+  // Int8Linear (model/int8_linear.cpp), compute type int8: the AVX-512 VNNI kernel of
+  // kernels/int8_gemm.h at level avx512 on a CPU with VNNI, else the AVX2 one; or the plain int8
+  // reference in the same header (the same integer sums).
+  kInt8Products,
   // FusedAdam::step (train/fused_adam.cpp): kernels/adam_kernel.h, or torch::optim::Adam::step,
   // LibTorch's own.
   kAdam,

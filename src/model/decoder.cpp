@@ -69,10 +69,37 @@ DecoderState DecoderImpl::initial_state(const EncodedSource& source) {
 DecoderImpl::StepMaps DecoderImpl::step_maps() const {
   StepMaps maps;
   maps.feed = LoopLinear(feed_gates->weight, torch::Tensor());
-  for (const GruCellImpl* cell : cell_pointers_) maps.hidden.emplace_back(cell->weight_hh, cell->bias_hh);
+  for (const GruCellImpl* cell : cell_pointers_) maps.hidden.emplace_back(LoopLinear(cell->weight_hh, cell->bias_hh));
   for (const torch::nn::LinearImpl* gates : layer_gate_pointers_)
-    maps.layer_inputs.emplace_back(gates->weight, gates->bias);
+    maps.layer_inputs.emplace_back(LoopLinear(gates->weight, gates->bias));
   maps.combine = LoopLinear(combine->weight, torch::Tensor());
+  return maps;
+}
+
+void DecoderImpl::quantize_int8() {
+  auto weights = std::make_shared<Int8DecoderWeights>();
+  weights->embedding_gates = Int8Linear(embedding_gates->weight, embedding_gates->bias);
+  weights->feed = Int8Linear(feed_gates->weight, torch::Tensor());
+  for (const GruCellImpl* cell : cell_pointers_) weights->hidden.emplace_back(cell->weight_hh, cell->bias_hh);
+  for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) {
+    weights->layer_gates.emplace_back(gates->weight, gates->bias);
+  }
+  weights->combine = Int8Linear(combine->weight, torch::Tensor());
+  weights->output = Int8Linear(output_weight, output_bias);
+  int8_ = std::move(weights);
+}
+
+DecoderImpl::StepMaps DecoderImpl::int8_step_maps() const {
+  // Each map holds the weights it multiplies by, so that quantizing again cannot pull them away.
+  const std::shared_ptr<const Int8DecoderWeights> weights = int8_;
+  const auto map = [&weights](const Int8Linear& linear) -> StepMap {
+    return [weights, &linear](const torch::Tensor& x) { return linear(x); };
+  };
+  StepMaps maps;
+  maps.feed = map(weights->feed);
+  for (const Int8Linear& hidden : weights->hidden) maps.hidden.push_back(map(hidden));
+  for (const Int8Linear& gates : weights->layer_gates) maps.layer_inputs.push_back(map(gates));
+  maps.combine = map(weights->combine);
   return maps;
 }
 
@@ -127,8 +154,14 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
                              const EncodedSource& source, const OutputRows& rows) {
   TORCH_CHECK(previous_tokens.dim() == 1 && previous_tokens.size(0) == state.attentional.size(0),
               "decoder step: previous_tokens [B] expected");
-  torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]
   DecoderState next = state;
+  if (int8_) {
+    TORCH_CHECK(!is_training(), "decoder step: a decoder quantized to int8 only translates");
+    const torch::Tensor token_gates = int8_->embedding_gates(embed(previous_tokens));  // [B, 3H]
+    auto [attentional, weights] = advance(token_gates, next, source, int8_step_maps());
+    return {rows.int8 ? (*rows.int8)(attentional) : int8_->output(attentional), weights, next};
+  }
+  torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]
   auto [attentional, weights] = advance(token_gates, next, source, step_maps());
   torch::Tensor logits = rows.weight.defined() ? torch::nn::functional::linear(attentional, rows.weight, rows.bias)
                                                : output_logits(attentional);

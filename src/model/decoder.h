@@ -17,6 +17,8 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "model/decoder_gpu.h"
 #include "model/encoded_source.h"
 #include "model/gru_cell.h"
+#include "model/int8_linear.h"
 #include "model/loop_linear.h"
 #include "model/options.h"
 
@@ -51,6 +54,15 @@ struct StepOutput {
 struct OutputRows {
   torch::Tensor weight;
   torch::Tensor bias;
+  std::shared_ptr<const Int8Linear> int8;  // the same rows in int8, for a decoder quantized to int8
+};
+
+// The decoder step's weight matrices in int8 (compute type int8, model/int8_linear.h); the
+// attention scorer and the encoder stay float32.
+struct Int8DecoderWeights {
+  Int8Linear embedding_gates, feed;
+  std::vector<Int8Linear> hidden, layer_gates;
+  Int8Linear combine, output;
 };
 
 // A training-style pass over T steps (teacher forcing, or scheduled feeding). The output layer
@@ -87,6 +99,11 @@ class DecoderImpl : public torch::nn::Module {
 
   const DecoderOptions& options() const { return options_; }
 
+  // From now on step() multiplies by int8 copies of its weights (inference on the CPU; the float32
+  // weights stay for training and saving). The copies are of the weights as they are now.
+  void quantize_int8();
+  const Int8DecoderWeights* int8_weights() const { return int8_.get(); }
+
   torch::nn::Embedding embedding{nullptr};
   torch::nn::Linear bridge{nullptr};           // C -> L * H
   torch::nn::Linear embedding_gates{nullptr};  // E -> 3H, first layer's input gates from y_{t-1}
@@ -101,13 +118,16 @@ class DecoderImpl : public torch::nn::Module {
  private:
   // The linear maps applied inside every step. Made once per pass over the target, so that while
   // training each weight's gradient is one product over all steps (loop_linear.h).
+  // LoopLinear maps, or Int8Linear ones after quantize_int8().
+  using StepMap = std::function<torch::Tensor(const torch::Tensor&)>;
   struct StepMaps {
-    LoopLinear feed;                       // feed_gates
-    std::vector<LoopLinear> hidden;        // each cell's W_h, b_h
-    std::vector<LoopLinear> layer_inputs;  // layer_gates
-    LoopLinear combine;                    // W_c
+    StepMap feed;                       // feed_gates
+    std::vector<StepMap> hidden;        // each cell's W_h, b_h
+    std::vector<StepMap> layer_inputs;  // layer_gates
+    StepMap combine;                    // W_c
   };
   StepMaps step_maps() const;
+  StepMaps int8_step_maps() const;
 
   // The recurrence, attention and attentional vector of one step, from the first layer's input
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
@@ -125,7 +145,8 @@ class DecoderImpl : public torch::nn::Module {
   DecoderOptions options_;
   std::vector<GruCellImpl*> cell_pointers_;
   std::vector<torch::nn::LinearImpl*> layer_gate_pointers_;
-  std::shared_ptr<GpuDecoderLoop> gpu_loop_;  // made by the first pass that takes it
+  std::shared_ptr<GpuDecoderLoop> gpu_loop_;        // made by the first pass that takes it
+  std::shared_ptr<const Int8DecoderWeights> int8_;  // quantize_int8(); null: float32
 };
 TORCH_MODULE(Decoder);
 

@@ -186,7 +186,8 @@ void bind_translator(py::module_& module) {
            "shortlist"_a = py::none(),
            "Loads `model`, a model directory from nmt train, or a list of them (an ensemble). checkpoint: best, "
            "last or a path, or a list (one per model, or several of one model). device: cpu or cuda. threads: CPU "
-           "threads (0 = number of cores; set for the whole process). compute_type: default or float32. shortlist: a "
+           "threads (0 = number of cores; set for the whole process). compute_type: default, float32 or int8 (the "
+           "decoder's products in int8, on the CPU). shortlist: a "
            "lexical shortlist file from nmt shortlist (each batch's output layer covers only its candidates).")
       .def("translate_batch", &PyTranslator::translate_batch, "sentences"_a, py::kw_only(), "n_best"_a = 1,
            "return_attention"_a = false, "return_alignment"_a = false, "prefix"_a = py::none(),

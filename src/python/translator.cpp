@@ -39,7 +39,7 @@ std::string optional_path(const py::object& value) {
 
 // The command's options that a call does not take: what the Translator fixes, and the progress line.
 std::string translator_key(const std::string& key) {
-  if (key == "threads" || key == "device" || key == "checkpoint" || key == "shortlist") {
+  if (key == "threads" || key == "device" || key == "checkpoint" || key == "shortlist" || key == "compute_type") {
     return "is fixed when the Translator is made: give it to nmt.Translator(...)";
   }
   if (key == "quiet") return "is the command's: Python shows no progress line";
@@ -146,10 +146,10 @@ PyTranslator::PyTranslator(const py::object& model, const py::object& checkpoint
     throw py::value_error("device must be cpu or cuda, not " + options_.device);
   }
   if (threads < 0) throw py::value_error("threads must be >= 0 (0 = number of cores)");
-  if (compute_type != "default" && compute_type != "float32") {
-    throw py::value_error("compute_type " + compute_type +
-                          ": this build translates in float32 (compute_type default or float32)");
+  if (compute_type != "default" && compute_type != "float32" && compute_type != "int8") {
+    throw py::value_error("compute_type " + compute_type + ": default, float32 or int8");
   }
+  options_.compute_type = compute_type == "int8" ? "int8" : "float32";
   py::gil_scoped_release release;
   set_threads(options_.threads);
   models_ = load_models(options_, parse_device(options_.device));

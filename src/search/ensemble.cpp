@@ -89,8 +89,12 @@ Ensemble Ensemble::restricted_to(const torch::Tensor& ids) const {
   restricted.output_rows_.clear();
   for (const Seq2Seq& member : members_) {
     const Decoder& decoder = member->decoder;
-    restricted.output_rows_.push_back(
-        {decoder->output_weight.index_select(0, ids), decoder->output_bias.index_select(0, ids)});  // [K, H], [K]
+    OutputRows rows{decoder->output_weight.index_select(0, ids), decoder->output_bias.index_select(0, ids),
+                    nullptr};  // [K, H], [K]
+    if (const Int8DecoderWeights* int8 = decoder->int8_weights()) {
+      rows.int8 = std::make_shared<const Int8Linear>(int8->output.rows(ids));
+    }
+    restricted.output_rows_.push_back(std::move(rows));
   }
   return restricted;
 }

@@ -31,7 +31,8 @@ namespace nmt {
 constexpr uint64_t kShortlistVersion = 1;
 
 struct ShortlistSizes {
-  int64_t translations = 30;    // target subwords kept per source subword
+  // Chosen on Multi30k's val (scripts/study/shortlist_sizes.py, docs/performance.md).
+  int64_t translations = 20;    // target subwords kept per source subword
   int64_t frequent = 200;       // most frequent target subwords, in every batch's list
   int64_t max_pairs = 2000000;  // training pairs counted at most (evenly spread over the corpus)
 };

@@ -1,5 +1,6 @@
 #include "search/translator.h"
 
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -87,6 +88,8 @@ SearchResult Translator::search_shortlisted(const std::vector<const std::vector<
     for (const Phrase& phrase : phrases) guides.insert(guides.end(), phrase.begin(), phrase.end());
   }
   const torch::Tensor ids = shortlist_->select(sources, guides);
+  spdlog::debug("shortlist: {} of {} target subwords for a batch of {} sentences", ids.size(0),
+                target_vocabulary_.size(), sources.size());
   if (ids.size(0) < kEosId + 1 + 2 * int64_t{options.beam_size}) {
     return search(model_, source, lengths, options, prefix, constraints);
   }

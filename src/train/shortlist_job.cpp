@@ -53,4 +53,14 @@ std::string make_shortlist(const ShortlistJob& job, spdlog::logger& log) {
   return output;
 }
 
+void write_shortlist(const TrainingSetup& setup, spdlog::logger& log) {
+  const TrainingCheckpoint& state = setup.state;
+  const std::string output = (fs::path(state.config.model_dir) / kShortlistFile).string();
+  const Shortlist shortlist =
+      Shortlist::build(setup.train_corpus, state.model.source_vocabulary, state.model.target_vocabulary,
+                       ShortlistSizes{}, (fs::path(state.config.model_dir) / kBestCheckpoint).string());
+  shortlist.write(output);
+  log.info("wrote {} (translate --shortlist {})", output, output);
+}
+
 }  // namespace nmt

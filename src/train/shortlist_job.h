@@ -28,4 +28,9 @@ struct ShortlistJob {
 // without the checkpoint are errors naming them.
 std::string make_shortlist(const ShortlistJob& job, spdlog::logger& log);
 
+struct TrainingSetup;
+// The end of a run with the `shortlist` key: model_dir/shortlist.bin from the run's corpus, with the
+// default sizes.
+void write_shortlist(const TrainingSetup& setup, spdlog::logger& log);
+
 }  // namespace nmt

@@ -20,6 +20,7 @@
 #include "train/run_log.h"
 #include "train/schedule.h"
 #include "train/setup.h"
+#include "train/shortlist_job.h"
 #include "train/stop_rules.h"
 #include "train/training_processes.h"
 #include "train/validator.h"
@@ -346,6 +347,7 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& options) {
   summary.steps = progress.step;
   summary.best_score = progress.best_score;
   save_last_checkpoint(run);
+  if (config.shortlist && processes->is_master()) write_shortlist(run.setup, log);
   summary.seconds = run.elapsed();
   processes->finish(progress.step - first_step, summary.seconds);
   log.info("done: {} after {} steps in {}; best dev {} {:.4f} ({})", summary.stop_reason, summary.steps,

@@ -144,8 +144,10 @@ def test_bad_arguments_raise_the_command_messages(translator, model_dir, tmp_pat
         nmt.Translator(str(tmp_path / "missing"))
     with pytest.raises(FileNotFoundError, match="checkpoint not found"):
         nmt.Translator(str(model_dir), checkpoint=str(tmp_path / "none.ckpt"))
-    with pytest.raises(ValueError, match="compute_type int8"):
-        nmt.Translator(str(model_dir), compute_type="int8")
+    with pytest.raises(ValueError, match="compute_type int16: default, float32 or int8"):
+        nmt.Translator(str(model_dir), compute_type="int16")
+    with pytest.raises(FileNotFoundError, match="shortlist"):
+        nmt.Translator(str(model_dir), shortlist=tmp_path / "missing.bin")
     with pytest.raises(FileNotFoundError, match="input file not found"):
         translator.translate_file(tmp_path / "missing.txt", tmp_path / "out.txt")
     with pytest.raises(ValueError, match="score_batch: 2 sources but 1 targets"):
@@ -193,3 +195,15 @@ def test_the_gil_is_released_while_translating(translator, test_lines):
     # Held by C++, the GIL would let this thread run only at the call's edges, not in its middle.
     middle = [t for t in seen if start + 0.25 * (end - start) < t < end - 0.25 * (end - start)]
     assert len(middle) > 100
+
+
+def test_int8_with_a_shortlist_equals_the_command(run_nmt, model_dir, source_file, test_lines, tmp_path):
+    shortlist = tmp_path / "shortlist.bin"
+    run_nmt("shortlist", "--model", model_dir, "--output", shortlist)
+    command = run_nmt("translate", "--model", model_dir, "--input", source_file, "--compute-type", "int8",
+                      "--shortlist", shortlist, "--with-scores", "--threads", 2).stdout.splitlines()
+    results = nmt.Translator(str(model_dir), threads=2, compute_type="int8", shortlist=shortlist).translate_batch(
+        test_lines)
+    assert [result.text for result in results] == [line.split("\t", 1)[1] for line in command]
+    for result, line in zip(results, command):
+        assert result.score == pytest.approx(float(line.split("\t", 1)[0]), rel=1e-5, abs=1e-5)

@@ -61,7 +61,7 @@ class Translator:
         checkpoint: Union[_Path, List[_Path], Tuple[_Path, ...]] = "best",
         device: Literal["cpu", "cuda"] = "cpu",
         threads: int = 0,
-        compute_type: Literal["default", "float32"] = "default",
+        compute_type: Literal["default", "float32", "int8"] = "default",
         shortlist: Optional[_Path] = None,
     ) -> None: ...
     def translate_batch(

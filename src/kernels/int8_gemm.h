@@ -1,0 +1,61 @@
+// Symmetric int8 matrix products for decoding with compute type int8 (model/int8_linear.h), as
+// CTranslate2's and Marian's int8 CPU paths do: a weight W [rows, depth] quantized once per row
+// (q = round(W / s), s = max|W_row| / 127), activations x [m, depth] per row on the fly
+// (a = round(x / t), t = max|x_row| / 127), and
+//   y[i, n] = (sum_k a[i, k] q[n, k]) * (t_i * s_n) + bias[n]
+// with the dot products summed exactly in int32. Three kernels give the same integer sums:
+//   - AVX-512 VNNI (vpdpbusd): u8 x s8 products of 4 depths a lane, the activations shifted to
+//     unsigned (a + 128) and 128 * sum_k q[n, k] taken off after;
+//   - AVX2 (vpmaddubsw with the sign trick of intgemm: |a| times q carrying a's sign, never past
+//     int16), then vpmaddwd into int32;
+//   - a plain reference, behind NMT_KERNELS=off.
+// Reached through kernels/dispatch.h (Operation::kInt8Products) and model/int8_linear.h only.
+//
+// Layout: the quantized weight is packed in panels of 16 rows (16 output columns), each panel a
+// run of groups of 4 depths: packed[((p * groups + g) * 16 + j) * 4 + i] = q[16 p + j, 4 g + i],
+// zero past the last row and depth. Activations are int8 rows of int8_depth(depth) bytes (zero
+// padded).
+#pragma once
+
+#include <cstdint>
+
+namespace nmt::kernels {
+
+constexpr int64_t kInt8PanelRows = 16;
+constexpr int64_t kInt8Group = 4;
+
+inline int64_t int8_depth(int64_t depth) { return (depth + kInt8Group - 1) / kInt8Group * kInt8Group; }
+inline int64_t int8_panels(int64_t rows) { return (rows + kInt8PanelRows - 1) / kInt8PanelRows; }
+inline int64_t int8_packed_size(int64_t rows, int64_t depth) {
+  return int8_panels(rows) * kInt8PanelRows * int8_depth(depth);
+}
+
+// Packs q [rows, depth] (row stride ldq) as above into `packed` (int8_packed_size bytes).
+void pack_int8_weight(const int8_t* q, int64_t ldq, int64_t rows, int64_t depth, int8_t* packed);
+
+// Quantizes x [m, depth] (row stride ldx) per row: a [m, int8_depth(depth)] (padding zero) and
+// each row's scale t (1 for a row of zeros). Rounds to nearest, ties to even.
+void quantize_int8_rows(const float* x, int64_t ldx, int64_t m, int64_t depth, int8_t* a, float* row_scale);
+
+// c[i, n] = dot(a_i, q_n) * (row_scale[i] * scale[n]) + bias[n] (bias may be null) for rows
+// i < m and output columns n in [column_begin, column_end), column_begin a multiple of 16;
+// `columns` is the weight's row count. c has row stride ldc. `column_sums` (VNNI only):
+// sum_k q[n, k] for every n < columns.
+struct Int8Product {
+  const int8_t* a;
+  int64_t m;
+  const int8_t* packed;
+  int64_t depth;
+  int64_t columns;
+  const float* row_scale;
+  const float* scale;
+  const float* bias;
+  const int32_t* column_sums;
+  float* c;
+  int64_t ldc;
+};
+void int8_gemm_reference(const Int8Product& product, int64_t column_begin, int64_t column_end);
+void int8_gemm_avx2(const Int8Product& product, int64_t column_begin, int64_t column_end);
+void int8_gemm_vnni(const Int8Product& product, int64_t column_begin, int64_t column_end);
+
+}  // namespace nmt::kernels

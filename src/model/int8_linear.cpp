@@ -1,0 +1,77 @@
+#include "model/int8_linear.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "kernels/available.h"
+#include "kernels/dispatch.h"
+#include "kernels/int8_gemm.h"
+
+namespace nmt {
+
+Int8Linear::Int8Linear(const torch::Tensor& weight, const torch::Tensor& bias) {
+  TORCH_CHECK(weight.dim() == 2 && weight.device().is_cpu(), "Int8Linear: weight [N, K] on the CPU expected");
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "Int8Linear: bias [N] expected");
+  const torch::Tensor w = weight.detach().to(torch::kFloat32).contiguous();
+  const torch::Tensor largest = w.abs().amax(1);                                   // [N]
+  scale_ = torch::where(largest > 0, largest / 127.0, torch::ones_like(largest));  // [N]
+  quantized_ = (w / scale_.unsqueeze(1)).round().clamp(-127, 127).to(torch::kInt8).contiguous();
+  if (bias.defined()) bias_ = bias.detach().to(torch::kFloat32).contiguous();
+  pack();
+}
+
+void Int8Linear::pack() {
+  const int64_t rows = quantized_.size(0), depth = quantized_.size(1);
+  packed_ = torch::empty({kernels::int8_packed_size(rows, depth)}, torch::kInt8);
+  kernels::pack_int8_weight(quantized_.data_ptr<int8_t>(), depth, rows, depth, packed_.data_ptr<int8_t>());
+  column_sums_ = quantized_.sum(1, /*keepdim=*/false, torch::kInt32).contiguous();
+}
+
+Int8Linear Int8Linear::rows(const torch::Tensor& ids) const {
+  const torch::Tensor index = ids.to(torch::kCPU, torch::kInt64);
+  Int8Linear selected;
+  selected.quantized_ = quantized_.index_select(0, index).contiguous();
+  selected.scale_ = scale_.index_select(0, index).contiguous();
+  if (bias_.defined()) selected.bias_ = bias_.index_select(0, index).contiguous();
+  selected.pack();
+  return selected;
+}
+
+torch::Tensor Int8Linear::dequantized_weight() const { return quantized_.to(torch::kFloat32) * scale_.unsqueeze(1); }
+
+torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
+  TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && input.device().is_cpu(), "Int8Linear: input [M, ",
+              in_features(), "] on the CPU expected");
+  const torch::Tensor x = input.to(torch::kFloat32).contiguous();
+  const int64_t m = x.size(0), depth = in_features(), columns = out_features();
+  const torch::Tensor a = torch::empty({m, kernels::int8_depth(depth)}, torch::kInt8);
+  const torch::Tensor row_scale = torch::empty({m}, torch::kFloat32);
+  kernels::quantize_int8_rows(x.data_ptr<float>(), depth, m, depth, a.data_ptr<int8_t>(), row_scale.data_ptr<float>());
+  torch::Tensor out = torch::empty({m, columns}, torch::kFloat32);
+  const kernels::Int8Product product{a.data_ptr<int8_t>(),
+                                     m,
+                                     packed_.data_ptr<int8_t>(),
+                                     depth,
+                                     columns,
+                                     row_scale.data_ptr<float>(),
+                                     scale_.data_ptr<float>(),
+                                     bias_.defined() ? bias_.data_ptr<float>() : nullptr,
+                                     column_sums_.data_ptr<int32_t>(),
+                                     out.data_ptr<float>(),
+                                     columns};
+  auto kernel = kernels::int8_gemm_reference;
+  if (kernels::use_kernel(kernels::Operation::kInt8Products)) {
+    const bool vnni = kernels::kernel_level() == kernels::KernelLevel::kAvx512 && kernels::vnni_kernels_available();
+    kernel = vnni ? kernels::int8_gemm_vnni : kernels::int8_gemm_avx2;
+  }
+  // Blocks of panels per thread, each worth at least about 2^16 multiply-adds.
+  const int64_t panels = kernels::int8_panels(columns);
+  const int64_t per_panel = std::max<int64_t>(1, m * kernels::int8_depth(depth) * kernels::kInt8PanelRows);
+  at::parallel_for(0, panels, std::max<int64_t>(1, (int64_t{1} << 16) / per_panel), [&](int64_t begin, int64_t end) {
+    kernel(product, begin * kernels::kInt8PanelRows, std::min(end * kernels::kInt8PanelRows, columns));
+  });
+  return out;
+}
+
+}  // namespace nmt

@@ -1,0 +1,39 @@
+// A linear map y = x W^T + b in int8, for decoding with compute type int8: W quantized once per
+// output row (symmetric, a float scale each), x per row at every call, the products summed in
+// int32 by the kernels of kernels/int8_gemm.h (AVX-512 VNNI, AVX2, or the plain reference with
+// NMT_KERNELS=off; all three give the same sums). Inference only, on the CPU, float32 in and out.
+//
+// Shapes: M rows of input, K input features, N output features.
+#pragma once
+
+#include <torch/types.h>
+
+namespace nmt {
+
+class Int8Linear {
+ public:
+  Int8Linear() = default;
+  // weight [N, K] float32, bias [N] or undefined.
+  Int8Linear(const torch::Tensor& weight, const torch::Tensor& bias);
+
+  torch::Tensor operator()(const torch::Tensor& input) const;  // [M, K] -> [M, N] float32
+
+  // The map of the output rows `ids` [N'] only (a shortlist's output layer).
+  Int8Linear rows(const torch::Tensor& ids) const;
+  // W as the products see it: the int8 rows times their scales [N, K].
+  torch::Tensor dequantized_weight() const;
+
+  int64_t out_features() const { return quantized_.size(0); }
+  int64_t in_features() const { return quantized_.size(1); }
+
+ private:
+  void pack();
+
+  torch::Tensor quantized_;    // [N, K] int8, round(W / scale)
+  torch::Tensor scale_;        // [N] float32, max |W_n| / 127
+  torch::Tensor bias_;         // [N] float32, or undefined
+  torch::Tensor packed_;       // the kernels' panels (kernels/int8_gemm.h), int8
+  torch::Tensor column_sums_;  // [N] int32, sum_k q[n, k] (the VNNI kernel's correction)
+};
+
+}  // namespace nmt
