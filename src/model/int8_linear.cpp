@@ -1,5 +1,6 @@
 #include "model/int8_linear.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ torch::Tensor Int8Linear::dequantized_weight() const { return quantized_.to(torc
 torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
   TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && input.device().is_cpu(), "Int8Linear: input [M, ",
               in_features(), "] on the CPU expected");
+  RECORD_FUNCTION("nmt::int8_linear", std::vector<c10::IValue>());  // named in nmt_bench --profile traces
   const torch::Tensor x = input.to(torch::kFloat32).contiguous();
   const int64_t m = x.size(0), depth = in_features(), columns = out_features();
   const torch::Tensor a = torch::empty({m, kernels::int8_depth(depth)}, torch::kInt8);
