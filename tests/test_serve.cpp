@@ -194,6 +194,8 @@ TEST_CASE("serve: /translate gives what nmt translate gives, with attention, ali
   CHECK(status["sentences_translated"] == kSentences.size() + 8);
   CHECK(status["source_vocabulary"].get<int>() > 0);
   CHECK(status["device"] == "cpu");
+  CHECK(status["compute_type"] == "float32");
+  CHECK(status["shortlist"] == "");
   CHECK(status["uptime_seconds"].get<double>() > 0);
   httplib::Result page = client.Get("/");
   REQUIRE(page);
@@ -205,6 +207,32 @@ TEST_CASE("serve: /translate gives what nmt translate gives, with attention, ali
     CHECK(page->body.find(external) == std::string::npos);
   }
   CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: in int8 with a shortlist it answers what nmt translate answers with them", "[serve]") {
+  const std::string shortlist = (work_directory() / "serve_shortlist.bin").string();
+  REQUIRE(run_nmt("shortlist --model " + served_model() + " --output " + shortlist).status == 0);
+  const std::string options = " --compute-type int8 --shortlist " + shortlist;
+  ServerProcess server(server_arguments({"--compute-type", "int8", "--shortlist", shortlist}), "serve_int8");
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  const std::string input = (work_directory() / "serve_int8_input.txt").string();
+  std::string text;
+  for (const auto& sentence : kSentences) text += sentence + "\n";
+  write_file_atomic(input, text);
+  CommandResult translated = run_nmt("translate --model " + served_model() + " --input " + input + options +
+                                     " --beam-size 3 --max-length 8 --quiet --threads 1");
+  REQUIRE(translated.status == 0);
+  const std::vector<std::string> expected = split_lines(translated.output);
+  REQUIRE(expected.size() == kSentences.size());
+  const json answer = post(client, {{"text", kSentences}, {"beam_size", 3}});
+  REQUIRE(answer["translations"].size() == kSentences.size());
+  for (size_t i = 0; i < kSentences.size(); ++i) CHECK(answer["translations"][i]["text"] == expected[i]);
+  httplib::Result health = client.Get("/health");
+  REQUIRE(health);
+  const json status = json::parse(health->body);
+  CHECK(status["compute_type"] == "int8");
+  CHECK(status["shortlist"] == shortlist);
 }
 
 TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, and the server stays up", "[serve]") {

@@ -7,6 +7,8 @@
 // use it. The exceptions are training passes: with a scorer on a CPU with the AVX2 kernels, forward() runs the same
 // maths as one fused function with a hand-written backward (decoder_fused.h); on a GPU, with one layer and the
 // additive scorer, as a loop of recorded step graphs (decoder_gpu.h). Both are tested against advance().
+// After quantize_int8() (translation with compute type int8), step() runs the same advance() with the
+// step's products in int8 (int8_linear.h).
 //
 // Shapes: B batch (or batch * beam), S source length, T target length, E embedding size,
 // H decoder hidden size, L layers, C encoder state size, V target vocabulary.

@@ -184,6 +184,8 @@ void answer_health(const Service& service, httplib::Response& response) {
                {"device", service.device.str()},
                {"threads", service.threads},
                {"beam_size", service.options.translate.search.beam_size},
+               {"compute_type", service.options.translate.compute_type},
+               {"shortlist", service.options.translate.shortlist},
                {"uptime_seconds", uptime},
                {"requests_served", service.requests_served.load()},
                {"requests_refused", service.requests_refused.load()},
