@@ -729,6 +729,13 @@ TEST_CASE("int8: translations agree with float32 on nearly every sentence and a 
           "[search]") {
   Seq2Seq model = small_model("additive"), quantized = small_model("additive");
   quantized->decoder->quantize_int8();
+  REQUIRE(quantized->decoder->int8_weights()->query.has_value());  // the scorer's W s in int8 too
+  // Scorers with and without a query projection of their own, made before inference mode (they train).
+  std::vector<std::tuple<std::string, Seq2Seq, Seq2Seq>> scorers;
+  for (const std::string type : {"multi-head", "local-p", "dot", "none"}) {
+    scorers.emplace_back(type, small_model(type), small_model(type));
+    std::get<2>(scorers.back())->decoder->quantize_int8();
+  }
   torch::InferenceMode guard;
   std::vector<int64_t> lengths_list;
   for (int64_t i = 0; i < 200; ++i) lengths_list.push_back(2 + i % 7);
@@ -748,4 +755,12 @@ TEST_CASE("int8: translations agree with float32 on nearly every sentence and a 
   const SearchOptions greedy = fixed_shape_options(1, 1.0, 1);
   CHECK(search(model, source, lengths, greedy)[0][0].log_probability !=
         search(quantized, source, lengths, greedy)[0][0].log_probability);
+  for (auto& [type, plain, int8] : scorers) {
+    INFO(type);
+    CHECK(int8->decoder->int8_weights()->query.has_value() == plain->decoder->attention->query_weight().defined());
+    const SearchResult full = search(plain, source, lengths, greedy), found = search(int8, source, lengths, greedy);
+    int64_t same = 0;
+    for (size_t b = 0; b < full.size(); ++b) same += full[b][0].tokens == found[b][0].tokens ? 1 : 0;
+    CHECK(same >= 190);
+  }
 }

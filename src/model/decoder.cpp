@@ -84,6 +84,9 @@ void DecoderImpl::quantize_int8() {
   for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) {
     weights->layer_gates.emplace_back(gates->weight, gates->bias);
   }
+  if (const torch::Tensor query = attention->query_weight(); query.defined()) {
+    weights->query = Int8Linear(query, torch::Tensor());
+  }
   weights->combine = Int8Linear(combine->weight, torch::Tensor());
   weights->output = Int8Linear(output_weight, output_bias);
   int8_ = std::move(weights);
@@ -99,6 +102,7 @@ DecoderImpl::StepMaps DecoderImpl::int8_step_maps() const {
   maps.feed = map(weights->feed);
   for (const Int8Linear& hidden : weights->hidden) maps.hidden.push_back(map(hidden));
   for (const Int8Linear& gates : weights->layer_gates) maps.layer_inputs.push_back(map(gates));
+  if (weights->query) maps.query = map(*weights->query);
   maps.combine = map(weights->combine);
   return maps;
 }
@@ -115,9 +119,10 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
     output = GruCellImpl::from_gates(gates, maps.hidden[layer](hidden), hidden);
     new_hidden.push_back(output);
   }
+  const torch::Tensor projected = maps.query ? maps.query(output) : torch::Tensor();  // [B, P] W s, or the scorer's
   AttentionResult attended =
-      attention(output, source, AttentionStep{state.position, state.coverage, torch::Tensor()});  // [B, C]
-  torch::Tensor attentional =                                                                     // [B, H]
+      attention(output, source, AttentionStep{state.position, state.coverage, projected});  // [B, C]
+  torch::Tensor attentional =                                                               // [B, H]
       apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout,
                     is_training());
   torch::Tensor coverage = state.coverage.defined() ? state.coverage + attended.weights : torch::Tensor();

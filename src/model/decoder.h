@@ -59,11 +59,13 @@ struct OutputRows {
   std::shared_ptr<const Int8Linear> int8;  // the same rows in int8, for a decoder quantized to int8
 };
 
-// The decoder step's weight matrices in int8 (compute type int8, model/int8_linear.h); the
-// attention scorer and the encoder stay float32.
+// The decoder step's weight matrices in int8 (compute type int8, model/int8_linear.h): the scorer's
+// query projection among them, where it has one (AttentionImpl::query_weight); the rest of the
+// scorer and the encoder stay float32.
 struct Int8DecoderWeights {
   Int8Linear embedding_gates, feed;
   std::vector<Int8Linear> hidden, layer_gates;
+  std::optional<Int8Linear> query;
   Int8Linear combine, output;
 };
 
@@ -126,6 +128,7 @@ class DecoderImpl : public torch::nn::Module {
     StepMap feed;                       // feed_gates
     std::vector<StepMap> hidden;        // each cell's W_h, b_h
     std::vector<StepMap> layer_inputs;  // layer_gates
+    StepMap query;                      // the scorer's W s (AttentionStep::projected); empty: the scorer's own
     StepMap combine;                    // W_c
   };
   StepMaps step_maps() const;
