@@ -90,6 +90,7 @@ void DecoderImpl::quantize_int8() {
   weights->combine = Int8Linear(combine->weight, torch::Tensor());
   weights->output = Int8Linear(output_weight, output_bias);
   int8_ = std::move(weights);
+  int8_maps_ = int8_step_maps();
 }
 
 DecoderImpl::StepMaps DecoderImpl::int8_step_maps() const {
@@ -163,7 +164,7 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
   if (int8_) {
     TORCH_CHECK(!is_training(), "decoder step: a decoder quantized to int8 only translates");
     const torch::Tensor token_gates = int8_->embedding_gates(embed(previous_tokens));  // [B, 3H]
-    auto [attentional, weights] = advance(token_gates, next, source, int8_step_maps());
+    auto [attentional, weights] = advance(token_gates, next, source, int8_maps_);
     return {rows.int8 ? (*rows.int8)(attentional) : int8_->output(attentional), weights, next};
   }
   torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]

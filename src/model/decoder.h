@@ -132,6 +132,7 @@ class DecoderImpl : public torch::nn::Module {
     StepMap combine;                    // W_c
   };
   StepMaps step_maps() const;
+  // The maps of int8_, made once by quantize_int8().
   StepMaps int8_step_maps() const;
 
   // The recurrence, attention and attentional vector of one step, from the first layer's input
@@ -152,6 +153,7 @@ class DecoderImpl : public torch::nn::Module {
   std::vector<torch::nn::LinearImpl*> layer_gate_pointers_;
   std::shared_ptr<GpuDecoderLoop> gpu_loop_;        // made by the first pass that takes it
   std::shared_ptr<const Int8DecoderWeights> int8_;  // quantize_int8(); null: float32
+  StepMaps int8_maps_;                              // int8_step_maps(), for every step
 };
 TORCH_MODULE(Decoder);
 
