@@ -13,6 +13,8 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "inference/checkpoint_format.h"
+#include "inference/model.h"
 #include "process_helpers.h"
 #include "text/corpus.h"
 #include "util/io.h"
@@ -772,4 +774,74 @@ TEST_CASE("cli: shortlist writes a model's list for translate and another model'
   CHECK(no_text.status != 0);
   CHECK_THAT(no_text.output, Catch::Contains("/nope/train.src"));
   CHECK(read_file(damaged).size() == 100);  // a failed run leaves the file named by --output as it was
+}
+
+// An int8 export holds the int8 rows the decoder multiplies by, so it translates exactly as its
+// checkpoint does with --compute-type int8, and is a fraction of the checkpoint's size.
+TEST_CASE("cli: export writes an int8 model that translates exactly as its checkpoint in int8", "[cli]") {
+  const std::string model_dir = (work_directory() / "exported").string();
+  REQUIRE(run_nmt(tiny_train_arguments(model_dir) + " --vocab-size 400 --decoder-hidden-size 64").status == 0);
+  const std::string int8 = (work_directory() / "exported.int8").string();
+  const std::string float32 = (work_directory() / "exported.float32").string();
+  CommandResult exported = run_nmt("export --model " + model_dir + " --output " + int8);
+  INFO(exported.output);
+  REQUIRE(exported.status == 0);
+  CHECK_THAT(exported.output, Catch::Contains(int8) && Catch::Contains("int8"));
+  REQUIRE(run_nmt("export --model " + model_dir + " --compute-type float32 --output " + float32).status == 0);
+  // int8 saves three of every four bytes of the weights (less a scale per row); the vocabularies stay.
+  double weight_bytes = 0;
+  for (const torch::Tensor& parameter : load_model(model_dir + "/best.ckpt", torch::kCPU).network->parameters()) {
+    weight_bytes += 4.0 * static_cast<double>(parameter.numel());
+  }
+  const auto saved = static_cast<double>(fs::file_size(float32)) - static_cast<double>(fs::file_size(int8));
+  CHECK(saved > 0.7 * weight_bytes);
+
+  const std::string input = (work_directory() / "export_input.txt").string();
+  write_file_atomic(input, "A frog sees the bridge .\nThe dog eats .\nTwo men ride a bike in the park .\n");
+  const std::string decode = " --input " + input + " --beam-size 3 --max-length 10 --with-scores --quiet";
+  CommandResult from_checkpoint = run_nmt("translate --model " + model_dir + " --compute-type int8" + decode);
+  CommandResult from_export = run_nmt("translate --model " + int8 + decode);  // int8 by default
+  REQUIRE(from_checkpoint.status == 0);
+  CHECK(split_lines(from_checkpoint.output).size() == 3);
+  CHECK(from_export.output == from_checkpoint.output);
+  CommandResult from_float32_export = run_nmt("translate --model " + float32 + decode);
+  CHECK(from_float32_export.output == run_nmt("translate --model " + model_dir + decode).output);
+
+  // Files that are not what they claim: one-line errors naming them; the output file is never lost.
+  CommandResult again = run_nmt("export --model " + model_dir + " --output " + int8);
+  CHECK(again.status != 0);
+  CHECK_THAT(again.output, Catch::Contains(int8) && Catch::Contains("--force"));
+  CommandResult reserved = run_nmt("export --model " + model_dir + " --output " + model_dir + "/last.ckpt");
+  CHECK(reserved.status != 0);
+  CHECK_THAT(reserved.output, Catch::Contains("reserved"));
+  CommandResult no_training_state = run_nmt("average --model " + model_dir + " --checkpoints " + int8 + " " + int8 +
+                                            " --output " + (work_directory() / "averaged_exports.ckpt").string());
+  CHECK(no_training_state.status != 0);
+  CHECK_THAT(no_training_state.output, Catch::Contains(int8) && Catch::Contains("no training state"));
+  const std::string cut = (work_directory() / "cut.int8").string();
+  write_file_atomic(cut, read_file(int8).substr(0, read_file(int8).size() / 2));
+  CommandResult truncated = run_nmt("translate --model " + cut + decode);
+  CHECK(truncated.status != 0);
+  CHECK_THAT(truncated.output, Catch::Contains(cut));
+  // An export whose configuration says another size than its weights have.
+  torch::serialize::InputArchive archive;
+  archive.load_from(int8);
+  torch::serialize::OutputArchive changed;
+  for (const std::string& key : archive.keys()) {
+    c10::IValue value;
+    archive.read(key, value);
+    if (key == "config") {
+      std::string config = read_bytes(archive, key);
+      const size_t at = config.find("decoder-hidden-size\t64");
+      REQUIRE(at != std::string::npos);
+      write_bytes(changed, key, config.replace(at, 22, "decoder-hidden-size\t32"));
+    } else {
+      changed.write(key, value);
+    }
+  }
+  const std::string mismatched = (work_directory() / "mismatched.int8").string();
+  changed.save_to(mismatched);
+  CommandResult misfit = run_nmt("translate --model " + mismatched + decode);
+  CHECK(misfit.status != 0);
+  CHECK_THAT(misfit.output, Catch::Contains(mismatched) && Catch::Contains("export it again"));
 }

@@ -268,7 +268,7 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
           std::to_string(lines.size()) + " sentences, batch " + std::to_string(batching.batch_size) +
               (batching.batch_in_tokens ? " tokens" : " sentences") +
               (models.shortlist ? ", shortlist (FLOPs of the whole output layer)" : "") +
-              (options.compute_type == "int8" ? ", int8" : "") + ", " + runs_on(device)};
+              (models.compute_type == "int8" ? ", int8" : "") + ", " + runs_on(device)};
   row.sentences_per_second = static_cast<double>(lines.size()) / seconds;
   row.tokens_per_second = static_cast<double>(target_tokens) / seconds;
   row.flops_per_token = count.forward_per_target_token(shapes) - count.decoder + beam_decoder;

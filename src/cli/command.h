@@ -42,6 +42,7 @@ Command add_evaluate(CLI::App& program);
 Command add_serve(CLI::App& program);
 Command add_average(CLI::App& program);
 Command add_shortlist(CLI::App& program);
+Command add_export(CLI::App& program);
 Command add_score(CLI::App& program);
 Command add_rerank(CLI::App& program);
 // The options of the commands that score by forced decoding (score, rerank): length penalty, batch

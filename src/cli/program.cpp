@@ -44,7 +44,7 @@ class TrainSectionReader : public CLI::ConfigTOML {
 Program::Program(Invocation arguments)
     : invocation(std::move(arguments)),
       app("nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, score, rerank, "
-          "average, shortlist, serve)",
+          "average, shortlist, export, serve)",
           "nmt") {
   commands = {
       add_train(app, invocation, train),
@@ -54,6 +54,7 @@ Program::Program(Invocation arguments)
       add_serve(app),
       add_average(app),
       add_shortlist(app),
+      add_export(app),
       add_score(app),
       add_rerank(app),
   };

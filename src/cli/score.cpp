@@ -22,7 +22,9 @@ Command add_score(CLI::App& program) {
   auto job = std::make_shared<ScoreJob>();
   CLI::App* command = program.add_subcommand(
       "score", "score given translations: 'score<TAB>log-probability<TAB>mean per token' per line pair");
-  command->add_option("--model", job->options.models, "model directory (from nmt train); several score as an ensemble")
+  command
+      ->add_option("--model", job->options.models,
+                   "model directory (from nmt train) or exported model file; several score as an ensemble")
       ->required();
   command->add_option("--checkpoint", job->options.checkpoints,
                       "best (default), last, or a checkpoint path; several make an ensemble");

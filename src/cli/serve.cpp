@@ -12,8 +12,9 @@ Command add_serve(CLI::App& program) {
   CLI::App* command =
       program.add_subcommand("serve", "translate over HTTP: POST /translate (JSON), GET /health, GET / (a page)");
   command
-      ->add_option("--model", options->translate.models,
-                   "model directory (from nmt train); several decode as an ensemble")
+      ->add_option(
+          "--model", options->translate.models,
+          "model directory (from nmt train) or exported model file (nmt export); several decode as an ensemble")
       ->required();
   const auto add = [&](const std::string& name, auto& value, const std::string& help) {
     command->add_option(name, value, help)->capture_default_str();

@@ -12,7 +12,10 @@ namespace nmt::cli {
 Command add_translate(CLI::App& program) {
   auto job = std::make_shared<TranslateJob>();
   CLI::App* command = program.add_subcommand("translate", "translate text files with a trained model");
-  command->add_option("--model", job->options.models, "model directory (from nmt train); several decode as an ensemble")
+  command
+      ->add_option(
+          "--model", job->options.models,
+          "model directory (from nmt train) or exported model file (nmt export); several decode as an ensemble")
       ->required();
   command->add_option("--input", job->inputs, "input files, or - for stdin (default)");
   command->add_option("--output", job->output, "output file, or - for stdout")->capture_default_str();

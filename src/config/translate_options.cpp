@@ -45,9 +45,9 @@ void add_translate_options(CLI::App& command, TranslateOptions& options) {
                      "each of one --model's");
   command
       .add_option("--compute-type", options.compute_type,
-                  "float32, or int8: the decoder's products in int8 (weights quantized per row when the model loads; "
-                  "CPU only)")
-      ->check(CLI::IsMember({"float32", "int8"}))
+                  "int8: weight matrices rounded to int8 per row and the decoder's products in int8 (CPU only); "
+                  "default: int8 for an int8 export (nmt export), float32 otherwise")
+      ->check(CLI::IsMember({"default", "float32", "int8"}))
       ->capture_default_str();
   command.add_option("--shortlist", options.shortlist,
                      "a lexical shortlist (nmt shortlist): each batch's output layer covers only its sentences' "

@@ -50,7 +50,7 @@ struct TranslateOptions {
   std::string device = "cpu";            // cpu | cuda
   bool quiet = false;                    // no progress line on stderr
   std::string shortlist;                 // a lexical shortlist file (search/shortlist.h); empty: none
-  std::string compute_type = "float32";  // float32 | int8 (the decoder step's products, model/int8_linear.h)
+  std::string compute_type = "default";  // default | float32 | int8 (inference/model.h's load_models)
 };
 
 // Declares the options of `options` (all but models and n_best) on `command`.

@@ -66,6 +66,15 @@ void open_checkpoint(const std::string& path, const torch::Device& device, torch
       remedy);
 }
 
+void write_archive_atomic(torch::serialize::OutputArchive& archive, const std::string& path) {
+  std::string bytes;
+  archive.save_to([&](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  write_file_atomic(path, bytes);
+}
+
 ConfigEntries read_config_entries(torch::serialize::InputArchive& archive) {
   ConfigEntries entries;
   std::istringstream in(read_bytes(archive, "config"));

@@ -42,6 +42,11 @@ void open_checkpoint(const std::string& path, const torch::Device& device, torch
 
 ConfigEntries read_config_entries(torch::serialize::InputArchive& archive);
 
+// Serializes `archive` in memory and writes it to `path` with write_file_atomic (util/io.h):
+// LibTorch's own file writer reports a failed write (a full disk) from its destructor, which ends
+// the process; this throws a message and leaves any earlier file at `path` as it was.
+void write_archive_atomic(torch::serialize::OutputArchive& archive, const std::string& path);
+
 // Strings (vocabularies) stored as byte tensors.
 void write_bytes(torch::serialize::OutputArchive& archive, const std::string& key, const std::string& bytes);
 std::string read_bytes(torch::serialize::InputArchive& archive, const std::string& key);

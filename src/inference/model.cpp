@@ -2,10 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
 #include "config/model_fields.h"
+#include "inference/export.h"
 #include "util/io.h"
 
 namespace nmt {
@@ -19,9 +21,14 @@ TranslationModel read_model(torch::serialize::InputArchive& archive, const Model
   model.target_vocabulary =
       Vocabulary::from_serialized(read_bytes(archive, "target_vocabulary"), path + " (target vocabulary)");
   model.network = Seq2Seq(options, model.source_vocabulary.size(), model.target_vocabulary.size());
-  torch::serialize::InputArchive weights;
-  archive.read("model", weights);
-  model.network->load(weights);
+  model.stored_compute_type = stored_compute_type(archive);
+  if (model.stored_compute_type == "int8") {
+    read_int8_parameters(archive, *model.network, path);
+  } else {
+    torch::serialize::InputArchive weights;
+    archive.read("model", weights);
+    model.network->load(weights);
+  }
   model.network->to(device);
   // For translation: no dropout. Translators that share it never switch it (search/translator.cpp),
   // so that threads translating at once (nmt serve's workers, Python threads) read it as it is.
@@ -40,6 +47,7 @@ TranslationModel load_model(const std::string& path, const torch::Device& device
 }
 
 std::string resolve_checkpoint(const std::string& model_dir, const std::string& which) {
+  if (which == "best" && std::filesystem::is_regular_file(model_dir)) return model_dir;
   if (which == "best") return (std::filesystem::path(model_dir) / kBestCheckpoint).string();
   if (which == "last") return (std::filesystem::path(model_dir) / kLastCheckpoint).string();
   return which;
@@ -47,7 +55,7 @@ std::string resolve_checkpoint(const std::string& model_dir, const std::string& 
 
 TranslationModel load_model_from_directory(const std::string& model_dir, const std::string& which,
                                            const torch::Device& device) {
-  if (!std::filesystem::is_directory(model_dir)) {
+  if (!std::filesystem::is_directory(model_dir) && !std::filesystem::is_regular_file(model_dir)) {
     throw FileNotFound(model_dir + ": model directory not found (train one with nmt train)");
   }
   return load_model(resolve_checkpoint(model_dir, which), device);
@@ -124,13 +132,23 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
     require_same_vocabulary(added.target_vocabulary, models.checkpoints.back(), first.target_vocabulary,
                             models.checkpoints.front(), "target");
   }
-  if (options.compute_type == "int8") {
+  models.compute_type = options.compute_type;
+  if (models.compute_type == "default") {
+    const bool exported = std::any_of(models.members.begin(), models.members.end(), [](const TranslationModel& member) {
+      return member.stored_compute_type == "int8";
+    });
+    models.compute_type = exported ? "int8" : "float32";
+  }
+  if (models.compute_type == "int8") {
     if (!device.is_cpu()) {
       throw std::invalid_argument("--compute-type int8 runs on the CPU: use --device cpu, or float32 on a GPU");
     }
-    for (TranslationModel& member : models.members) member.network->decoder->quantize_int8();
-  } else if (options.compute_type != "float32") {
-    throw std::invalid_argument("--compute-type " + options.compute_type + ": float32 or int8");
+    for (TranslationModel& member : models.members) {
+      if (member.stored_compute_type != "int8") round_weights_to_int8(*member.network);
+      member.network->decoder->quantize_int8();
+    }
+  } else if (models.compute_type != "float32") {
+    throw std::invalid_argument("--compute-type " + options.compute_type + ": default, float32 or int8");
   }
   if (!options.shortlist.empty()) {
     auto shortlist = std::make_shared<Shortlist>(Shortlist::read(options.shortlist));

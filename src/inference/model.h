@@ -23,6 +23,9 @@ struct TranslationModel {
   Vocabulary source_vocabulary;
   Vocabulary target_vocabulary;
   Seq2Seq network{nullptr};  // in eval mode as loaded; training switches it to train()
+  // "int8" for an int8 export (inference/export.h), whose weights are already rounded to int8;
+  // "float32" for checkpoints and float32 exports.
+  std::string stored_compute_type = "float32";
 };
 
 // Loads the model of the checkpoint at `path` onto `device`. Throws std::runtime_error naming the
@@ -34,9 +37,11 @@ TranslationModel read_model(torch::serialize::InputArchive& archive, const Model
                             const std::string& path, const torch::Device& device);
 
 // `which` is best, last or a path: model_dir/best.ckpt, model_dir/last.ckpt, or `which` itself.
+// A model_dir that is a file (an export from nmt export) is its own best.
 std::string resolve_checkpoint(const std::string& model_dir, const std::string& which);
 
-// Checks that `model_dir` exists, then loads its checkpoint `which` (resolve_checkpoint).
+// Checks that `model_dir` exists (a directory, or an exported model file), then loads its checkpoint `which`
+// (resolve_checkpoint).
 TranslationModel load_model_from_directory(const std::string& model_dir, const std::string& which,
                                            const torch::Device& device);
 
@@ -45,6 +50,7 @@ struct TranslationModels {
   std::vector<TranslationModel> members;       // at least one; all share the first one's vocabularies
   std::vector<std::string> checkpoints;        // the file each member was loaded from
   std::shared_ptr<const Shortlist> shortlist;  // --shortlist, checked against the vocabularies; or none
+  std::string compute_type = "float32";        // what the decoder multiplies in: float32 or int8
 
   Ensemble ensemble() const;
   const Vocabulary& source_vocabulary() const { return members.front().source_vocabulary; }
@@ -63,6 +69,8 @@ std::vector<std::pair<std::string, std::string>> model_checkpoints(const Transla
 // Loads every model of `options` (model_checkpoints) onto `device`, and its --shortlist. Models whose
 // source or target vocabularies differ are refused with std::invalid_argument naming both
 // checkpoints and the first differing subword; a shortlist made for other vocabularies too.
+// Compute type "default" is int8 when a model is an int8 export and float32 otherwise; int8 rounds
+// every weight matrix to int8 (inference/export.h) and quantizes the decoder step.
 TranslationModels load_models(const TranslateOptions& options, const torch::Device& device);
 
 }  // namespace nmt

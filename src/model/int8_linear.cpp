@@ -11,13 +11,24 @@
 
 namespace nmt {
 
+QuantizedRows quantize_rows(const torch::Tensor& weight) {
+  const torch::Tensor w = weight.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  const torch::Tensor largest = w.abs().amax(1);                                                 // [N]
+  torch::Tensor scales = torch::where(largest > 0, largest / 127.0, torch::ones_like(largest));  // [N]
+  torch::Tensor values = (w / scales.unsqueeze(1)).round().clamp(-127, 127).to(torch::kInt8).contiguous();
+  return {std::move(values), std::move(scales)};
+}
+
+torch::Tensor dequantize_rows(const QuantizedRows& rows) {
+  return rows.values.to(torch::kFloat32) * rows.scales.unsqueeze(1);
+}
+
 Int8Linear::Int8Linear(const torch::Tensor& weight, const torch::Tensor& bias) {
   TORCH_CHECK(weight.dim() == 2 && weight.device().is_cpu(), "Int8Linear: weight [N, K] on the CPU expected");
   TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "Int8Linear: bias [N] expected");
-  const torch::Tensor w = weight.detach().to(torch::kFloat32).contiguous();
-  const torch::Tensor largest = w.abs().amax(1);                                   // [N]
-  scale_ = torch::where(largest > 0, largest / 127.0, torch::ones_like(largest));  // [N]
-  quantized_ = (w / scale_.unsqueeze(1)).round().clamp(-127, 127).to(torch::kInt8).contiguous();
+  QuantizedRows rows = quantize_rows(weight);
+  quantized_ = std::move(rows.values);
+  scale_ = std::move(rows.scales);
   if (bias.defined()) bias_ = bias.detach().to(torch::kFloat32).contiguous();
   pack();
 }
@@ -39,7 +50,7 @@ Int8Linear Int8Linear::rows(const torch::Tensor& ids) const {
   return selected;
 }
 
-torch::Tensor Int8Linear::dequantized_weight() const { return quantized_.to(torch::kFloat32) * scale_.unsqueeze(1); }
+torch::Tensor Int8Linear::dequantized_weight() const { return dequantize_rows({quantized_, scale_}); }
 
 torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
   TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && input.device().is_cpu(), "Int8Linear: input [M, ",

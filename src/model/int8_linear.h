@@ -10,6 +10,16 @@
 
 namespace nmt {
 
+// A matrix [N, K] quantized per row: values = round(W / scale) in int8 [N, K], scale = max |W_n| / 127
+// in float32 [N] (1 for a row of zeros).
+struct QuantizedRows {
+  torch::Tensor values;
+  torch::Tensor scales;
+};
+QuantizedRows quantize_rows(const torch::Tensor& weight);
+// values * scales, float32 [N, K]: the same bits for the same QuantizedRows, wherever it is done.
+torch::Tensor dequantize_rows(const QuantizedRows& rows);
+
 class Int8Linear {
  public:
   Int8Linear() = default;
@@ -29,7 +39,7 @@ class Int8Linear {
  private:
   void pack();
 
-  torch::Tensor quantized_;    // [N, K] int8, round(W / scale)
+  torch::Tensor quantized_;    // [N, K] int8, round(W / scale) (quantize_rows)
   torch::Tensor scale_;        // [N] float32, max |W_n| / 127
   torch::Tensor bias_;         // [N] float32, or undefined
   torch::Tensor packed_;       // the kernels' panels (kernels/int8_gemm.h), int8

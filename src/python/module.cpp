@@ -184,10 +184,12 @@ void bind_translator(py::module_& module) {
       .def(py::init<const py::object&, const py::object&, std::string, int, const std::string&, const py::object&>(),
            "model"_a, "checkpoint"_a = "best", "device"_a = "cpu", "threads"_a = 0, "compute_type"_a = "default",
            "shortlist"_a = py::none(),
-           "Loads `model`, a model directory from nmt train, or a list of them (an ensemble). checkpoint: best, "
+           "Loads `model`, a model directory from nmt train or a file from nmt export, or a list of them (an "
+           "ensemble). checkpoint: best, "
            "last or a path, or a list (one per model, or several of one model). device: cpu or cuda. threads: CPU "
-           "threads (0 = number of cores; set for the whole process). compute_type: default, float32 or int8 (the "
-           "decoder's products in int8, on the CPU). shortlist: a "
+           "threads (0 = number of cores; set for the whole process). compute_type: default (int8 for an int8 export, "
+           "float32 otherwise), float32 or int8 (weights rounded to int8 and the decoder's products in int8, on the "
+           "CPU). shortlist: a "
            "lexical shortlist file from nmt shortlist (each batch's output layer covers only its candidates).")
       .def("translate_batch", &PyTranslator::translate_batch, "sentences"_a, py::kw_only(), "n_best"_a = 1,
            "return_attention"_a = false, "return_alignment"_a = false, "prefix"_a = py::none(),

@@ -149,7 +149,7 @@ PyTranslator::PyTranslator(const py::object& model, const py::object& checkpoint
   if (compute_type != "default" && compute_type != "float32" && compute_type != "int8") {
     throw py::value_error("compute_type " + compute_type + ": default, float32 or int8");
   }
-  options_.compute_type = compute_type == "int8" ? "int8" : "float32";
+  options_.compute_type = compute_type;
   py::gil_scoped_release release;
   set_threads(options_.threads);
   models_ = load_models(options_, parse_device(options_.device));

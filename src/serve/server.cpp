@@ -184,7 +184,7 @@ void answer_health(const Service& service, httplib::Response& response) {
                {"device", service.device.str()},
                {"threads", service.threads},
                {"beam_size", service.options.translate.search.beam_size},
-               {"compute_type", service.options.translate.compute_type},
+               {"compute_type", service.models.compute_type},
                {"shortlist", service.options.translate.shortlist},
                {"uptime_seconds", uptime},
                {"requests_served", service.requests_served.load()},

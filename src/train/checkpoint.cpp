@@ -50,15 +50,7 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
     optimizer->save(optimizer_archive);
     archive.write("optimizer", optimizer_archive);
   }
-  // Serialized in memory, then written by write_file_atomic: LibTorch's file writer reports a
-  // failed write (a full disk) from its destructor, which ends the process; ours throws a message
-  // and removes its temporary file.
-  std::string bytes;
-  archive.save_to([&](const void* data, size_t size) {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  write_file_atomic(path, bytes);
+  write_archive_atomic(archive, path);
 }
 
 TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch::Device& device,
@@ -69,6 +61,11 @@ TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch
   with_checkpoint_errors(
       path,
       [&] {
+        if (c10::IValue exported; archive.try_read("compute_type", exported)) {
+          throw std::runtime_error(path +
+                                   ": an exported model (nmt export) holds no training state; use one of the "
+                                   "run's checkpoints");
+        }
         checkpoint.config = config_from_entries(read_config_entries(archive));
         checkpoint.model = read_model(archive, checkpoint.config.model, path, device);
         c10::IValue value;

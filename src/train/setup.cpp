@@ -206,6 +206,10 @@ TranslationModel fine_tuning_start(const TrainConfig& config, const torch::Devic
                              ": no such checkpoint (give a .ckpt file, or a model directory with a best.ckpt)");
   }
   TranslationModel start = load_model(path, device);
+  if (start.stored_compute_type == "int8") {
+    throw std::invalid_argument("init-from: " + path +
+                                " is an int8 export, whose weights are rounded; fine-tune from the run's checkpoint");
+  }
   check_fine_tunable(config.model, start.options, path);
   if (config.joint_vocab && start.source_vocabulary.serialized() != start.target_vocabulary.serialized()) {
     throw std::invalid_argument("joint-vocab: is true but " + path +

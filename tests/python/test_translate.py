@@ -207,3 +207,8 @@ def test_int8_with_a_shortlist_equals_the_command(run_nmt, model_dir, source_fil
     assert [result.text for result in results] == [line.split("\t", 1)[1] for line in command]
     for result, line in zip(results, command):
         assert result.score == pytest.approx(float(line.split("\t", 1)[0]), rel=1e-5, abs=1e-5)
+    # An int8 export (nmt export) loads as int8 by default and translates as the checkpoint does in int8.
+    exported = tmp_path / "model.int8"
+    run_nmt("export", "--model", model_dir, "--output", exported)
+    from_export = nmt.Translator(exported, threads=2, shortlist=shortlist).translate_batch(test_lines)
+    assert [(result.text, result.score) for result in from_export] == [(r.text, r.score) for r in results]
