@@ -139,6 +139,42 @@ TEST_CASE("attention's masked softmax kernel matches LibTorch's and is exactly 0
   CHECK(torch::equal(weights.masked_select(mask.logical_not()), torch::zeros({19 - 11 + 19 - 8 + 18})));
 }
 
+TEST_CASE("decoding's log-softmax kernels: LibTorch's values, and the fused top-k takes the same bits", "[kernels]") {
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) {
+    WARN("no AVX2 on this CPU: nothing to compare");
+    return;
+  }
+  torch::manual_seed(6);
+  for (const int64_t cols : {1, 7, 8, 37, 2000}) {
+    for (const int64_t k : {1, 2, 10}) {
+      if (k > cols) continue;
+      INFO(cols << " columns, top " << k);
+      torch::Tensor z = 6 * torch::randn({5, cols});
+      z[1].fill_(0.5);                              // all tied: the lowest columns win
+      if (cols > 8) z[2][3] = z[2][cols - 2] = 40;  // the maximum at a banned column and a tie at the top
+      const std::vector<int64_t> banned{0, std::min<int64_t>(3, cols - 1)};
+      torch::Tensor all = torch::empty_like(z);
+      kernels::log_softmax_rows(z.data_ptr<float>(), 5, cols, all.data_ptr<float>());
+      CHECK(torch::allclose(all, torch::log_softmax(z, 1), 1e-5, 1e-5));
+
+      torch::Tensor values = torch::empty({5, k}), ids = torch::empty({5, k}, torch::kInt64);
+      const int64_t banned_count = cols > 1 ? 2 : 0;
+      kernels::top_log_softmax_rows(z.data_ptr<float>(), 5, cols, k, banned.data(), banned_count,
+                                    values.data_ptr<float>(), ids.data_ptr<int64_t>());
+      // The reference: every log-probability, banned columns out, then a stable sort (ties: lower column).
+      torch::Tensor choosable = all.clone();
+      for (int64_t b = 0; b < banned_count; ++b) choosable.select(1, banned[static_cast<size_t>(b)]).fill_(-INFINITY);
+      const int64_t distinct_banned = banned_count == 0 ? 0 : (banned[0] == banned[1] ? 1 : 2);
+      const int64_t finite = cols - distinct_banned;
+      const int64_t compared = std::min(k, finite);
+      auto [sorted, order] = choosable.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true);
+      CHECK(torch::equal(ids.narrow(1, 0, compared), order.narrow(1, 0, compared)));
+      CHECK(torch::equal(values.narrow(1, 0, compared), sorted.narrow(1, 0, compared)));  // bit for bit
+      if (compared < k) CHECK(torch::all(values.narrow(1, compared, k - compared) == -INFINITY).item<bool>());
+    }
+  }
+}
+
 TEST_CASE("both ways in float32: encoder and decoder training pass of a whole model", "[kernels]") {
   // The BiGru layer loop and the fused decoder loop against the per-step reference. Dropout 0:
   // the two ways draw dropout masks differently (see the dropout test below).

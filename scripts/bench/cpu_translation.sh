@@ -8,7 +8,9 @@
 # default sizes when it is not there. Not a test: CI times nothing.
 #
 # Usage: scripts/bench/cpu_translation.sh [MODEL_DIR] [RUNS]   (default models/multi30k_de_en, 3)
-# Environment: NMT_BENCH_THREADS (default: all cores); NMT_SHORTLIST, another shortlist file.
+# Environment: NMT_BENCH_THREADS (default: all cores); NMT_SHORTLIST, another shortlist file;
+# NMT_BASELINE_BENCH, the nmt_bench of another build (an earlier commit's: git worktree add, then
+# scripts/build.sh nmt_bench there), run as a fifth way in float32, and every ratio also given to it.
 # Needs a build (scripts/build.sh nmt nmt_bench) and the corpus (scripts/get_multi30k.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -28,6 +30,14 @@ done
 names=(float32 "float32 + shortlist" int8 "int8 + shortlist")
 options=("--compute-type float32" "--compute-type float32 --shortlist $shortlist" "--compute-type int8"
   "--compute-type int8 --shortlist $shortlist")
+benches=(build/nmt_bench build/nmt_bench build/nmt_bench build/nmt_bench)
+baseline="${NMT_BASELINE_BENCH:-}"
+if [ -n "$baseline" ]; then
+  [ -x "$baseline" ] || { echo "bench: NMT_BASELINE_BENCH=$baseline is not a program" >&2; exit 1; }
+  names+=("float32, baseline build")
+  options+=("")
+  benches+=("$baseline")
+fi
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 for beam in 5 1; do
@@ -36,7 +46,7 @@ for beam in 5 1; do
     line="beam $beam, run $run:"
     for i in "${!names[@]}"; do
       # shellcheck disable=SC2086  # the options are words
-      rate=$(build/nmt_bench translate --model "$model" --input "$data/test_2016_flickr.de" --beam-size "$beam" \
+      rate=$("${benches[$i]}" translate --model "$model" --input "$data/test_2016_flickr.de" --beam-size "$beam" \
         --threads "$threads" ${options[$i]} | awk -F'|' '{ gsub(/ /, "", $4); print $4 }')
       rates[$i]="${rates[$i]:-} $rate"
       line="$line ${names[$i]} $rate,"
@@ -44,16 +54,19 @@ for beam in 5 1; do
     echo "${line%,} sentences/s"
   done
   base=$(median ${rates[0]})
+  old=$([ -n "$baseline" ] && median ${rates[4]} || echo 0)
   for i in "${!names[@]}"; do
     m=$(median ${rates[$i]})
-    awk -v b="$beam" -v n="${names[$i]}" -v m="$m" -v base="$base" \
-      'BEGIN { printf "beam %d median, %s: %.1f sentences/s, %.2fx float32\n", b, n, m, m / base }'
+    awk -v b="$beam" -v n="${names[$i]}" -v m="$m" -v base="$base" -v old="$old" \
+      'BEGIN { printf "beam %d median, %s: %.1f sentences/s, %.2fx float32", b, n, m, m / base
+               if (old > 0) printf ", %.2fx the baseline build", m / old
+               print "" }'
   done
   unset rates
 done
 
 for split in val test_2016_flickr; do
-  for i in "${!names[@]}"; do
+  for i in 0 1 2 3; do
     # shellcheck disable=SC2086
     bleu=$(build/nmt evaluate --model "$model" --src "$data/$split.de" --ref "$data/$split.en" --beam-size 5 \
       --quiet --json ${options[$i]} | python3 -c 'import json, sys; print("%.2f" % json.load(sys.stdin)["bleu"])')

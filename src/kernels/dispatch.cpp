@@ -71,11 +71,13 @@ OperationRule operation_rule(Operation operation) {
       return {"adam", KernelLevel::kAvx2, true, "avx2", "the LibTorch reference"};
     case Operation::kDropoutMask:
       return {"dropout_mask", KernelLevel::kAvx2, false, "the hashed mask", "the LibTorch reference"};
+    case Operation::kLogSoftmax:
+      return {"log_softmax", KernelLevel::kAvx2, true, "avx2 (with the beam's top-k fused)", "the LibTorch reference"};
   }
   return {"unknown", KernelLevel::kAvx512, true, "", ""};
 }
 
-constexpr size_t kOperationCount = static_cast<size_t>(Operation::kDropoutMask) + 1;  // the last one listed
+constexpr size_t kOperationCount = static_cast<size_t>(Operation::kLogSoftmax) + 1;  // the last one listed
 
 // Logs `operation`'s path the first time it is taken. Zero-initialised: nothing logged yet.
 void log_first_path(Operation operation, bool kernel) {

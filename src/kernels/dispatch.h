@@ -78,6 +78,9 @@ enum class Operation {
   // dropout_mask and apply_dropout (model/dropout.cpp): the hashed mask there (plain C++, any
   // floating type), or LibTorch's bernoulli_ and dropout beside it.
   kDropoutMask,
+  // log_softmax_rows and best_extensions_of_logits (search/ensemble.cpp, search/beam.cpp): the
+  // row kernels of kernels/row_kernels.h, or torch::log_softmax and topk in the same files.
+  kLogSoftmax,
 };
 
 using TensorRefs = std::initializer_list<std::reference_wrapper<const torch::Tensor>>;

@@ -50,7 +50,101 @@ void softmax_row(float* z, int64_t cols, float* log_sum_exp, float* row_sum) {
   *row_sum = sum;
 }
 
+// sum_j e^(z_j - max) over a row: one vector pass.
+float sum_exp_shifted(const float* z, int64_t cols, float max) {
+  const Floats max_lanes = splat(max);
+  Floats total8 = splat(0.0f);
+  int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes) total8 += exp_nonpositive(load(z + j) - max_lanes);
+  float total = lane_sum(total8);
+  for (; j < cols; ++j) total += ::expf(z[j] - max);
+  return total;
+}
+
+float row_max(const float* z, int64_t cols) {
+  Floats max8 = splat(-INFINITY);
+  int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes) {
+    const Floats value = load(z + j);
+    max8 = value > max8 ? value : max8;
+  }
+  float max = lane_max(max8);
+  for (; j < cols; ++j) max = larger(max, z[j]);
+  return max;
+}
+
+// The k largest (value, column) pairs offered so far, best first, in caller-owned arrays.
+class TopK {
+ public:
+  TopK(int64_t k, float* values, int64_t* ids) : k_(k), values_(values), ids_(ids) {}
+  // Below this, an offer changes nothing.
+  float threshold() const { return filled_ == k_ ? values_[k_ - 1] : -INFINITY; }
+  void offer(float value, int64_t id) {
+    if (!(value > threshold())) return;
+    int64_t i = filled_ == k_ ? k_ - 1 : filled_++;
+    for (; i > 0 && values_[i - 1] < value; --i) values_[i] = values_[i - 1], ids_[i] = ids_[i - 1];
+    values_[i] = value;
+    ids_[i] = id;
+  }
+  void pad() {
+    for (; filled_ < k_; ++filled_) values_[filled_] = -INFINITY, ids_[filled_] = 0;
+  }
+
+ private:
+  int64_t k_, filled_ = 0;
+  float* values_;
+  int64_t* ids_;
+};
+
+void top_log_softmax_row(const float* z, int64_t cols, int64_t k, const int64_t* banned, int64_t banned_count,
+                         float* values, int64_t* ids) {
+  TopK top(k, values, ids);
+  const auto offer = [&](int64_t j) {
+    for (int64_t b = 0; b < banned_count; ++b) {
+      if (banned[b] == j) return;
+    }
+    top.offer(z[j], j);
+  };
+  // Pass 1: the maximum, and the top k; most chunks hold nothing above the k-th best so far.
+  Floats max8 = splat(-INFINITY);
+  int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes) {
+    const Floats value = load(z + j);
+    max8 = value > max8 ? value : max8;
+    const Ints above = value > splat(top.threshold());
+    if (_mm256_movemask_ps(reinterpret_cast<__m256>(above)) != 0) {
+      for (int64_t lane = 0; lane < kLanes; ++lane) offer(j + lane);
+    }
+  }
+  float max = lane_max(max8);
+  for (; j < cols; ++j) max = larger(max, z[j]), offer(j);
+  top.pad();
+  // Pass 2: the normaliser.
+  const float log_sum_exp = max + ::logf(sum_exp_shifted(z, cols, max));
+  for (int64_t i = 0; i < k; ++i) values[i] -= log_sum_exp;
+}
+
 }  // namespace
+
+void log_softmax_rows(const float* z, int64_t rows, int64_t cols, float* out) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* in = z + row * cols;
+    float* to = out + row * cols;
+    const float max = row_max(in, cols);
+    const float log_sum_exp = max + ::logf(sum_exp_shifted(in, cols, max));
+    const Floats shift = splat(log_sum_exp);
+    int64_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes) store(to + j, load(in + j) - shift);
+    for (; j < cols; ++j) to[j] = in[j] - log_sum_exp;
+  }
+}
+
+void top_log_softmax_rows(const float* z, int64_t rows, int64_t cols, int64_t k, const int64_t* banned,
+                          int64_t banned_count, float* values, int64_t* ids) {
+  for (int64_t row = 0; row < rows; ++row) {
+    top_log_softmax_row(z + row * cols, cols, k, banned, banned_count, values + row * k, ids + row * k);
+  }
+}
 
 void softmax_rows(float* z, int64_t rows, int64_t cols, float* log_sum_exp, float* row_sum) {
   for (int64_t row = 0; row < rows; ++row) softmax_row(z + row * cols, cols, log_sum_exp + row, row_sum + row);
@@ -84,6 +178,10 @@ void smoothed_gradient_rows(float*, int64_t, int64_t, const int64_t*, float, flo
   throw std::logic_error("smoothed_gradient_rows: not built");
 }
 void add_column_sums(const float*, int64_t, int64_t, float*) { throw std::logic_error("add_column_sums: not built"); }
+void log_softmax_rows(const float*, int64_t, int64_t, float*) { throw std::logic_error("log_softmax_rows: not built"); }
+void top_log_softmax_rows(const float*, int64_t, int64_t, int64_t, const int64_t*, int64_t, float*, int64_t*) {
+  throw std::logic_error("top_log_softmax_rows: not built");
+}
 
 #endif  // NMT_AVX2_KERNELS
 

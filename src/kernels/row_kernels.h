@@ -22,6 +22,19 @@ namespace nmt::kernels {
 // exp(-87) flush to 0. Single-threaded: callers split the rows.
 void softmax_rows(float* z, int64_t rows, int64_t cols, float* log_sum_exp, float* row_sum);
 
+// Decoding's log-softmax over logits z [rows, cols] (row-major, contiguous), both ways with the same
+// arithmetic, so that they give the same bits: lse_r = m_r + log(sum_j e^(z_rj - m_r)) with m_r the
+// row maximum (exp as softmax_rows's), and log p_rj = z_rj - lse_r.
+// log_softmax_rows writes every log p into out [rows, cols].
+void log_softmax_rows(const float* z, int64_t rows, int64_t cols, float* out);
+// top_log_softmax_rows writes only the k largest of each row, best first (ties: the lower column
+// first), to values [rows, k] and their columns to ids [rows, k], in two read passes and without
+// writing the row: the top-k is kept while the maximum is found. Columns in banned[0, banned_count)
+// are never chosen but count in the normaliser. Rows with fewer than k choosable finite entries end
+// with -inf values and column 0. k <= cols.
+void top_log_softmax_rows(const float* z, int64_t rows, int64_t cols, int64_t k, const int64_t* banned,
+                          int64_t banned_count, float* values, int64_t* ids);
+
 // Attention's masked softmax over one row z [cols] whose first `length` entries are real and the
 // rest padding (a source mask from make_source_mask is such a prefix): the softmax over
 // z[0, length), in place, and exactly 0 at the padded entries. length >= 1. The one masked softmax

@@ -19,6 +19,7 @@
 //
 // A GPU runs the same rules as tensor operations on the device instead, without waiting for a
 // step: beam_fixed_shape.cpp.
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -28,6 +29,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/dispatch.h"
+#include "kernels/row_kernels.h"
 #include "search/constraints.h"
 #include "search/search.h"
 #include "text/special_tokens.h"
@@ -75,7 +78,7 @@ class BeamSearch {
   SearchResult run();
 
  private:
-  Extensions expand(const torch::Tensor& log_probs) const;
+  Extensions expand(const Ensemble::Step& out, const torch::Tensor& log_probs) const;
   void ban_unmet_ends(const torch::Tensor& log_probs) const;
   void add_constraint_candidates(const torch::Tensor& log_probs, Extensions& extensions) const;
   void append_attention(const torch::Tensor& step_attention);
@@ -99,6 +102,7 @@ class BeamSearch {
   const torch::Device device_;
   const torch::TensorOptions int_options_;
   const torch::Tensor lengths_cpu_;
+  bool fused_;  // expand() takes logits into the fused log-softmax and top-k (search.h)
   Ensemble::Source encoded_;
   Ensemble::State state_;
   std::vector<int64_t> active_, limit_;  // sentences in the batch; each sentence's length cap
@@ -144,16 +148,20 @@ BeamSearch::BeamSearch(Ensemble model, const torch::Tensor& source, const torch:
   if (constrained_) {
     for (int64_t row = 0; row < batch_size * beam_; ++row) row_states_.emplace_back(&constraints_[row / beam_]);
   }
+  // Prefixes and constraints edit the log-probabilities themselves; an ensemble averages them.
+  fused_ = model_.members().size() == 1 && !prefix.defined() && !constrained_ && fuses_log_softmax(device_);
 }
 
 SearchResult BeamSearch::run() {
   for (int64_t t = 0; !active_.empty(); ++t) {
-    Ensemble::Step out = model_.step(previous_, state_, encoded_);
+    Ensemble::Step out = model_.step(previous_, state_, encoded_, /*normalize=*/!fused_);
     // The step as a tensor only where a prefix reads it.
     const torch::Tensor step = row_prefix_.defined() ? torch::full({}, t, int_options_) : torch::Tensor();
-    const torch::Tensor log_probs = allowed_tokens(out.log_probs, options_, row_prefix_, step);  // [A*K, V]
+    // [A*K, V]; undefined when fused
+    const torch::Tensor log_probs =
+        fused_ ? torch::Tensor() : allowed_tokens(out.log_probs, options_, row_prefix_, step);
     if (constrained_) ban_unmet_ends(log_probs);
-    Extensions extensions = expand(log_probs);
+    Extensions extensions = expand(out, log_probs);
     if (constrained_) add_constraint_candidates(log_probs, extensions);
     if (options_.return_attention && out.attention.defined()) append_attention(out.attention);
     NextBeams next = select(extensions, t + 1);
@@ -163,11 +171,13 @@ SearchResult BeamSearch::run() {
   return best_first();
 }
 
-// Expand: the 2K best extensions of each sentence from next-token log-probabilities [A*K, V].
-Extensions BeamSearch::expand(const torch::Tensor& log_probs) const {
+// Expand: the 2K best extensions of each sentence from next-token log-probabilities [A*K, V], or
+// when fused from the step's logits.
+Extensions BeamSearch::expand(const Ensemble::Step& out, const torch::Tensor& log_probs) const {
   const torch::Tensor scores = to_device(torch::tensor(alive_scores_, torch::kFloat64), device_).view({-1, 1});
-  const torch::Tensor both = best_extensions(log_probs, scores, beam_).cpu();  // on a GPU the step's one wait
-  return Extensions{both[0], both[1].to(torch::kInt64), log_probs.size(1), {}};
+  const torch::Tensor both = fused_ ? best_extensions_of_logits(out.logits, scores, beam_, options_)
+                                    : best_extensions(log_probs, scores, beam_).cpu();  // on a GPU the step's one wait
+  return Extensions{both[0], both[1].to(torch::kInt64), fused_ ? out.logits.size(1) : log_probs.size(1), {}};
 }
 
 // A row that has not met all its constraints may not end: its EOS gets -inf.
@@ -225,6 +235,7 @@ void BeamSearch::append_attention(const torch::Tensor& attention) {
 
 // Finish hypotheses and select the K alive beams of every active sentence.
 NextBeams BeamSearch::select(const Extensions& extensions, int64_t length) {
+  RECORD_FUNCTION("nmt::beam_select", std::vector<c10::IValue>());
   auto score_access = extensions.scores.accessor<double, 2>();
   auto id_access = extensions.ids.accessor<int64_t, 2>();
   NextBeams next;
@@ -368,6 +379,7 @@ void BeamSearch::keep_alive(int64_t a, const std::vector<Candidate>& alive, Next
 
 // Reorder the state, the histories and the encoder output for the next step's beams.
 void BeamSearch::reorder(const Ensemble::State& stepped, NextBeams& next) {
+  RECORD_FUNCTION("nmt::beam_reorder", std::vector<c10::IValue>());
   torch::Tensor origin = to_device(torch::tensor(next.origin, torch::kInt64), device_);
   torch::Tensor tokens = to_device(torch::tensor(next.token, torch::kInt64), device_);
   state_ = stepped.index_select(origin);
@@ -403,25 +415,59 @@ SearchResult BeamSearch::best_first() {
 
 }  // namespace
 
-torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tensor& alive_scores, int64_t beam) {
-  const int64_t blocks = log_probs.size(0) / beam;
-  const int64_t vocab = log_probs.size(1);
-  // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
-  // per row in float32 first, then add the float64 running scores to [N*K, 2K] candidates only.
-  const int64_t per_row = std::min<int64_t>(2 * beam, vocab);
-  auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [N*K, 2K]
+namespace {
+
+// The second half of best_extensions: from each row's best per_row extensions [N*K, per_row]
+// (log-probabilities and tokens), the best 2K of each block of K rows.
+torch::Tensor best_of_row_bests(const torch::Tensor& row_log_probs, const torch::Tensor& row_tokens,
+                                const torch::Tensor& alive_scores, int64_t beam, int64_t vocab) {
+  const int64_t blocks = row_log_probs.size(0) / beam;
+  const int64_t per_row = row_log_probs.size(1);
   torch::Tensor candidates = (row_log_probs.to(torch::kFloat64) + alive_scores).view({blocks, beam * per_row});
   auto [top_scores, top_positions] = candidates.topk(std::min<int64_t>(2 * beam, beam * per_row), /*dim=*/1);
   // Back to ids in [0, K*V): beam k = position / per_row, token from row_tokens.
   torch::Tensor top_beams = top_positions.div(per_row, "floor");
   const torch::Tensor block =
-      torch::arange(blocks, torch::TensorOptions().dtype(torch::kInt64).device(log_probs.device()));
+      torch::arange(blocks, torch::TensorOptions().dtype(torch::kInt64).device(row_log_probs.device()));
   torch::Tensor flat_rows = top_beams + block.unsqueeze(1) * beam;  // [N, 2K]
   torch::Tensor top_tokens = row_tokens.view({-1})
                                  .index_select(0, (flat_rows * per_row + top_positions.remainder(per_row)).view({-1}))
                                  .view(top_positions.sizes());
   // Scores and ids (exact in float64: ids < K * V) in one tensor, for one copy to the host.
   return torch::stack({top_scores, (top_beams * vocab + top_tokens).to(torch::kFloat64)});
+}
+
+}  // namespace
+
+torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tensor& alive_scores, int64_t beam) {
+  // The best 2K extensions of a sentence are among the best 2K of each of its rows: take those
+  // per row in float32 first, then add the float64 running scores to [N*K, 2K] candidates only.
+  const int64_t per_row = std::min<int64_t>(2 * beam, log_probs.size(1));
+  auto [row_log_probs, row_tokens] = log_probs.topk(per_row, /*dim=*/1);  // [N*K, 2K]
+  return best_of_row_bests(row_log_probs, row_tokens, alive_scores, beam, log_probs.size(1));
+}
+
+bool fuses_log_softmax(const torch::Device& device) {
+  return device.is_cpu() && kernels::use_kernel(kernels::Operation::kLogSoftmax);
+}
+
+torch::Tensor best_extensions_of_logits(const torch::Tensor& logits, const torch::Tensor& alive_scores, int64_t beam,
+                                        const SearchOptions& options) {
+  RECORD_FUNCTION("nmt::top_log_softmax", std::vector<c10::IValue>());  // named in nmt_bench --profile traces
+  const torch::Tensor z = logits.to(torch::kFloat32).contiguous();
+  const int64_t rows = z.size(0), vocab = z.size(1);
+  const int64_t per_row = std::min<int64_t>(2 * beam, vocab);
+  std::vector<int64_t> banned{kPadId, kBosId};  // as ban_tokens (search.h)
+  if (options.ban_unk) banned.push_back(kUnkId);
+  torch::Tensor row_log_probs = torch::empty({rows, per_row}, torch::kFloat32);
+  torch::Tensor row_tokens = torch::empty({rows, per_row}, torch::kInt64);
+  at::parallel_for(0, rows, std::max<int64_t>(1, (int64_t{1} << 14) / vocab), [&](int64_t begin, int64_t end) {
+    kernels::top_log_softmax_rows(z.data_ptr<float>() + begin * vocab, end - begin, vocab, per_row, banned.data(),
+                                  static_cast<int64_t>(banned.size()),
+                                  row_log_probs.data_ptr<float>() + begin * per_row,
+                                  row_tokens.data_ptr<int64_t>() + begin * per_row);
+  });
+  return best_of_row_bests(row_log_probs, row_tokens, alive_scores, beam, vocab);
 }
 
 SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,

@@ -2,7 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "kernels/dispatch.h"
+#include "kernels/row_kernels.h"
 
 namespace nmt {
 
@@ -58,7 +62,21 @@ Ensemble::State Ensemble::initial_state(const Source& source) {
   return state;
 }
 
-Ensemble::Step Ensemble::step(const torch::Tensor& previous_tokens, const State& state, const Source& source) {
+torch::Tensor log_softmax_rows(const torch::Tensor& logits) {
+  const torch::Tensor z = logits.to(torch::kFloat32).contiguous();
+  if (!kernels::use_kernel(kernels::Operation::kLogSoftmax, {z}, z.dim() == 2)) return torch::log_softmax(z, 1);
+  torch::Tensor out = torch::empty_like(z);
+  const int64_t cols = z.size(1);
+  at::parallel_for(0, z.size(0), std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, cols)),
+                   [&](int64_t begin, int64_t end) {
+                     kernels::log_softmax_rows(z.data_ptr<float>() + begin * cols, end - begin, cols,
+                                               out.data_ptr<float>() + begin * cols);
+                   });
+  return out;
+}
+
+Ensemble::Step Ensemble::step(const torch::Tensor& previous_tokens, const State& state, const Source& source,
+                              bool normalize) {
   Step result;
   torch::Tensor attention_sum;
   int64_t attending = 0;
@@ -67,8 +85,12 @@ Ensemble::Step Ensemble::step(const torch::Tensor& previous_tokens, const State&
   for (size_t m = 0; m < members_.size(); ++m) {
     StepOutput out = members_[m]->decoder->step(tokens, state.members[m], source.members[m],
                                                 output_rows_.empty() ? OutputRows{} : output_rows_[m]);
-    torch::Tensor log_probs = torch::log_softmax(out.logits.to(torch::kFloat32), /*dim=*/1);  // [B, V]
-    result.log_probs = m == 0 ? log_probs : result.log_probs + log_probs;
+    if (!normalize && members_.size() == 1) {
+      result.logits = out.logits.to(torch::kFloat32);
+    } else {
+      torch::Tensor log_probs = log_softmax_rows(out.logits);  // [B, V]
+      result.log_probs = m == 0 ? log_probs : result.log_probs + log_probs;
+    }
     if (out.attention.defined()) {
       attention_sum = attending == 0 ? out.attention : attention_sum + out.attention;
       ++attending;

@@ -37,13 +37,16 @@ class Ensemble {
   };
   struct Step {
     torch::Tensor log_probs;  // [B, V] float32: the mean of the members' log-probabilities
+    torch::Tensor logits;     // [B, V] float32: a single model's, instead, when step() is not to normalise
     torch::Tensor attention;  // [B, S] the mean of the weights of the members with a scorer; or undefined
     State state;
   };
 
   Source encode(const torch::Tensor& source, const torch::Tensor& lengths);
   State initial_state(const Source& source);
-  Step step(const torch::Tensor& previous_tokens, const State& state, const Source& source);
+  // normalize = false: a single model leaves its logits for the caller to normalise (beam search's
+  // fused log-softmax and top-k); an ensemble always gives log_probs.
+  Step step(const torch::Tensor& previous_tokens, const State& state, const Source& source, bool normalize = true);
 
   // The same members with the output layer restricted to the target ids `ids` [K] (sorted, the
   // special ids first, so that they keep their places; search/shortlist.h): step() then takes and
@@ -64,5 +67,10 @@ class Ensemble {
   torch::Tensor output_ids_;             // [K] with restricted_to, else undefined
   std::vector<OutputRows> output_rows_;  // each member's rows of W_o and b_o for output_ids_
 };
+
+// The log-softmax over V of logits [B, V], as every search takes it: the row kernel of
+// kernels/row_kernels.h (the arithmetic of beam search's fused top-k), or torch::log_softmax with
+// NMT_KERNELS=off and on a GPU. float32.
+torch::Tensor log_softmax_rows(const torch::Tensor& logits);
 
 }  // namespace nmt

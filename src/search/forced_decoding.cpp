@@ -27,7 +27,7 @@ torch::Tensor token_log_probabilities(Ensemble& model, const torch::Tensor& sour
     for (int64_t first = 0; first < positions.size(0); first += kForcedRows) {
       const int64_t count = std::min(kForcedRows, positions.size(0) - first);
       const torch::Tensor logits = member->decoder->output_logits(positions.narrow(0, first, count));
-      chunks.push_back(torch::log_softmax(logits.to(torch::kFloat32), 1).gather(1, wanted.narrow(0, first, count)));
+      chunks.push_back(log_softmax_rows(logits).gather(1, wanted.narrow(0, first, count)));
     }
     const torch::Tensor member_log_probs = torch::cat(chunks).view(output.sizes());
     sum = sum.defined() ? sum + member_log_probs : member_log_probs;

@@ -79,6 +79,13 @@ torch::Tensor allowed_tokens(torch::Tensor log_probs, const SearchOptions& optio
 // extensions of each block of K rows, from next-token log-probabilities [N*K, V] and the rows'
 // running scores [N*K, 1] float64, best first: [2, N, 2K] float64, scores and ids beam k * V + token.
 torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tensor& alive_scores, int64_t beam);
+// The same from a single model's logits [N*K, V] on the CPU, with ban_tokens's tokens banned: each
+// row's log-softmax and its best 2K in one kernel (kernels/row_kernels.h), never writing the
+// [N*K, V] log-probabilities; the numbers of log_softmax_rows (ensemble.h). Only where
+// fuses_log_softmax says so.
+bool fuses_log_softmax(const torch::Device& device);
+torch::Tensor best_extensions_of_logits(const torch::Tensor& logits, const torch::Tensor& alive_scores, int64_t beam,
+                                        const SearchOptions& options);
 // The GNMT length penalty lp(length).
 double length_penalty(int64_t length, double alpha);
 // Output length cap for a source of `source_length` tokens.
