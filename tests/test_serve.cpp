@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "process_helpers.h"
+#include "serve/batch_queue.h"
 #include "text/corpus.h"
 
 using namespace nmt;
@@ -523,4 +524,22 @@ TEST_CASE("translate: a pipe gets each line's translation before its input is cl
   CommandResult from_file = run_nmt("translate --model " + served_model() + " --input " + input +
                                     " --beam-size 2 --max-length 8 --threads 1 --n-best 2 --quiet");
   CHECK(from_file.output == first + second);
+}
+
+TEST_CASE("serve: a batch takes the oldest request and those nearest to it in length", "[serve]") {
+  using serve::choose_batch;
+  using serve::WaitingRequest;
+  // Lengths 40 (the oldest), 10, 38, 90, 45, 41; the one of 90 searches another way.
+  std::vector<WaitingRequest> waiting{{1, 40, true},  {1, 10, true}, {1, 38, true},
+                                      {1, 90, false}, {1, 45, true}, {1, 41, true}};
+  CHECK(choose_batch(waiting, 3) == std::vector<bool>{true, false, true, false, false, true});
+  CHECK(choose_batch(waiting, 100) == std::vector<bool>{true, true, true, false, true, true});
+  // The oldest goes even when it alone is over the limit; a request too large for what is left is
+  // passed over for smaller ones further away in length.
+  waiting[0].lines = 5;
+  CHECK(choose_batch(waiting, 2) == std::vector<bool>{true, false, false, false, false, false});
+  waiting[0].lines = 1;
+  waiting[5].lines = 3;
+  CHECK(choose_batch(waiting, 3) == std::vector<bool>{true, false, true, false, true, false});
+  CHECK(choose_batch({}, 8).empty());
 }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace nmt::serve {
 
@@ -84,20 +85,46 @@ size_t BatchQueue::batches_done() const {
   return batches_done_;
 }
 
-std::vector<BatchQueue::Request> BatchQueue::take_batch() {
-  std::vector<Request> batch;
-  size_t sentences = 0;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    const bool fits = batch.empty() || (same_search(it->search, batch.front().search) &&
-                                        sentences + it->lines.size() <= options_.max_batch_sentences);
-    if (!fits) {
-      ++it;
-      continue;
-    }
-    sentences += it->lines.size();
-    batch.push_back(std::move(*it));
-    it = queue_.erase(it);
+std::vector<bool> choose_batch(const std::vector<WaitingRequest>& waiting, size_t max_sentences) {
+  std::vector<bool> chosen(waiting.size(), false);
+  if (waiting.empty()) return chosen;
+  const double length = waiting.front().bytes_per_line;
+  std::vector<size_t> nearest;  // the others that can share the oldest's batch, nearest in length first
+  for (size_t i = 1; i < waiting.size(); ++i) {
+    if (waiting[i].same_search) nearest.push_back(i);
   }
+  std::stable_sort(nearest.begin(), nearest.end(), [&](size_t x, size_t y) {
+    return std::abs(waiting[x].bytes_per_line - length) < std::abs(waiting[y].bytes_per_line - length);
+  });
+  chosen[0] = true;  // however many lines it has
+  size_t sentences = waiting.front().lines;
+  for (size_t i : nearest) {
+    if (sentences + waiting[i].lines > max_sentences) continue;
+    chosen[i] = true;
+    sentences += waiting[i].lines;
+  }
+  return chosen;
+}
+
+std::vector<BatchQueue::Request> BatchQueue::take_batch() {
+  std::vector<WaitingRequest> waiting;
+  for (const Request& request : queue_) {
+    size_t bytes = 0;
+    for (const std::string& line : request.lines) bytes += line.size();
+    const double per_line = request.lines.empty() ? 0.0 : static_cast<double>(bytes) / request.lines.size();
+    waiting.push_back({request.lines.size(), per_line, same_search(request.search, queue_.front().search)});
+  }
+  const std::vector<bool> chosen = choose_batch(waiting, options_.max_batch_sentences);
+  std::vector<Request> batch;
+  std::deque<Request> left;
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    if (chosen[i]) {
+      batch.push_back(std::move(queue_[i]));
+    } else {
+      left.push_back(std::move(queue_[i]));
+    }
+  }
+  queue_ = std::move(left);
   return batch;
 }
 

@@ -1,8 +1,10 @@
 // The server's batching: requests from many connections wait in one queue, and worker threads
 // translate them together, so that many clients with one sentence each get the throughput of
-// batched translation. A free worker takes the oldest request and every later one that searches
-// the same way (beam size, n-best, attention), up to `max_batch_sentences`; while the oldest has
-// waited less than `max_wait` and the batch is not full, it waits for more. Requests that arrive
+// batched translation. A free worker takes the oldest request and, of the others that search the
+// same way (beam size, n-best, attention), those nearest to it in length (bytes per line) up to
+// `max_batch_sentences`, so that when more wait than a batch holds, its sentences are of like
+// lengths as in nmt translate's sorted batches; while the oldest has waited less than `max_wait`
+// and the batch is not full, it waits for more. Requests that arrive
 // while a batch is translated form the next one. One worker runs its batch's operators on all of
 // LibTorch's threads; several run one batch each, side by side, on one thread each.
 #pragma once
@@ -22,6 +24,16 @@
 #include "search/translator.h"
 
 namespace nmt::serve {
+
+// What the choice of a batch reads of a waiting request (the oldest first).
+struct WaitingRequest {
+  size_t lines;
+  double bytes_per_line;  // its length: sentences are not yet split into subwords
+  bool same_search;       // it searches as the oldest does (beam size, n-best, attention, ...)
+};
+// Which of `waiting` make the next batch: the oldest, however many lines it has, and of those that
+// search the same way, the nearest to it in length, while the batch stays within max_sentences.
+std::vector<bool> choose_batch(const std::vector<WaitingRequest>& waiting, size_t max_sentences);
 
 struct BatchQueueOptions {
   size_t max_batch_sentences = 64;
@@ -57,7 +69,7 @@ class BatchQueue {
     std::promise<std::vector<Translation>> result;
   };
   void work();
-  // Moves the oldest request and the ones that can share its batch out of queue_ (mutex_ held).
+  // Moves the requests choose_batch picks out of queue_ (mutex_ held).
   std::vector<Request> take_batch();
 
   const TranslationModels& models_;
