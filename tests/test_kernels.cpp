@@ -299,6 +299,40 @@ TEST_CASE("a team of threads: an exception in one thread skips the later phases 
   torch::set_num_threads(2);
 }
 
+TEST_CASE("int8 quantization of activations: AVX2 gives the reference's bytes and scales", "[kernels]") {
+  if (!kernels::avx2_kernels_available()) {
+    WARN("no AVX2 on this CPU: nothing to compare");
+    return;
+  }
+  torch::manual_seed(42);
+  for (const int64_t depth : {1, 7, 8, 33, 64, 100, 512}) {
+    INFO(depth << " columns");
+    torch::Tensor x = 3 * torch::randn({6, depth});
+    x[1].zero_();                  // scale 1
+    x[2] = x[2].sign() * 0.5;      // every entry at 127 or -127 exactly, rounding ties below
+    if (depth > 3) x[3][2] = -50;  // the largest magnitude negative
+    x[4] *= 1e-30;                 // tiny scales
+    const int64_t padded = kernels::int8_depth(depth);
+    torch::Tensor expected = torch::full({6, padded}, 99, torch::kInt8), got = expected.clone();
+    torch::Tensor expected_scale = torch::empty({6}), got_scale = torch::empty({6});
+    kernels::quantize_int8_rows(x.data_ptr<float>(), depth, 6, depth, expected.data_ptr<int8_t>(),
+                                expected_scale.data_ptr<float>());
+    kernels::quantize_int8_rows_avx2(x.data_ptr<float>(), depth, 6, depth, got.data_ptr<int8_t>(),
+                                     got_scale.data_ptr<float>());
+    CHECK(torch::equal(got, expected));
+    CHECK(torch::equal(got_scale, expected_scale));
+    CHECK(torch::all(expected.narrow(1, depth, padded - depth) == 0).item<bool>());
+    CHECK(expected.abs().max().item<int>() <= 127);
+  }
+  // Ties go to the even neighbour, as std::nearbyint: 2.5 -> 2, 3.5 -> 4 (scale 127 / 127 = 1); four
+  // times over, so that the vector loop (32 at a time) and the scalar tail both meet them.
+  const torch::Tensor ties = torch::tensor({127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, 1.5f, 0.0f, 4.5f}).repeat(4);
+  torch::Tensor bytes = torch::empty({36}, torch::kInt8), scale = torch::empty({1});
+  kernels::quantize_int8_rows_avx2(ties.data_ptr<float>(), 36, 1, 36, bytes.data_ptr<int8_t>(),
+                                   scale.data_ptr<float>());
+  CHECK(torch::equal(bytes, torch::tensor({127, 2, 4, -2, -4, 0, 2, 0, 4}, torch::kInt8).repeat(4)));
+}
+
 TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums and outputs exactly", "[kernels]") {
   torch::manual_seed(41);
   using Kernel = void (*)(const kernels::Int8Product&, int64_t, int64_t);

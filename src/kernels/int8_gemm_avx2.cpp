@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "kernels/int8_gemm.h"
@@ -52,6 +53,46 @@ void panel_avx2(const Int8Product& product, int64_t first_row, int64_t panel, in
 
 }  // namespace
 
+void quantize_int8_rows_avx2(const float* x, int64_t ldx, int64_t m, int64_t depth, int8_t* a, float* row_scale) {
+  const int64_t padded = int8_depth(depth);
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 low = _mm256_set1_ps(-127.0f), high = _mm256_set1_ps(127.0f);
+  // packs_epi32 and packs_epi16 interleave 128-bit lanes: this puts the 4-byte groups back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = x + i * ldx;
+    __m256 largest8 = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= depth; k += 8)
+      largest8 = _mm256_max_ps(largest8, _mm256_and_ps(_mm256_loadu_ps(row + k), magnitude));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, largest8);
+    float largest = 0;
+    for (const float lane : lanes) largest = std::max(largest, lane);
+    for (; k < depth; ++k) largest = std::max(largest, std::fabs(row[k]));
+    // As quantize_int8_rows: the same scale, product, rounding (to nearest, ties to even) and clamp.
+    const float scale = largest > 0 ? largest / 127.0f : 1.0f;
+    const float inverse = 1.0f / scale;
+    const __m256 inverse8 = _mm256_set1_ps(inverse);
+    const auto quantized = [&](int64_t at) {
+      const __m256 product = _mm256_mul_ps(_mm256_loadu_ps(row + at), inverse8);
+      const __m256 rounded = _mm256_round_ps(product, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(rounded, low), high));
+    };
+    int8_t* out = a + i * padded;
+    for (k = 0; k + 32 <= depth; k += 32) {
+      const __m256i words = _mm256_packs_epi16(_mm256_packs_epi32(quantized(k), quantized(k + 8)),
+                                               _mm256_packs_epi32(quantized(k + 16), quantized(k + 24)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_permutevar8x32_epi32(words, order));
+    }
+    for (; k < depth; ++k) {
+      out[k] = static_cast<int8_t>(std::clamp(std::nearbyint(row[k] * inverse), -127.0f, 127.0f));
+    }
+    std::fill(out + depth, out + padded, int8_t{0});
+    row_scale[i] = scale;
+  }
+}
+
 void int8_gemm_avx2(const Int8Product& product, int64_t column_begin, int64_t column_end) {
   for (int64_t panel = column_begin / kInt8PanelRows; panel * kInt8PanelRows < column_end; ++panel) {
     int64_t row = 0;
@@ -63,6 +104,9 @@ void int8_gemm_avx2(const Int8Product& product, int64_t column_begin, int64_t co
 #else
 
 void int8_gemm_avx2(const Int8Product&, int64_t, int64_t) { throw std::logic_error("int8_gemm_avx2: not built"); }
+void quantize_int8_rows_avx2(const float*, int64_t, int64_t, int64_t, int8_t*, float*) {
+  throw std::logic_error("quantize_int8_rows_avx2: not built");
+}
 
 #endif
 

@@ -60,7 +60,13 @@ torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
   const int64_t m = x.size(0), depth = in_features(), columns = out_features();
   const torch::Tensor a = torch::empty({m, kernels::int8_depth(depth)}, torch::kInt8);
   const torch::Tensor row_scale = torch::empty({m}, torch::kFloat32);
-  kernels::quantize_int8_rows(x.data_ptr<float>(), depth, m, depth, a.data_ptr<int8_t>(), row_scale.data_ptr<float>());
+  const bool kernels_on = kernels::use_kernel(kernels::Operation::kInt8Products);
+  const auto quantize = kernels_on ? kernels::quantize_int8_rows_avx2 : kernels::quantize_int8_rows;
+  const int64_t padded = kernels::int8_depth(depth);
+  at::parallel_for(0, m, std::max<int64_t>(1, (int64_t{1} << 14) / depth), [&](int64_t begin, int64_t end) {
+    quantize(x.data_ptr<float>() + begin * depth, depth, end - begin, depth, a.data_ptr<int8_t>() + begin * padded,
+             row_scale.data_ptr<float>() + begin);
+  });
   torch::Tensor out = torch::empty({m, columns}, torch::kFloat32);
   const kernels::Int8Product product{a.data_ptr<int8_t>(),
                                      m,
@@ -74,7 +80,7 @@ torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
                                      out.data_ptr<float>(),
                                      columns};
   auto kernel = kernels::int8_gemm_reference;
-  if (kernels::use_kernel(kernels::Operation::kInt8Products)) {
+  if (kernels_on) {
     const bool vnni = kernels::kernel_level() == kernels::KernelLevel::kAvx512 && kernels::vnni_kernels_available();
     kernel = vnni ? kernels::int8_gemm_vnni : kernels::int8_gemm_avx2;
   }
