@@ -74,7 +74,8 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("threads", config.threads, "CPU threads (0 = number of cores)");
   visit("device", config.device, "cpu or cuda");
   visit("precision", config.precision,
-        "fp32, or bf16 on a GPU: products in bfloat16 (autocast), weights, optimizer and loss in float32");
+        "fp32, or bf16: products in bfloat16 with float32 sums (a GPU: autocast; a CPU with AVX512_BF16 or AMX: the "
+        "output layer's), weights, optimizer and loss in float32");
 }
 
 }  // namespace
@@ -141,8 +142,6 @@ void validate(const TrainConfig& config) {
           "'" + config.device + "' is not one of cpu|cuda");
   require(config.precision == "fp32" || config.precision == "bf16", "precision",
           "'" + config.precision + "' is not one of fp32|bf16");
-  require(config.precision == "fp32" || config.device == "cuda", "precision",
-          "bf16 runs on a GPU only: use --device cuda, or precision fp32 on the CPU");
 }
 
 void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint) {

@@ -67,7 +67,7 @@ struct TrainConfig {
   int seed = 1;
   int threads = 0;                 // 0 = number of cores
   std::string device = "cpu";      // cpu | cuda
-  std::string precision = "fp32";  // fp32 | bf16 (GPU: products in bf16, weights and loss in float32)
+  std::string precision = "fp32";  // fp32 | bf16 (products in bf16, weights and loss in float32)
 };
 
 // Declares `config`'s fields as options of `app` (long names, e.g. --hidden-size).

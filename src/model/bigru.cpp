@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/dispatch.h"
+#include "model/bf16_products.h"
 #include "model/bigru_fused.h"
 #include "model/dropout.h"
 #include "model/encoded_source.h"
@@ -138,7 +139,7 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
     std::array<torch::Tensor, 2> input_gates;
     for (size_t d = 0; d < 2; ++d) {
       const Direction& direction = directions_[2 * layer + d];
-      input_gates[d] = torch::nn::functional::linear(layer_input, direction.weight_ih, direction.bias_ih);
+      input_gates[d] = training_linear(layer_input, direction.weight_ih, direction.bias_ih);
     }
     const Direction& forward = directions_[2 * layer];
     const Direction& backward = directions_[2 * layer + 1];

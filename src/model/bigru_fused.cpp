@@ -8,6 +8,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
+#include "model/bf16_products.h"
 #include "model/bigru.h"
 #include "model/loop_weight.h"
 #include "util/team.h"
@@ -83,7 +84,8 @@ void run_backward(const torch::Tensor& grad_states, const torch::Tensor& grad_fi
     grad_hidden = grad_previous;
   }
   // The weight's gradient over all steps in one product (as LoopLinear does).
-  grad_weight = grad_hidden_gates.view({steps * batch, 3 * size}).t().mm(record.previous.view({steps * batch, size}));
+  grad_weight = training_product(grad_hidden_gates.view({steps * batch, 3 * size}).t(),
+                                 record.previous.view({steps * batch, size}));
   grad_bias = grad_hidden_gates.view({steps * batch, 3 * size}).sum(0);
 }
 

@@ -12,6 +12,7 @@
 
 #include "kernels/attention_kernels.h"
 #include "kernels/gru_kernels.h"
+#include "model/bf16_products.h"
 #include "model/decoder_fused_rows.h"
 
 namespace nmt::fused_decoder {
@@ -278,21 +279,22 @@ void recurrence_gradients(const LoopState& state, const LoopGradients& grads, In
   };
   result.feed = torch::zeros_like(in.feed);  // a_0 = 0 feeds nothing
   if (steps > 1) {
-    result.feed.addmm_(all_rows(grads.gates.narrow(0, 1, steps - 1)).t(),
-                       all_rows(record.attentional.narrow(0, 0, steps - 1)));
+    result.feed.add_(training_product(all_rows(grads.gates.narrow(0, 1, steps - 1)).t(),
+                                      all_rows(record.attentional.narrow(0, 0, steps - 1))));
   }
   for (int64_t layer = 0; layer < layers; ++layer) {  // W_h: h^l_0 feeds position 0, h^l_{t-1} position t
     const torch::Tensor hidden_gates = grads.hidden_gates[layer];
     torch::Tensor grad_hidden = hidden_gates[0].t().mm(in.initial_hidden[layer]);
     if (steps > 1) {
-      grad_hidden.addmm_(all_rows(hidden_gates.narrow(0, 1, steps - 1)).t(),
-                         all_rows(outputs(layer).narrow(0, 0, steps - 1)));
+      grad_hidden.add_(training_product(all_rows(hidden_gates.narrow(0, 1, steps - 1)).t(),
+                                        all_rows(outputs(layer).narrow(0, 0, steps - 1))));
     }
     result.hidden.push_back(grad_hidden);
     result.hidden_bias.push_back(all_rows(hidden_gates).sum(0));
     if (layer > 0) {  // W_l, b_l: the layer's input x^l_t at every position
       const torch::Tensor input_gates = grads.layer_gates[layer - 1];
-      result.layer_gates.push_back(all_rows(input_gates).t().mm(all_rows(record.layer_inputs[layer - 1])));
+      result.layer_gates.push_back(
+          training_product(all_rows(input_gates).t(), all_rows(record.layer_inputs[layer - 1])));
       result.layer_bias.push_back(all_rows(input_gates).sum(0));
     }
   }
@@ -304,7 +306,7 @@ void attention_gradients(const LoopState& state, const LoopGradients& grads, Inp
   const LoopInputs& in = state.in;
   const torch::Tensor top = state.record.joined.narrow(2, 0, in.size());  // h_1 .. h_T [T, B, H]
   if (in.additive()) {
-    result.query = all_rows(grads.query).t().mm(all_rows(top));
+    result.query = training_product(all_rows(grads.query).t(), all_rows(top));
     // v: head n's slice of A from the activations of that slice and head n's energy gradients
     const int64_t key_size = in.keys.size(2), slice = key_size / in.heads;
     const torch::Tensor activations = state.record.activations.view({-1, key_size});  // [T B S, A]
@@ -317,9 +319,9 @@ void attention_gradients(const LoopState& state, const LoopGradients& grads, Inp
     if (in.covered()) result.coverage_weight = grads.coverage_weight.sum(0);  // u: the rows' sums
   }
   // W of a scorer's query map: one product over all positions, as W_q's
-  if (in.projection.defined()) result.projection = all_rows(grads.projected).t().mm(all_rows(top));
-  result.combine = all_rows(grads.pre_activation).t().mm(all_rows(state.record.joined));  // W_c
-  for (size_t i = 0; i < state.recorded.parameters.size(); ++i) {                         // the threads' sums
+  if (in.projection.defined()) result.projection = training_product(all_rows(grads.projected).t(), all_rows(top));
+  result.combine = training_product(all_rows(grads.pre_activation).t(), all_rows(state.record.joined));  // W_c
+  for (size_t i = 0; i < state.recorded.parameters.size(); ++i) {  // the threads' sums
     torch::Tensor sum;
     for (const auto& thread : grads.parameters) {
       if (thread[i].defined()) sum = sum.defined() ? sum.add_(thread[i]) : thread[i];

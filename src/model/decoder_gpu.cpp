@@ -405,7 +405,7 @@ std::pair<torch::Tensor, torch::Tensor> GpuDecoderLoop::run(const torch::Tensor&
                   token_gates.size(2) == 3 * initial_hidden.size(1) && token_gates.size(1) > 0,
               "GPU decoder loop: token gates [B, T, 3H] and an initial state [B, H] expected");
   const auto float32 = [](const torch::Tensor& tensor) { return tensor.to(torch::kFloat).contiguous(); };
-  tensor_list outputs = gpu_decoder::DecoderLoopGpu::apply(
+  torch::autograd::tensor_list outputs = gpu_decoder::DecoderLoopGpu::apply(
       float32(token_gates), float32(initial_hidden), float32(source.states), float32(source.keys), source.mask,
       weights.feed, weights.hidden, weights.hidden_bias, weights.query, weights.energy, weights.combine, arena_,
       dropout);

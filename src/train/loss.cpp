@@ -7,6 +7,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/row_kernels.h"
+#include "model/bf16_products.h"
 #include "text/special_tokens.h"
 
 namespace nmt {
@@ -62,7 +63,10 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
                                const torch::Tensor& bias, const torch::Tensor& targets, double epsilon,
                                bool backward_follows) {
     const int64_t rows = hidden.size(0), classes = weight.size(0);
-    torch::Tensor gradient = torch::addmm(bias, hidden, weight.t());  // [N, V], the logits for now
+    // [N, V], the logits for now
+    const bool bf16 = bf16_products();
+    torch::Tensor gradient =
+        bf16 ? training_product(hidden, weight.t()).add_(bias) : torch::addmm(bias, hidden, weight.t());
     const torch::Tensor targets_cpu = targets.contiguous();
     const int64_t* target = targets_cpu.data_ptr<int64_t>();
     float* z = gradient.data_ptr<float>();
@@ -92,6 +96,7 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
       context->save_for_backward({hidden, weight});
       context->saved_data["gradient"] = gradient;
       context->saved_data["bias_gradient"] = column_sums.sum(0);
+      context->saved_data["bf16"] = bf16;
     }
     return torch::tensor(loss, hidden.options());
   }
@@ -105,9 +110,12 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
     const torch::Tensor& hidden = saved[0];
     const torch::Tensor& weight = saved[1];
     const float scale = gradients[0].item<float>();
-    // The incoming gradient scales the small factors, not the [N, V] buffer.
-    torch::Tensor grad_hidden = context->needs_input_grad(0) ? grad.mm(weight).mul_(scale) : torch::Tensor();
-    torch::Tensor grad_weight = context->needs_input_grad(1) ? grad.t().mm(hidden * scale) : torch::Tensor();
+    // The incoming gradient scales the small factors, not the [N, V] buffer. bf16 as the forward was.
+    const Bf16ProductsScope bf16(context->saved_data["bf16"].toBool());
+    torch::Tensor grad_hidden =
+        context->needs_input_grad(0) ? training_product(grad, weight).mul_(scale) : torch::Tensor();
+    torch::Tensor grad_weight =
+        context->needs_input_grad(1) ? training_product(grad.t(), hidden * scale) : torch::Tensor();
     torch::Tensor grad_bias =
         context->needs_input_grad(2) ? context->saved_data["bias_gradient"].toTensor() * scale : torch::Tensor();
     return {grad_hidden, grad_weight, grad_bias, torch::Tensor(), torch::Tensor(), torch::Tensor()};
@@ -155,7 +163,12 @@ torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor
   const bool fused = kernels::use_kernel(kernels::Operation::kOutputLayerLoss, {hidden, weight, bias},
                                          targets.scalar_type() == torch::kLong && hidden.size(0) > 0);
   if (!fused) {  // another device or type, or a CPU without AVX2: LibTorch's ops
-    return smoothed_cross_entropy_sum(torch::nn::functional::linear(hidden, weight, bias), targets, epsilon);
+    torch::Tensor logits = torch::nn::functional::linear(hidden, weight, bias);
+    if (bf16_products()) {
+      logits = training_product(hidden, weight.t());
+      if (bias.defined()) logits = logits + bias;
+    }
+    return smoothed_cross_entropy_sum(logits, targets, epsilon);
   }
   // An undefined tensor cannot be a custom function's input: no bias is a zero bias there.
   return FusedOutputLoss::apply(hidden, weight,

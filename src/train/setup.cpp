@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "kernels/dispatch.h"
+#include "model/bf16_products.h"
 #include "text/batching.h"
 #include "train/gradient_reducer.h"
 #include "train/loss.h"
@@ -233,7 +234,12 @@ TranslationModel fine_tuning_start(const TrainConfig& config, const torch::Devic
 }  // namespace
 
 void check_precision(const TrainConfig& config, const torch::Device& device) {
-  if (config.precision == "bf16" && !has_bf16(device)) {
+  if (config.precision == "bf16" && device.is_cpu() && !cpu_has_bf16()) {
+    throw std::invalid_argument(
+        "precision bf16: this CPU has no bfloat16 dot products (AVX512_BF16 or AMX, as on Zen 4 and Xeons "
+        "since Cooper Lake); use precision fp32");
+  }
+  if (config.precision == "bf16" && device.is_cuda() && !has_bf16(device)) {
     throw std::invalid_argument(
         "precision bf16: this GPU has no full-speed bfloat16 (compute capability 8.0 or "
         "later: A100, H100 and newer); use precision fp32");
@@ -376,8 +382,10 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
     SequenceLoss loss;
+    // bf16 on a CPU: the large products in bf16, forward and backward (model/bf16_products.h).
+    const Bf16ProductsScope bf16(config.precision == "bf16" && batch.source.device().is_cpu());
     {
-      // bf16: the forward pass under autocast, the backward (below) outside it, as torch.autocast.
+      // bf16 on a GPU: the forward pass under autocast, the backward (below) outside it, as torch.autocast.
       const AutocastScope autocast(batch.source.device(), config.precision == "bf16");
       DecoderOutput out = model(batch.source, batch.source_lengths, batch.target_input, config.teacher_forcing);
       loss = sequence_loss(*model->decoder, out, batch.target_output, config.label_smoothing);

@@ -1,0 +1,39 @@
+// Training with precision bf16 on a CPU that has bf16 dot products (AVX512_BF16, AMX): the large
+// products (the output layer's, forward and backward) round both factors to bfloat16 and sum in
+// float32 (LibTorch's oneDNN matmul), returning float32; weights, optimizer state and the loss stay
+// float32. (On a GPU, precision bf16 is autocast instead: util/runtime.h.)
+//
+// Also the encoder's input gates over all positions, and the weight gradients of the recurrent
+// loops, summed over all positions in one product each. The setting is the process's, for a
+// training step's scope (forward and backward; the loops' threads read it too): a process trains one
+// model at a time.
+#pragma once
+
+#include <torch/types.h>
+
+namespace nmt {
+
+// Whether this CPU computes bfloat16 dot products in hardware (AVX512_BF16 or AMX-BF16).
+bool cpu_has_bf16();
+
+class Bf16ProductsScope {
+ public:
+  explicit Bf16ProductsScope(bool enabled);
+  ~Bf16ProductsScope();
+  Bf16ProductsScope(const Bf16ProductsScope&) = delete;
+  Bf16ProductsScope& operator=(const Bf16ProductsScope&) = delete;
+
+ private:
+  bool was_enabled_;
+};
+
+// Whether the products are in bf16 now.
+bool bf16_products();
+
+// a [M, K] times b [K, N] in float32: a.mm(b), or with bf16_products() in bf16 with float32 sums.
+torch::Tensor training_product(const torch::Tensor& a, const torch::Tensor& b);
+// x W^T + b (bias may be undefined), through autograd: torch::nn::functional::linear, or with
+// bf16_products() its factors in bf16 (the backward's products too) and the result in float32.
+torch::Tensor training_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+}  // namespace nmt
