@@ -85,6 +85,11 @@ std::string megabytes(uintmax_t bytes) { return format_fixed(static_cast<double>
 
 }  // namespace
 
+bool is_export(torch::serialize::InputArchive& archive) {
+  c10::IValue value;
+  return archive.try_read(kComputeTypeKey, value);
+}
+
 std::string stored_compute_type(torch::serialize::InputArchive& archive) {
   c10::IValue value;
   if (!archive.try_read(kComputeTypeKey, value)) return "float32";

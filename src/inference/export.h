@@ -32,6 +32,8 @@ std::string export_model(const ExportJob& job);
 // The compute type a file's weights are stored in: "int8" for an int8 export, "float32" otherwise
 // (training checkpoints, float32 exports).
 std::string stored_compute_type(torch::serialize::InputArchive& archive);
+// Whether an opened checkpoint file is an export (either compute type), which has no training state.
+bool is_export(torch::serialize::InputArchive& archive);
 
 // Fills `network`'s parameters from an int8 export's records (dequantize_rows of the stored rows).
 // std::runtime_error naming `path` when the records do not fit the network.

@@ -1,12 +1,12 @@
-// Training with precision bf16 on a CPU that has bf16 dot products (AVX512_BF16, AMX): the large
-// products (the output layer's, forward and backward) round both factors to bfloat16 and sum in
-// float32 (LibTorch's oneDNN matmul), returning float32; weights, optimizer state and the loss stay
-// float32. (On a GPU, precision bf16 is autocast instead: util/runtime.h.)
+// Training with precision bf16 on a CPU that has bf16 dot products (AVX512_BF16, AMX): the largest
+// products round both factors to bfloat16 and sum in float32 (LibTorch's oneDNN matmul), returning
+// float32. They are the output layer's (forward and backward), the encoder's input gates over all
+// positions, and the recurrent loops' weight gradients, one product over all positions each; the
+// loops' per-step products, weights, optimizer state and the loss stay float32. (On a GPU, precision
+// bf16 is autocast instead: util/runtime.h.)
 //
-// Also the encoder's input gates over all positions, and the weight gradients of the recurrent
-// loops, summed over all positions in one product each. The setting is the process's, for a
-// training step's scope (forward and backward; the loops' threads read it too): a process trains one
-// model at a time.
+// The setting is the process's, for a training step's scope (forward and backward; the loops'
+// threads read it too): a process trains one model at a time.
 #pragma once
 
 #include <torch/types.h>

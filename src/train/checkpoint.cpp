@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "inference/checkpoint_format.h"
+#include "inference/export.h"
 #include "train/fused_adam.h"
 #include "util/io.h"
 #include "util/runtime.h"
@@ -61,7 +62,7 @@ TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch
   with_checkpoint_errors(
       path,
       [&] {
-        if (c10::IValue exported; archive.try_read("compute_type", exported)) {
+        if (is_export(archive)) {
           throw std::runtime_error(path +
                                    ": an exported model (nmt export) holds no training state; use one of the "
                                    "run's checkpoints");
