@@ -5,14 +5,17 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <thread>
 #include <vector>
 
 #include "helpers.h"
 #include "kernels/available.h"
+#include "kernels/bf16_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/row_kernels.h"
 #include "model/attention.h"
+#include "model/bf16_products.h"
 #include "model/dropout.h"
 #include "model/fused_attention.h"
 #include "model/gru_cell.h"
@@ -249,6 +252,100 @@ TEST_CASE("both ways in float32: the loops' packed products, AVX-512 and AVX2", 
   kernels::ScopedKernelLevel off(KernelLevel::kOff);
   LoopWeight(weight).multiply(x, bias, reference);
   CHECK(torch::allclose(reference, x.mm(weight) + bias, 1e-5, 1e-5));
+}
+
+TEST_CASE("bf16 products on AMX tiles: the rounded factors' float32 sums, from 1 and 2 threads", "[kernels]") {
+  torch::manual_seed(37);
+  const auto rounded = [](const torch::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat32); };
+  // The plain reference rounds as LibTorch does (to nearest, ties to even).
+  const torch::Tensor a = torch::randn({5, 37}), b = torch::randn({37, 19});
+  torch::Tensor plain = torch::empty({5, 19});
+  kernels::bf16_reference(a.data_ptr<float>(), 37, b.data_ptr<float>(), 19, 37, 19, 5, nullptr, 0,
+                          plain.data_ptr<float>(), 19);
+  CHECK(torch::allclose(plain, rounded(a).mm(rounded(b)), 1e-5, 1e-5));
+  if (!kernels::amx_kernels_available() || kernels::kernel_level() != KernelLevel::kAvx512) {
+    WARN("no AMX here: a LoopWeight made for bf16 multiplies in float32");
+    const Bf16ProductsScope bf16(true);
+    torch::Tensor out = torch::empty({5, 19});
+    LoopWeight(b).multiply(a, {}, out);
+    CHECK(torch::allclose(out, a.mm(b), 1e-5, 1e-5));
+    return;
+  }
+  // Depths below, at and past a tile's 32; 70 columns: four whole panels and a ragged one; rows
+  // within one tile, two, and a ragged third.
+  for (int64_t depth : {21, 64, 70}) {
+    const torch::Tensor weight = torch::randn({depth, 70}), bias = torch::randn({70});
+    for (int64_t rows : {1, 15, 16, 17, 33, 60}) {
+      DYNAMIC_SECTION(depth << " deep, " << rows << " rows") {
+        const torch::Tensor x = torch::randn({rows, depth}), matrix = torch::randn({rows, 70});
+        const Bf16ProductsScope bf16(true);
+        const LoopWeight packed(weight);
+        for (const torch::Tensor& init : {bias, matrix, torch::Tensor()}) {
+          torch::Tensor fast = torch::full({rows, 70}, 7.0f), expected = torch::empty({rows, 70});
+          packed.multiply(x, init, fast);
+          const torch::Tensor full_init = init.defined() ? init.expand({rows, 70}).contiguous() : init;
+          kernels::bf16_reference(x.data_ptr<float>(), depth, weight.data_ptr<float>(), 70, depth, 70, rows,
+                                  init.defined() ? full_init.data_ptr<float>() : nullptr, 70,
+                                  expected.data_ptr<float>(), 70);
+          CHECK(torch::allclose(fast, expected, 1e-5, 1e-5));
+          // and it did round: float32's product is further off than the order of the sums
+          const torch::Tensor exact = init.defined() ? x.mm(weight) + init : x.mm(weight);
+          CHECK_FALSE(torch::allclose(fast, exact, 1e-5, 1e-5));
+        }
+        // Two threads, each writing its share of the columns of one output.
+        torch::Tensor shared = torch::full({rows, 70}, 7.0f);
+        std::thread other([&] { packed.multiply(x, bias, shared, {32, 70}); });
+        packed.multiply(x, bias, shared, {0, 32});
+        other.join();
+        torch::Tensor alone = torch::empty({rows, 70});
+        packed.multiply(x, bias, alone);
+        CHECK(torch::equal(shared, alone));
+      }
+    }
+  }
+}
+
+TEST_CASE("bf16 conversions give LibTorch's bits at every level, and bf16 linear maps the right values and gradients",
+          "[kernels]") {
+  torch::manual_seed(41);
+  // Random values, and ties: a low half of exactly 0x8000 rounds to the even neighbour.
+  torch::Tensor x = torch::randn({37, 53}) * 100;
+  std::vector<int32_t> ties = {0x3F808000, 0x3F818000, -0x40808000 /* a negative float */, 0x00008000};
+  x.view({-1}).narrow(0, 0, 4).copy_(torch::from_blob(ties.data(), {4}, torch::kInt32).view(torch::kFloat32));
+  const torch::Tensor bias = torch::randn({53});
+  std::vector<KernelLevel> levels = {KernelLevel::kOff};
+  if (kernels::supported_kernel_level() == KernelLevel::kAvx512) levels.push_back(KernelLevel::kAvx512);
+  for (KernelLevel level : levels) {
+    DYNAMIC_SECTION("level " << kernels::to_string(level)) {
+      const kernels::ScopedKernelLevel scoped(level);
+      const torch::Tensor rounded = to_bf16(x);
+      CHECK(torch::equal(rounded, x.to(torch::kBFloat16)));
+      CHECK(torch::equal(to_bf16(x.t()), x.t().to(torch::kBFloat16)));
+      CHECK(torch::equal(to_float(rounded), rounded.to(torch::kFloat32)));
+      CHECK(torch::equal(to_float(rounded, bias), rounded.to(torch::kFloat32) + bias));
+    }
+  }
+  // training_linear in bf16 against float64 products of the rounded factors, for the values and both
+  // gradients: within 1% in norm (LibTorch's bfloat16 products round their results to bfloat16); a
+  // wrong factor or transpose would be off by the order of the values themselves.
+  const auto widened = [](const torch::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat64); };
+  const auto near = [](const torch::Tensor& ours, const torch::Tensor& expected) {
+    return (ours.to(torch::kFloat64) - expected).norm().item<double>() <= 1e-2 * expected.norm().item<double>();
+  };
+  const torch::Tensor input = torch::randn({2, 5, 16}, torch::requires_grad()),
+                      weight = torch::randn({12, 16}, torch::requires_grad()),
+                      shift = torch::randn({12}, torch::requires_grad()), upstream = torch::randn({2, 5, 12});
+  torch::Tensor output;
+  {
+    const Bf16ProductsScope bf16(true);
+    output = training_linear(input, weight, shift);
+    (output * upstream).sum().backward();
+  }
+  const torch::Tensor grad_rows = widened(upstream).view({10, 12});
+  CHECK(near(output, torch::matmul(widened(input), widened(weight).t()) + shift.to(torch::kFloat64)));
+  CHECK(near(input.grad(), grad_rows.mm(widened(weight)).view({2, 5, 16})));
+  CHECK(near(weight.grad(), grad_rows.t().mm(widened(input).view({10, 16}))));
+  CHECK(torch::allclose(shift.grad(), upstream.view({10, 12}).sum(0), 1e-5, 1e-5));
 }
 
 TEST_CASE("both ways in float32: an Adam step", "[kernels]") {

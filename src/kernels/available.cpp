@@ -1,6 +1,14 @@
 // Compiled without -mavx2 (unlike the kernels), so that asking is safe on any CPU.
 #include "kernels/available.h"
 
+#include "kernels/bf16_kernels.h"
+
+#if NMT_BF16_KERNELS
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace nmt::kernels {
 
 bool avx2_kernels_available() {
@@ -25,6 +33,40 @@ bool vnni_kernels_available() {
 #if NMT_VNNI_KERNELS
   static const bool available =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  return available;
+#else
+  return false;
+#endif
+}
+
+bool bf16_kernels_available() {
+#if NMT_BF16_KERNELS
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return available;
+#else
+  return false;
+#endif
+}
+
+bool amx_kernels_available() {
+#if NMT_BF16_KERNELS
+  static const bool available = [] {
+    // CPUID leaf 7: AMX-BF16 is EDX bit 22, AMX-TILE bit 24 (not every compiler's
+    // __builtin_cpu_supports knows them). The system must save the tile state (XCR0 bits 17 and
+    // 18), and Linux gives a process the tile data only when asked (arch_prctl
+    // ARCH_REQ_XCOMP_PERM, feature 18); oneDNN asks the same way.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!bf16_kernels_available() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || ((edx >> 22) & 1u) == 0 ||
+        ((edx >> 24) & 1u) == 0) {
+      return false;
+    }
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    if ((xcr0_low & (3u << 17)) != (3u << 17)) return false;
+    constexpr long kRequestPermission = 0x1023, kTileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+  }();
   return available;
 #else
   return false;

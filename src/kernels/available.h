@@ -16,5 +16,10 @@ bool avx2_kernels_available();
 bool avx512_kernels_available();
 // AVX-512 VNNI (with AVX-512F and BW): the int8 products of kernels/int8_gemm.h.
 bool vnni_kernels_available();
+// AVX-512 F, BW and VL: the bfloat16 conversions of kernels/bf16_kernels.h.
+bool bf16_kernels_available();
+// Those and AMX-TILE and AMX-BF16, with the operating system's leave to use tile data (Linux
+// grants it once asked, arch_prctl): the tile product of kernels/bf16_kernels.h.
+bool amx_kernels_available();
 
 }  // namespace nmt::kernels

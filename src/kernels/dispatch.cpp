@@ -62,7 +62,7 @@ OperationRule operation_rule(Operation operation) {
     case Operation::kDecoderLoop:
       return {"decoder_loop", KernelLevel::kAvx2, true, "avx2 (the fused loop)", "the reference (step by step)"};
     case Operation::kPackedProducts:
-      return {"packed_products", KernelLevel::kAvx2, true, "avx512 or avx2, as the level in force",
+      return {"packed_products", KernelLevel::kAvx2, true, "avx512 (amx in bf16) or avx2, as the level in force",
               "the reference (BLAS)"};
     case Operation::kInt8Products:
       return {"int8_products", KernelLevel::kAvx2, false, "avx512 vnni (at level avx512) or avx2",
@@ -73,11 +73,13 @@ OperationRule operation_rule(Operation operation) {
       return {"dropout_mask", KernelLevel::kAvx2, false, "the hashed mask", "the LibTorch reference"};
     case Operation::kLogSoftmax:
       return {"log_softmax", KernelLevel::kAvx2, true, "avx2 (with the beam's top-k fused)", "the LibTorch reference"};
+    case Operation::kBf16Conversions:
+      return {"bf16_conversions", KernelLevel::kAvx512, false, "avx512", "LibTorch's conversions"};
   }
   return {"unknown", KernelLevel::kAvx512, true, "", ""};
 }
 
-constexpr size_t kOperationCount = static_cast<size_t>(Operation::kLogSoftmax) + 1;  // the last one listed
+constexpr size_t kOperationCount = static_cast<size_t>(Operation::kBf16Conversions) + 1;  // the last one listed
 
 // Logs `operation`'s path the first time it is taken. Zero-initialised: nothing logged yet.
 void log_first_path(Operation operation, bool kernel) {

@@ -66,7 +66,8 @@ enum class Operation {
   // step in DecoderImpl::forward, the same file (whose steps ask for their own operations).
   kDecoderLoop,
   // LoopWeight (model/loop_weight.cpp): the packed products of kernels/packed_gemm.h (the AVX-512
-  // kernel at level avx512, the AVX2 one at avx2), or at::addmm (the BLAS) in LoopWeight::multiply.
+  // kernel at level avx512, the AVX2 one at avx2; in a bf16 training step on a CPU with AMX, the
+  // tile kernel of kernels/bf16_kernels.h), or at::addmm (the BLAS) in LoopWeight::multiply.
   kPackedProducts,
   // Int8Linear (model/int8_linear.cpp), compute type int8: the AVX-512 VNNI kernel of
   // kernels/int8_gemm.h at level avx512 on a CPU with VNNI, else the AVX2 one; or the plain int8
@@ -81,6 +82,9 @@ enum class Operation {
   // log_softmax_rows and best_extensions_of_logits (search/ensemble.cpp, search/beam.cpp): the
   // row kernels of kernels/row_kernels.h, or torch::log_softmax and topk in the same files.
   kLogSoftmax,
+  // to_bf16 and to_float (model/bf16_products.cpp), precision bf16: kernels/bf16_kernels.h's
+  // AVX-512 conversions at level avx512, or Tensor::to (copy_) beside them.
+  kBf16Conversions,
 };
 
 using TensorRefs = std::initializer_list<std::reference_wrapper<const torch::Tensor>>;

@@ -36,4 +36,14 @@ torch::Tensor training_product(const torch::Tensor& a, const torch::Tensor& b);
 // bf16_products() its factors in bf16 (the backward's products too) and the result in float32.
 torch::Tensor training_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
+// The conversions these use, outside autograd: float32 to bfloat16 (to nearest, ties to even) and
+// back, with kernels/bf16_kernels.h's AVX-512 kernels (Operation::kBf16Conversions) or Tensor::to.
+// A transposed matrix converts as its contiguous original; to_float adds a bias to each row on the
+// way (bias [columns] or undefined).
+torch::Tensor to_bf16(const torch::Tensor& tensor);
+torch::Tensor to_float(const torch::Tensor& tensor, const torch::Tensor& bias = {});
+// The same into existing rows: out (float32) = in (bfloat16) + bias, or out (bfloat16) = in (float32).
+void to_float_into(const torch::Tensor& in, const torch::Tensor& bias, const torch::Tensor& out);
+void to_bf16_into(const torch::Tensor& in, const torch::Tensor& out);
+
 }  // namespace nmt

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/dispatch.h"
+#include "model/bf16_products.h"
 #include "model/decoder_fused.h"
 #include "model/dropout.h"
 #include "model/word_dropout.h"
@@ -186,7 +187,8 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   const bool always_reference = teacher_forcing >= 1.0 || !is_training();
   if (always_reference) {
     // Every input token is known: embed and project all of them in one matrix multiply.
-    const torch::Tensor token_gates = embedding_gates(embed(target_input));  // [B, T, 3H]
+    const torch::Tensor token_gates =
+        training_linear(embed(target_input), embedding_gates->weight, embedding_gates->bias);  // [B, T, 3H]
     if (takes_gpu_loop(token_gates)) {
       const AdditiveForm form = *attention->additive_form();
       const GruCellImpl& cell = *cell_pointers_.front();

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 
+#include "kernels/bf16_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/packed_gemm.h"
+#include "model/bf16_products.h"
 
 namespace nmt {
 
@@ -19,6 +21,18 @@ LoopWeight::LoopWeight(const torch::Tensor& weight) : plain_(weight.contiguous()
   if (!kernels::use_kernel(kernels::Operation::kPackedProducts, {plain_})) return;
   const int64_t depth = plain_.size(0), width = plain_.size(1);
   avx512_ = kernels::kernel_level() == kernels::KernelLevel::kAvx512;
+  bf16_ = avx512_ && bf16_products() && kernels::amx_kernels_available();
+  if (bf16_) {
+    packed_ = torch::empty({kernels::packed_bf16_size(depth, width)}, plain_.options().dtype(torch::kBFloat16));
+    const int64_t panels = (width + kernels::kBf16Panel - 1) / kernels::kBf16Panel;
+    const int64_t panel_values = packed_.numel() / panels;
+    at::parallel_for(0, panels, 4, [&](int64_t begin, int64_t end) {
+      const int64_t first = begin * kernels::kBf16Panel, last = std::min(width, end * kernels::kBf16Panel);
+      kernels::pack_weight_bf16(plain_.data_ptr<float>() + first, width, depth, last - first,
+                                packed_bits() + begin * panel_values);
+    });
+    return;
+  }
   packed_ = torch::empty({kernels::packed_size(depth, width)}, plain_.options());
   // Whole panels per thread (a panel is 16 columns; the last one may be narrower).
   const int64_t panels = (width + kernels::kPanelWidth - 1) / kernels::kPanelWidth;
@@ -53,6 +67,13 @@ void LoopWeight::multiply(const torch::Tensor& x, const torch::Tensor& init, con
               "LoopWeight: x [B, depth] and out [B, columns], float32 rows on the CPU with unit column stride, "
               "expected");
   TORCH_CHECK(!x.is_alias_of(out), "LoopWeight: x and out must not share memory (out is written block by block)");
+  if (bf16_) {
+    kernels::gemm_bf16_amx(x.data_ptr<float>(), x.stride(0), packed_bits(), plain_.size(0), columns(), x.size(0),
+                           range.first, range.second, init.defined() ? init.data_ptr<float>() : nullptr,
+                           init.defined() && init.dim() == 2 ? init.stride(0) : 0, out.data_ptr<float>(),
+                           out.stride(0));
+    return;
+  }
   const auto gemm = avx512_ ? kernels::gemm_packed_avx512 : kernels::gemm_packed_avx2;
   gemm(x.data_ptr<float>(), x.stride(0), packed_.data_ptr<float>(), plain_.size(0), columns(), x.size(0), range.first,
        range.second, init.defined() ? init.data_ptr<float>() : nullptr,

@@ -3,11 +3,14 @@
 // when the LoopWeight is made, for the kernel of the level then in force (kernels/packed_gemm.h);
 // a BLAS call would repack all of it on every step. With NMT_KERNELS=off (kernels/dispatch.h)
 // OpenBLAS multiplies by a contiguous copy, the reference.
+// Made while a training step computes in bf16 (model/bf16_products.h) on a CPU with AMX, the weight
+// is packed as bfloat16 for the tile kernel of kernels/bf16_kernels.h instead.
 // Used inside the fused loops (decoder_fused.cpp, bigru_fused.cpp), one LoopWeight per pass.
 #pragma once
 
 #include <torch/types.h>
 
+#include <cstdint>
 #include <utility>
 
 namespace nmt {
@@ -33,9 +36,12 @@ class LoopWeight {
   int64_t columns() const { return plain_.size(1); }
 
  private:
+  uint16_t* packed_bits() const { return static_cast<uint16_t*>(packed_.data_ptr()); }
+
   torch::Tensor plain_;   // [depth, columns], contiguous
   torch::Tensor packed_;  // kernels::pack_weight_*'s panels; undefined for the reference
   bool avx512_ = false;   // packed for (and multiplied by) the AVX-512 kernel, else the AVX2 one
+  bool bf16_ = false;     // packed as bfloat16 for the AMX kernel (packed_ holds its bits)
 };
 
 // Columns [range.first, range.second) of a matrix (or a vector's elements), as a view.

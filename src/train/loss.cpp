@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -63,27 +64,38 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
                                const torch::Tensor& bias, const torch::Tensor& targets, double epsilon,
                                bool backward_follows) {
     const int64_t rows = hidden.size(0), classes = weight.size(0);
-    // [N, V], the logits for now
+    // [N, V]: the logits, then each row's gradient. In bf16 the logits stay bfloat16, and each thread
+    // widens a few rows at a time (adding the bias), makes their gradient, and rounds it back for the
+    // backward's products: the float32 rows never leave the cache.
     const bool bf16 = bf16_products();
-    torch::Tensor gradient =
-        bf16 ? training_product(hidden, weight.t()).add_(bias) : torch::addmm(bias, hidden, weight.t());
+    const torch::Tensor weight16 = bf16 ? to_bf16(weight) : torch::Tensor();
+    const torch::Tensor logits16 = bf16 ? to_bf16(hidden).mm(weight16.t()) : torch::Tensor();
+    const torch::Tensor gradient = bf16 ? torch::Tensor() : torch::addmm(bias, hidden, weight.t());
+    torch::Tensor rounded = bf16 && backward_follows
+                                ? torch::empty({rows, classes}, hidden.options().dtype(torch::kBFloat16))
+                                : torch::Tensor();
     const torch::Tensor targets_cpu = targets.contiguous();
     const int64_t* target = targets_cpu.data_ptr<int64_t>();
-    float* z = gradient.data_ptr<float>();
     std::vector<float> target_logit(static_cast<size_t>(rows)), log_sum_exp(target_logit.size()),
         row_sum(target_logit.size());
     // Per thread, the column sums of its rows' gradients (none without a backward: validation).
-    torch::Tensor column_sums =
-        torch::zeros({backward_follows ? at::get_num_threads() : 0, classes}, gradient.options());
+    torch::Tensor column_sums = torch::zeros({backward_follows ? at::get_num_threads() : 0, classes}, hidden.options());
+    constexpr int64_t kBf16Rows = 8;  // rows widened at a time
     at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row)
-        target_logit[static_cast<size_t>(row)] = z[row * classes + target[row]];
-      float* block = z + begin * classes;
-      kernels::softmax_rows(block, end - begin, classes, log_sum_exp.data() + begin, row_sum.data() + begin);
-      if (!backward_follows) return;
-      kernels::smoothed_gradient_rows(block, end - begin, classes, target + begin, static_cast<float>(epsilon), 1.0f);
-      kernels::add_column_sums(block, end - begin, classes,
-                               column_sums.data_ptr<float>() + at::get_thread_num() * classes);
+      const torch::Tensor scratch =
+          bf16 ? torch::empty({std::min(kBf16Rows, end - begin), classes}, hidden.options()) : torch::Tensor();
+      for (int64_t first = begin; first < end; first += bf16 ? kBf16Rows : end - begin) {
+        const int64_t count = bf16 ? std::min(kBf16Rows, end - first) : end - begin;
+        if (bf16) to_float_into(logits16.narrow(0, first, count), bias, scratch.narrow(0, 0, count));
+        float* z = bf16 ? scratch.data_ptr<float>() : gradient.data_ptr<float>() + first * classes;
+        for (int64_t row = 0; row < count; ++row)
+          target_logit[static_cast<size_t>(first + row)] = z[row * classes + target[first + row]];
+        kernels::softmax_rows(z, count, classes, log_sum_exp.data() + first, row_sum.data() + first);
+        if (!backward_follows) continue;
+        kernels::smoothed_gradient_rows(z, count, classes, target + first, static_cast<float>(epsilon), 1.0f);
+        kernels::add_column_sums(z, count, classes, column_sums.data_ptr<float>() + at::get_thread_num() * classes);
+        if (bf16) to_bf16_into(scratch.narrow(0, 0, count), rounded.narrow(0, first, count));
+      }
     });
     double loss = 0;  // summed in row order, whatever the thread count
     for (size_t row = 0; row < target_logit.size(); ++row) {
@@ -94,9 +106,10 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
     }
     if (backward_follows) {
       context->save_for_backward({hidden, weight});
-      context->saved_data["gradient"] = gradient;
+      context->saved_data["gradient"] = rounded.defined() ? rounded : gradient;
       context->saved_data["bias_gradient"] = column_sums.sum(0);
       context->saved_data["bf16"] = bf16;
+      if (bf16) context->saved_data["weight16"] = weight16;
     }
     return torch::tensor(loss, hidden.options());
   }
@@ -104,7 +117,8 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
   static tensor_list backward(AutogradContext* context, tensor_list gradients) {
     TORCH_CHECK(context->saved_data.count("gradient") == 1,
                 "output layer loss: backward a second time is not supported (its buffer was used up)");
-    const torch::Tensor grad = context->saved_data["gradient"].toTensor();  // dL/dz for an incoming gradient of 1
+    // dL/dz for an incoming gradient of 1 (in bfloat16 when the forward was)
+    const torch::Tensor grad = context->saved_data["gradient"].toTensor();
     context->saved_data.erase("gradient");
     const auto saved = context->get_saved_variables();
     const torch::Tensor& hidden = saved[0];
@@ -112,8 +126,9 @@ struct FusedOutputLoss : public torch::autograd::Function<FusedOutputLoss> {
     const float scale = gradients[0].item<float>();
     // The incoming gradient scales the small factors, not the [N, V] buffer. bf16 as the forward was.
     const Bf16ProductsScope bf16(context->saved_data["bf16"].toBool());
+    const torch::Tensor factor = bf16_products() ? context->saved_data["weight16"].toTensor() : weight;
     torch::Tensor grad_hidden =
-        context->needs_input_grad(0) ? training_product(grad, weight).mul_(scale) : torch::Tensor();
+        context->needs_input_grad(0) ? training_product(grad, factor).mul_(scale) : torch::Tensor();
     torch::Tensor grad_weight =
         context->needs_input_grad(1) ? training_product(grad.t(), hidden * scale) : torch::Tensor();
     torch::Tensor grad_bias =

@@ -9,6 +9,7 @@
 // source words. The decoder carries c in its state (DecoderState::coverage).
 #include <torch/torch.h>
 
+#include "model/bf16_products.h"
 #include "model/fused_attention.h"
 #include "model/scorers/registry.h"
 
@@ -31,7 +32,7 @@ class AdditiveScorerImpl : public ScorerImpl {
   }
 
   torch::Tensor project_keys(const torch::Tensor& states) override {
-    return key_layer_(states);  // [B, S, A]
+    return training_linear(states, key_layer_->weight, key_layer_->bias);  // [B, S, A]
   }
 
   torch::Tensor score(const torch::Tensor&, const torch::Tensor& keys, const AttentionStep& step) override {

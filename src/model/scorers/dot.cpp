@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "model/bf16_products.h"
 #include "model/scorers/registry.h"
 
 namespace nmt {
@@ -16,7 +17,7 @@ DotScorerImpl::DotScorerImpl(const AttentionOptions& options, double scale) : sc
 }
 
 torch::Tensor DotScorerImpl::project_keys(const torch::Tensor& states) {
-  return key_map_ ? key_map_(states) : states;  // [B, S, Q]
+  return key_map_ ? training_linear(states, key_map_->weight, key_map_->bias) : states;  // [B, S, Q]
 }
 
 torch::Tensor DotScorerImpl::score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) {

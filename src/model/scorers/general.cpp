@@ -2,6 +2,7 @@
 // W h_j is the key, computed once per batch; each step is then one batched dot product.
 #include <torch/torch.h>
 
+#include "model/bf16_products.h"
 #include "model/scorers/registry.h"
 
 namespace nmt {
@@ -15,7 +16,7 @@ class GeneralScorerImpl : public ScorerImpl {
             torch::nn::Linear(torch::nn::LinearOptions(options.key_size, options.query_size).bias(false)))) {}
 
   torch::Tensor project_keys(const torch::Tensor& states) override {
-    return key_layer_(states);  // [B, S, Q]
+    return training_linear(states, key_layer_->weight, key_layer_->bias);  // [B, S, Q]
   }
 
   torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) override {
