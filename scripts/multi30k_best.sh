@@ -16,7 +16,8 @@
 # later run's val, 1.0 was better by as much, about 0.2 BLEU (docs/results.md).
 #
 # Usage: scripts/multi30k_best.sh [OUTPUT_DIR]          (default models/multi30k_best)
-# Environment: BEST_MINUTES, the wall-clock budget of steps 1-3 (default 60).
+# Environment: BEST_MINUTES, the wall-clock budget of steps 1-3 (default 60); BEST_PRECISION, the
+# members' precision (fp32, the default, or bf16 on a CPU with bfloat16 products: docs/usage.md).
 # Writes OUTPUT_DIR/corpus (the encoded corpus and vocabularies), OUTPUT_DIR/MEMBER (each run),
 # OUTPUT_DIR/val.tsv (every dev score), OUTPUT_DIR/test.hyp and OUTPUT_DIR/summary.txt.
 set -euo pipefail
@@ -27,6 +28,8 @@ scripts/build.sh
 
 out="${1:-models/multi30k_best}"
 budget="${BEST_MINUTES:-60}"
+precision="${BEST_PRECISION:-fp32}"
+[[ $precision == fp32 || $precision == bf16 ]] || { echo "best: BEST_PRECISION must be fp32 or bf16, not '$precision'" >&2; exit 2; }
 [[ $budget =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "best: BEST_MINUTES must be a number of minutes, not '$budget'" >&2; exit 2; }
 # What steps 2-3 need after training stops: each member's last validation and checkpoint, the
 # averages, and five dev translations (the last by the ensemble).
@@ -59,7 +62,7 @@ trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 for m in "${members[@]}"; do
   build/nmt train "${recipe[@]}" "${sizes[@]}" --attention "$m" --model-dir "$out/$m" --overwrite \
     --threads 1 --max-minutes "$train_minutes" --early-stopping-patience 0 --keep-checkpoints 5 \
-    > "$out/$m.out" 2>&1 &
+    --precision "$precision" > "$out/$m.out" 2>&1 &
   pids+=($!)
 done
 for _ in "${pids[@]}"; do

@@ -75,7 +75,7 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("device", config.device, "cpu or cuda");
   visit("precision", config.precision,
         "fp32, or bf16: products in bfloat16 with float32 sums (a GPU: autocast; a CPU with AVX512_BF16 or AMX: the "
-        "largest ones), weights, optimizer and loss in float32");
+        "large ones, and with AMX the recurrent steps' too), weights, optimizer and loss in float32");
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ void round_rows(const float* a, int64_t lda, int64_t rows, int64_t depth, int64_
 // c's rows [0, rows) and columns [0, width) of the tile sums in `sums` (16 x 16 floats), plus init.
 void store_tile(const float* sums, int64_t rows, int64_t width, const float* init, int64_t init_ld, float* c,
                 int64_t ldc) {
-  const __mmask16 mask = width >= kBf16Panel ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << width) - 1);
+  const __mmask16 mask = first_lanes(width);
   for (int64_t r = 0; r < rows; ++r) {
     __m512 value = _mm512_loadu_ps(sums + r * kBf16Panel);
     if (init != nullptr) value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, init + r * init_ld));

@@ -1,9 +1,10 @@
-// Training with precision bf16 on a CPU that has bf16 dot products (AVX512_BF16, AMX): the largest
+// Training with precision bf16 on a CPU that has bf16 dot products (AVX512_BF16, AMX): the large
 // products round both factors to bfloat16 and sum in float32 (LibTorch's oneDNN matmul), returning
-// float32. They are the output layer's (forward and backward), the encoder's input gates over all
-// positions, and the recurrent loops' weight gradients, one product over all positions each; the
-// loops' per-step products, weights, optimizer state and the loss stay float32. (On a GPU, precision
-// bf16 is autocast instead: util/runtime.h.)
+// float32. They are the output layer's (forward and backward: train/loss.cpp), every input-gate and
+// attention-key projection over all positions (training_linear), and the recurrent loops' weight
+// gradients (training_product), one product over all positions each. With AMX the loops' per-step
+// products are bfloat16 too (model/loop_weight.h). Weights, optimizer state and the loss stay
+// float32. (On a GPU, precision bf16 is autocast instead: util/runtime.h.)
 //
 // The setting is the process's, for a training step's scope (forward and backward; the loops'
 // threads read it too): a process trains one model at a time.
