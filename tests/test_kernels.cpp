@@ -292,6 +292,16 @@ TEST_CASE("bf16 products on AMX tiles: the rounded factors' float32 sums, from 1
           const torch::Tensor exact = init.defined() ? x.mm(weight) + init : x.mm(weight);
           CHECK_FALSE(torch::allclose(fast, exact, 1e-5, 1e-5));
         }
+        // x and out as views with longer rows, as the loops pass them, and out added to itself.
+        const torch::Tensor wide_x = torch::zeros({rows, depth + 5});
+        wide_x.narrow(1, 0, depth).copy_(x);
+        torch::Tensor view_out = torch::zeros({rows, 80}).narrow(1, 0, 70);
+        view_out.copy_(matrix);
+        packed.multiply(wide_x.narrow(1, 0, depth), view_out, view_out);
+        torch::Tensor expected = torch::empty({rows, 70});
+        kernels::bf16_reference(x.data_ptr<float>(), depth, weight.data_ptr<float>(), 70, depth, 70, rows,
+                                matrix.data_ptr<float>(), 70, expected.data_ptr<float>(), 70);
+        CHECK(torch::allclose(view_out, expected, 1e-5, 1e-5));
         // Two threads, each writing its share of the columns of one output.
         torch::Tensor shared = torch::full({rows, 70}, 7.0f);
         std::thread other([&] { packed.multiply(x, bias, shared, {32, 70}); });
@@ -308,10 +318,17 @@ TEST_CASE("bf16 products on AMX tiles: the rounded factors' float32 sums, from 1
 TEST_CASE("bf16 conversions give LibTorch's bits at every level, and bf16 linear maps the right values and gradients",
           "[kernels]") {
   torch::manual_seed(41);
-  // Random values, and ties: a low half of exactly 0x8000 rounds to the even neighbour.
+  // Random values; ties (a low half of exactly 0x8000 rounds to the even neighbour); infinity and
+  // NaNs (any NaN becomes 0xFFFF, as in LibTorch's vectorized conversion).
   torch::Tensor x = torch::randn({37, 53}) * 100;
-  std::vector<int32_t> ties = {0x3F808000, 0x3F818000, -0x40808000 /* a negative float */, 0x00008000};
-  x.view({-1}).narrow(0, 0, 4).copy_(torch::from_blob(ties.data(), {4}, torch::kInt32).view(torch::kFloat32));
+  std::vector<uint32_t> special = {0x3F808000, 0x3F818000, 0xBF808000, 0x00008000,
+                                   0x7F800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF};
+  x.view({-1}).narrow(0, 0, 8).copy_(torch::from_blob(special.data(), {8}, torch::kInt32).view(torch::kFloat32));
+  // Compared as bits: NaN != NaN.
+  const auto same_bits = [](const torch::Tensor& a, const torch::Tensor& b) {
+    const auto type = a.element_size() == 2 ? torch::kInt16 : torch::kInt32;
+    return torch::equal(a.contiguous().view(type), b.contiguous().view(type));
+  };
   const torch::Tensor bias = torch::randn({53});
   std::vector<KernelLevel> levels = {KernelLevel::kOff};
   if (kernels::supported_kernel_level() == KernelLevel::kAvx512) levels.push_back(KernelLevel::kAvx512);
@@ -319,10 +336,10 @@ TEST_CASE("bf16 conversions give LibTorch's bits at every level, and bf16 linear
     DYNAMIC_SECTION("level " << kernels::to_string(level)) {
       const kernels::ScopedKernelLevel scoped(level);
       const torch::Tensor rounded = to_bf16(x);
-      CHECK(torch::equal(rounded, x.to(torch::kBFloat16)));
-      CHECK(torch::equal(to_bf16(x.t()), x.t().to(torch::kBFloat16)));
-      CHECK(torch::equal(to_float(rounded), rounded.to(torch::kFloat32)));
-      CHECK(torch::equal(to_float(rounded, bias), rounded.to(torch::kFloat32) + bias));
+      CHECK(same_bits(rounded, x.to(torch::kBFloat16)));
+      CHECK(same_bits(to_bf16(x.t()), x.t().to(torch::kBFloat16)));
+      CHECK(same_bits(to_float(rounded), rounded.to(torch::kFloat32)));
+      CHECK(same_bits(to_float(rounded, bias), rounded.to(torch::kFloat32) + bias));
     }
   }
   // training_linear in bf16 against float64 products of the rounded factors, for the values and both
@@ -346,6 +363,45 @@ TEST_CASE("bf16 conversions give LibTorch's bits at every level, and bf16 linear
   CHECK(near(input.grad(), grad_rows.mm(widened(weight)).view({2, 5, 16})));
   CHECK(near(weight.grad(), grad_rows.t().mm(widened(input).view({10, 16}))));
   CHECK(torch::allclose(shift.grad(), upstream.view({10, 12}).sum(0), 1e-5, 1e-5));
+  // And without a bias (the general scorer's keys).
+  const torch::Tensor plain = torch::randn({7, 16}, torch::requires_grad());
+  {
+    const Bf16ProductsScope bf16(true);
+    output = training_linear(plain, weight, {});
+    (output * upstream.view({10, 12}).narrow(0, 0, 7)).sum().backward();
+  }
+  CHECK(near(output, widened(plain).mm(widened(weight).t())));
+  CHECK(near(plain.grad(), widened(upstream).view({10, 12}).narrow(0, 0, 7).mm(widened(weight))));
+}
+
+TEST_CASE("the output layer's fused loss in bf16: float64's loss and gradients on the rounded factors", "[kernels]") {
+  if (!cpu_has_bf16()) return;  // precision bf16 is refused on this CPU
+  torch::manual_seed(43);
+  // 37 rows: several blocks of 8 and a ragged one, over two threads' shares.
+  const torch::Tensor hidden = torch::randn({37, 24}, torch::requires_grad()),
+                      weight = torch::randn({50, 24}, torch::requires_grad()),
+                      bias = torch::randn({50}, torch::requires_grad()), targets = torch::randint(0, 50, {37});
+  torch::Tensor loss;
+  {
+    const Bf16ProductsScope bf16(true);
+    loss = output_layer_loss(hidden, weight, bias, targets, 0.1);
+    loss.backward();
+  }
+  // The reference: the same smoothed cross-entropy sum in float64 on the factors rounded to bfloat16.
+  const auto widened = [](const torch::Tensor& t) {
+    return t.detach().to(torch::kBFloat16).to(torch::kFloat64).requires_grad_();
+  };
+  const torch::Tensor h = widened(hidden), w = widened(weight), b = bias.detach().to(torch::kFloat64).requires_grad_();
+  const torch::Tensor log_p = torch::log_softmax(h.mm(w.t()) + b, 1);
+  const torch::Tensor expected = -(0.9 * log_p.gather(1, targets.unsqueeze(1)).sum() + 0.1 / 50 * log_p.sum());
+  expected.backward();
+  const auto near = [](const torch::Tensor& ours, const torch::Tensor& reference) {
+    return (ours.to(torch::kFloat64) - reference).norm().item<double>() <= 1e-2 * reference.norm().item<double>();
+  };
+  CHECK(std::abs(loss.item<double>() - expected.item<double>()) <= 2e-3 * expected.item<double>());
+  CHECK(near(hidden.grad(), h.grad()));
+  CHECK(near(weight.grad(), w.grad()));
+  CHECK(near(bias.grad(), b.grad()));
 }
 
 TEST_CASE("both ways in float32: an Adam step", "[kernels]") {

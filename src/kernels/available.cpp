@@ -64,8 +64,12 @@ bool amx_kernels_available() {
     unsigned xcr0_low = 0, xcr0_high = 0;
     __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
     if ((xcr0_low & (3u << 17)) != (3u << 17)) return false;
+#ifdef SYS_arch_prctl
     constexpr long kRequestPermission = 0x1023, kTileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
     return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+#else
+    return false;  // not Linux: no way here to ask for the tile data
+#endif
   }();
   return available;
 #else

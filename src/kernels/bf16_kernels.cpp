@@ -7,8 +7,10 @@
 namespace nmt::kernels {
 namespace {
 
-// To nearest, ties to even: add 0x7FFF plus the lowest bit kept, then keep the top half.
+// To nearest, ties to even: add 0x7FFF plus the lowest bit kept, then keep the top half (a NaN
+// stays a NaN).
 float rounded(float value) {
+  if (value != value) return value;
   uint32_t bits = 0;
   std::memcpy(&bits, &value, sizeof bits);
   bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;

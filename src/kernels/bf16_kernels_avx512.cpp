@@ -1,11 +1,11 @@
 // Compiled with -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl (CMakeLists.txt): the
 // conversions run only after bf16_kernels_available() has said yes, the packing and the tile
-// product only after amx_kernels_available().
+// product only after amx_kernels_available(). No standard containers or algorithms here: their
+// code, compiled with these flags, could be the copy the linker keeps for the whole program.
 #include "kernels/bf16_kernels.h"
 
-#include <algorithm>
+#include <cstring>
 #include <stdexcept>
-#include <vector>
 
 #if NMT_BF16_KERNELS
 #include <immintrin.h>
@@ -30,23 +30,39 @@ struct alignas(64) TileConfig {
 constexpr int64_t kTileRows = 16;
 
 // bfloat16 bits of 16 floats, each in the low half of its 32-bit lane: to nearest, ties to even
-// (add 0x7FFF plus the lowest bit kept, then keep the top half).
+// (add 0x7FFF plus the lowest bit kept, then keep the top half); a NaN becomes 0xFFFF, as in
+// LibTorch's vectorized conversion.
 __m512i round_lanes(__m512 values) {
   const __m512i bits = _mm512_castps_si512(values);
   const __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  return _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lowest_kept)), 16);
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lowest_kept)), 16);
+  return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(values, values, _CMP_UNORD_Q), rounded, _mm512_set1_epi32(0xFFFF));
 }
 
 __mmask16 first_lanes(int64_t count) {
   return count >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << count) - 1);
 }
 
-// Rows [0, rows) of a as bfloat16, padded with zeros to 16-row tiles and the packed depth.
-void round_rows(const float* a, int64_t lda, int64_t rows, int64_t depth, int64_t padded_depth,
-                std::vector<uint16_t>& out) {
-  const int64_t padded_rows = (rows + kTileRows - 1) / kTileRows * kTileRows;
-  out.assign(padded_rows * padded_depth, 0);
-  for (int64_t r = 0; r < rows; ++r) round_to_bf16(a + r * lda, out.data() + r * padded_depth, depth);
+// A thread's buffer for its rounded rows of a, grown as needed.
+struct RoundedRows {
+  uint16_t* values = nullptr;
+  int64_t size = 0;
+  ~RoundedRows() { delete[] values; }
+};
+
+// Rows [0, rows) of a as bfloat16 in `out`, padded with zeros to 16-row tiles and the packed depth.
+const uint16_t* round_rows(const float* a, int64_t lda, int64_t rows, int64_t depth, int64_t padded_depth,
+                           RoundedRows& out) {
+  const int64_t size = (rows + kTileRows - 1) / kTileRows * kTileRows * padded_depth;
+  if (out.size < size) {
+    delete[] out.values;
+    out.values = new uint16_t[size];
+    out.size = size;
+  }
+  std::memset(out.values, 0, static_cast<size_t>(size) * sizeof(uint16_t));
+  for (int64_t r = 0; r < rows; ++r) round_to_bf16(a + r * lda, out.values + r * padded_depth, depth);
+  return out.values;
 }
 
 // c's rows [0, rows) and columns [0, width) of the tile sums in `sums` (16 x 16 floats), plus init.
@@ -105,8 +121,8 @@ void gemm_bf16_amx(const float* a, int64_t lda, const uint16_t* packed, int64_t 
   }
   if (rows <= 0 || column_begin >= column_end) return;
   const int64_t padded_depth = (depth + kBf16Depth - 1) / kBf16Depth * kBf16Depth;
-  thread_local std::vector<uint16_t> rounded;
-  round_rows(a, lda, rows, depth, padded_depth, rounded);
+  thread_local RoundedRows buffer;
+  const uint16_t* rounded = round_rows(a, lda, rows, depth, padded_depth, buffer);
   static const TileConfig config;
   _tile_loadconfig(&config);
   alignas(64) float sums[4][kTileRows * kBf16Panel];
@@ -117,7 +133,7 @@ void gemm_bf16_amx(const float* a, int64_t lda, const uint16_t* packed, int64_t 
     const uint16_t* panel = packed + column / kBf16Panel * panel_values;
     for (int64_t row = 0; row < rows; row += 2 * kTileRows) {
       const bool two_row_tiles = rows - row > kTileRows;
-      const uint16_t* first = rounded.data() + row * padded_depth;
+      const uint16_t* first = rounded + row * padded_depth;
       const uint16_t* second = first + kTileRows * padded_depth;
       _tile_zero(0);
       _tile_zero(1);
@@ -145,8 +161,9 @@ void gemm_bf16_amx(const float* a, int64_t lda, const uint16_t* packed, int64_t 
         const int64_t tile_row = row + (tile / 2) * kTileRows, tile_column = column + (tile % 2) * kBf16Panel;
         if (tile_row >= rows || tile_column >= column_end) continue;
         const float* tile_init = init != nullptr ? init + tile_row * init_ld + tile_column : nullptr;
-        store_tile(sums[tile], std::min(kTileRows, rows - tile_row), std::min(kBf16Panel, column_end - tile_column),
-                   tile_init, init_ld, c + tile_row * ldc + tile_column, ldc);
+        const int64_t tile_rows = rows - tile_row < kTileRows ? rows - tile_row : kTileRows;
+        const int64_t tile_width = column_end - tile_column < kBf16Panel ? column_end - tile_column : kBf16Panel;
+        store_tile(sums[tile], tile_rows, tile_width, tile_init, init_ld, c + tile_row * ldc + tile_column, ldc);
       }
     }
   }

@@ -56,7 +56,7 @@ bool fast_conversion(const torch::Tensor& in, const torch::Tensor& out) {
 
 uint16_t* bits(const torch::Tensor& tensor) { return static_cast<uint16_t*>(tensor.data_ptr()); }
 
-constexpr int64_t kGrain = 1 << 15;  // elements per task of a conversion
+constexpr int64_t kConversionGrain = 1 << 15;  // elements per task of a conversion
 
 }  // namespace
 
@@ -69,7 +69,7 @@ void to_bf16_into(const torch::Tensor& in, const torch::Tensor& out) {
   }
   const float* source = in.data_ptr<float>();
   uint16_t* target = bits(out);
-  at::parallel_for(0, in.numel(), kGrain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, in.numel(), kConversionGrain, [&](int64_t begin, int64_t end) {
     kernels::round_to_bf16(source + begin, target + begin, end - begin);
   });
 }
@@ -87,7 +87,7 @@ void to_float_into(const torch::Tensor& in, const torch::Tensor& bias, const tor
   const uint16_t* source = bits(in);
   float* target = out.data_ptr<float>();
   const float* add = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, columns)),
+  at::parallel_for(0, rows, std::max<int64_t>(1, kConversionGrain / std::max<int64_t>(1, columns)),
                    [&](int64_t begin, int64_t end) {
                      for (int64_t row = begin; row < end; ++row) {
                        kernels::widen_bf16(source + row * columns, add, target + row * columns, columns);

@@ -31,7 +31,8 @@ class Bf16ProductsScope {
 // Whether the products are in bf16 now.
 bool bf16_products();
 
-// a [M, K] times b [K, N] in float32: a.mm(b), or with bf16_products() in bf16 with float32 sums.
+// a [M, K] times b [K, N] in float32: a.mm(b), or with bf16_products() in bf16 with float32 sums,
+// outside autograd (for backward passes and custom functions: it records no gradient in bf16).
 torch::Tensor training_product(const torch::Tensor& a, const torch::Tensor& b);
 // x W^T + b (bias may be undefined), through autograd: torch::nn::functional::linear, or with
 // bf16_products() its factors in bf16 (the backward's products too) and the result in float32.

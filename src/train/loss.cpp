@@ -53,7 +53,8 @@ struct SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntr
 // kernels of kernels/row_kernels.h. Forward writes z once, turns it into softmax(z) in place and,
 // while each block of rows is still in cache, into the gradient of the loss sum with respect to z
 // (p - q, see smoothed_gradient_rows), adding up its columns for the bias gradient: one buffer
-// [N, V] instead of logits plus log-probabilities, and no pass over it left for the backward,
+// [N, V] instead of logits plus log-probabilities (in bf16: the bfloat16 logits, and the gradient
+// rounded to bfloat16 for the backward), and no pass over it left for the backward,
 // which only multiplies it out, scaled by the incoming gradient (without autograd, e.g. for the
 // validation loss, the forward stops at the loss). The loss of row r is
 //   -(1 - eps) log p_r[y_r] - (eps / V) sum_v log p_rv,  log p_rv = z_rv - lse_r,
@@ -178,12 +179,7 @@ torch::Tensor output_layer_loss(const torch::Tensor& hidden, const torch::Tensor
   const bool fused = kernels::use_kernel(kernels::Operation::kOutputLayerLoss, {hidden, weight, bias},
                                          targets.scalar_type() == torch::kLong && hidden.size(0) > 0);
   if (!fused) {  // another device or type, or a CPU without AVX2: LibTorch's ops
-    torch::Tensor logits = torch::nn::functional::linear(hidden, weight, bias);
-    if (bf16_products()) {
-      logits = training_product(hidden, weight.t());
-      if (bias.defined()) logits = logits + bias;
-    }
-    return smoothed_cross_entropy_sum(logits, targets, epsilon);
+    return smoothed_cross_entropy_sum(training_linear(hidden, weight, bias), targets, epsilon);
   }
   // An undefined tensor cannot be a custom function's input: no bias is a zero bias there.
   return FusedOutputLoss::apply(hidden, weight,

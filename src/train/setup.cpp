@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -238,6 +239,13 @@ void check_precision(const TrainConfig& config, const torch::Device& device) {
     throw std::invalid_argument(
         "precision bf16: this CPU has no bfloat16 dot products (AVX512_BF16 or AMX, as on Zen 4 and Xeons "
         "since Cooper Lake); use precision fp32");
+  }
+  if (config.precision == "bf16" && device.is_cpu()) {
+    // oneDNN (the bf16 products) marks every primitive it runs for Intel's ITT tracing, profiler or
+    // not, a measurable share of an update; it reads this once, at its first product, which comes
+    // after this. A user's own setting wins.
+    setenv("DNNL_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
+    setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
   }
   if (config.precision == "bf16" && device.is_cuda() && !has_bf16(device)) {
     throw std::invalid_argument(

@@ -71,6 +71,7 @@ struct TrainingSetup {
 // Throws std::runtime_error naming the first training or dev file that cannot be opened.
 void check_training_files(const TrainConfig& config);
 // Throws std::invalid_argument when precision bf16 is asked of a device without full-speed bf16.
+// For bf16 on a CPU it also turns off oneDNN's ITT task marking, unless the environment sets it.
 void check_precision(const TrainConfig& config, const torch::Device& device);
 
 // `config` must be validated. With `resume`, the model, vocabularies, progress and optimizer state

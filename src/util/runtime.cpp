@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <ATen/autocast_mode.h>
@@ -41,11 +40,6 @@ void set_threads(int threads) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(threads > 0 ? threads : std::min(cores, kMaxThreads));
   flush_denormals();
-  // oneDNN (LibTorch's bfloat16 products on the CPU) marks every primitive it runs for Intel's ITT
-  // tracing, profiler or not, a measurable share of a bf16 update; it reads this once, at its first
-  // product. A user's own setting wins.
-  setenv("DNNL_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
-  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
 }
 
 void flush_denormals() { at::globalContext().setFlushDenormal(true); }

@@ -17,8 +17,7 @@ constexpr int kMaxThreads = 128;
 void check_threads(int threads);
 
 // Sets LibTorch's intra-op threads after check_threads; 0 means the number of cores (at most
-// kMaxThreads). Also flush_denormals() for the calling thread, and turns off oneDNN's ITT tracing
-// unless the environment sets it.
+// kMaxThreads). Also flush_denormals() for the calling thread.
 void set_threads(int threads);
 
 // Makes this thread treat denormal floats (magnitudes below 1.2e-38) as 0, as inputs and as
