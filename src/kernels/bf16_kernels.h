@@ -3,7 +3,8 @@
 //
 // Conversions (AVX-512): rounding to nearest with ties to even, as LibTorch's float-to-bfloat16
 // conversion, so either gives the same bits (a NaN becomes 0xFFFF, as in its vectorized loop); the
-// widening can add a row vector (a bias) on the way. They replace LibTorch's conversions of the large products' factors and results.
+// widening can add a row vector (a bias) on the way. They replace LibTorch's conversions of the
+// large products' factors and results.
 //
 // Products (AMX-BF16, Intel Sapphire Rapids and later): what a LoopWeight (model/loop_weight.h)
 // multiplies by when a training step runs in bf16. The weight is rounded and packed once per loop
