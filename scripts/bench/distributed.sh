@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The distributed rows: training speed of the Multi30k recipe as 1 process x 1 thread, 2 processes x
-# 1 thread (nmt train --nproc 2: Gloo over loopback TCP) and 1 process x 2 threads, each taken from
-# nmt train's own log (metrics.jsonl: target tokens/s of its log windows, the first left out as
-# warm-up); then one update's gradient all-reduce alone (nmt_bench allreduce, two ranks), with the
-# bytes nmt train logs. Prints Markdown tables; docs/performance.md#distributed-training has them.
+# The distributed rows: training speed of the Multi30k recipe as 1 process x 1 thread; two separate
+# 1-thread trainings at once that never communicate (the most two processes can reach on this
+# machine, whatever the transport); 2 processes x 1 thread (nmt train --nproc 2: Gloo over loopback
+# TCP), also with --accumulate 2; and 1 process x 2 threads. Each rate is taken from nmt train's own
+# log (metrics.jsonl: target tokens/s of its log windows, the first left out as warm-up). Then one
+# update's gradient all-reduce alone (nmt_bench allreduce, two ranks), with the bytes nmt train logs.
+# Prints Markdown tables; docs/performance.md#distributed-training has them.
 #
 # Usage: scripts/bench/distributed.sh [CONFIG]   (default configs/multi30k_de_en.toml)
 # Environment: NMT_BENCH_STEPS (updates per run, default 300). Needs a build (scripts/build.sh) and
@@ -46,7 +48,13 @@ run() {  # name, then nmt train's options
 }
 
 run one_by_one --threads 1
+# two separate trainings side by side: their summed rate, and the slower one's seconds per update
+"$nmt" train "${common[@]}" --model-dir "$work/apart_b" --threads 1 --seed 2 > "$work/apart_b.log" 2>&1 &
+apart_b=$!
+run apart --threads 1
+wait "$apart_b" || { tail -n 20 "$work/apart_b.log" >&2; exit 1; }
 run two_processes --threads 1 --nproc 2
+run two_processes_accumulate --threads 1 --nproc 2 --accumulate 2
 run one_by_two --threads 2
 single=$(rate "$work/one_by_one")
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
@@ -54,16 +62,23 @@ echo "Machine: $cpu, $(nproc) cores; $steps updates per run, batch-tokens per ra
 echo
 echo "| setting | target tokens/s | of 2 x (1 x 1) | seconds per update | all-reduce wait after backward |"
 echo "| --- | --- | --- | --- | --- |"
-for name in one_by_one two_processes one_by_two; do
+for name in one_by_one apart two_processes two_processes_accumulate one_by_two; do
   r=$(rate "$work/$name")
+  seconds=$(update_seconds "$work/$name")
   case "$name" in
     one_by_one) label="1 process x 1 thread" ;;
+    apart)
+      label="2 separate 1-thread trainings at once, no communication (sum)"
+      r=$((r + $(rate "$work/apart_b")))
+      seconds=$(printf '%s\n%s\n' "$seconds" "$(update_seconds "$work/apart_b")" | sort -n | tail -n 1)
+      ;;
     two_processes) label="2 processes x 1 thread (Gloo, loopback TCP)" ;;
+    two_processes_accumulate) label="2 processes x 1 thread, --accumulate 2" ;;
     one_by_two) label="1 process x 2 threads" ;;
   esac
   wait_ms=$(sed -n 's/.*waiting for all-reduces after backward (\([0-9.]*\) ms per update).*/\1 ms/p' "$work/$name.log")
   echo "| $label | $r | $(awk -v r="$r" -v s="$single" 'BEGIN { printf "%.0f%%", 100 * r / (2 * s) }') |" \
-       "$(update_seconds "$work/$name") | ${wait_ms:--} |"
+       "$seconds | ${wait_ms:--} |"
 done
 
 bytes_mb=$(sed -n 's/.*distributed: \([0-9.]*\) MB all-reduced per update.*/\1/p' "$work/two_processes.log")
