@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "helpers.h"
+#include "search/continuous.h"
 #include "search/forced_decoding.h"
 #include "search/memory.h"
 #include "search/search.h"
@@ -504,6 +505,66 @@ TEST_CASE("search output does not depend on the batch it is in", "[search]") {
       }
     }
   }
+}
+
+TEST_CASE("continuous batching: sentences joining a running batch get greedy search's translations", "[search]") {
+  const std::vector<int64_t> lengths = {6, 2, 4, 7, 3, 5, 8, 1, 4};
+  auto [source, length_tensor] = random_source(lengths, kSearchVocab, 77);
+  SearchOptions options = fixed_shape_options(1, 1.0, 1);
+  options.return_attention = false;
+  // Which sentences join before each step; the rest join once the batch has run out.
+  const std::vector<std::vector<int64_t>> joining = {{0, 1}, {}, {2}, {3, 4, 5}, {}, {6}, {}, {}, {7}};
+  for (const std::string& type : all_attention_types()) {
+    for (const bool trained : {true, false}) {
+      DYNAMIC_SECTION(type << (trained ? ", trained" : ", untrained: rows run to their caps")) {
+        const Seq2Seq model = fixed_shape_model(type, trained, 78);
+        // An ensemble of two different models too: each keeps its own encoder output and state.
+        const Ensemble ensemble({model, fixed_shape_model(type, trained, 79)});
+        for (const Ensemble& decoder : {Ensemble(model), ensemble}) {
+          torch::InferenceMode guard;
+          if (decoder.uses_step_position()) {  // local-m: rows joining later would sit at other positions
+            CHECK_FALSE(ContinuousGreedy::supports(decoder, options, torch::kCPU));
+            continue;
+          }
+          REQUIRE(ContinuousGreedy::supports(decoder, options, torch::kCPU));
+          ContinuousGreedy running(decoder, options);
+          SearchResult found(lengths.size());
+          size_t most_running = 0, added = 0;
+          for (size_t step = 0; added < lengths.size() || running.size() > 0; ++step) {
+            std::vector<int64_t> tags = step < joining.size() ? joining[step] : std::vector<int64_t>();
+            if (step >= joining.size() && running.size() == 0) tags = {static_cast<int64_t>(added)};
+            std::vector<std::vector<int64_t>> sources;
+            for (const int64_t b : tags) {
+              const torch::Tensor row = source[b].narrow(0, 0, lengths[static_cast<size_t>(b)]).contiguous();
+              sources.emplace_back(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+            }
+            running.add(sources, tags);
+            added += tags.size();
+            most_running = std::max(most_running, running.size());
+            for (ContinuousGreedy::Ended& ended : running.step()) {
+              found[static_cast<size_t>(ended.tag)].push_back(std::move(ended.hypothesis));
+            }
+          }
+          CHECK(most_running >= 4);  // sentences really ran side by side, joining at different steps
+          // Each sentence as greedy search translates it alone.
+          for (size_t b = 0; b < lengths.size(); ++b) {
+            INFO("sentence " << b);
+            const auto row = static_cast<int64_t>(b);
+            const torch::Tensor alone = source.narrow(0, row, 1).narrow(1, 0, lengths[b]);
+            check_same_hypotheses({found[b]}, greedy_search(decoder, alone, length_tensor.narrow(0, row, 1), options));
+          }
+        }
+      }
+    }
+  }
+  SearchOptions beam = options;
+  beam.beam_size = 2;
+  SearchOptions attention = options;
+  attention.return_attention = true;
+  const Seq2Seq model = fixed_shape_model("additive", true, 78);
+  CHECK_FALSE(ContinuousGreedy::supports(model, beam, torch::kCPU));
+  CHECK_FALSE(ContinuousGreedy::supports(model, attention, torch::kCPU));
+  CHECK_THROWS_AS(ContinuousGreedy(model, beam), std::invalid_argument);
 }
 
 TEST_CASE("beam search never scores below greedy, n-best lists are sorted and distinct", "[search]") {

@@ -8,13 +8,14 @@
 //   nmt_bench --config FILE train [train keys] [--bench-steps N] [--bench-warmup N] [--mm-gflops R]
 //             [--profile TRACE.json]
 //   nmt_bench translate --model DIR --input FILE [--beam-size K] [--batch-size N] [--device cuda] [--mm-gflops R]
-//             [--profile TRACE.json]
+//             [--profile TRACE.json] [--continuous]
 //   RANK=r WORLD_SIZE=n MASTER_PORT=p nmt_bench allreduce --bytes B   (every rank; rank 0 prints
 //             | all-reduce | setting | ms per all-reduce | bus GB/s |)
 //
 // `train` times the training loop's own update (train_step: collate, forward, backward, clipping,
 // Adam) on the config's corpus after warm-up; `translate` times the Translator on a whole file
-// after translating its first lines once. FLOPs come from the model's shapes (bench/flops.h).
+// after translating its first lines once (--continuous: a continuous batch, search/continuous.h). FLOPs come from the
+// model's shapes (bench/flops.h).
 #include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
@@ -38,6 +39,7 @@
 #include "config/translate_options.h"
 #include "inference/model.h"
 #include "model/loop_weight.h"
+#include "search/continuous.h"
 #include "search/translator.h"
 #include "text/batching.h"
 #include "text/special_tokens.h"
@@ -227,8 +229,40 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
   return row;
 }
 
+// The lines in their order through one continuous batch (search/continuous.h) of `capacity`
+// sentences, all waiting from the start: a saturated server's decoding, without HTTP.
+std::vector<Translation> translate_continuously(const TranslationModels& models, const std::vector<std::string>& lines,
+                                                const SearchOptions& search, size_t capacity) {
+  torch::InferenceMode inference_mode;
+  const Vocabulary& source_vocabulary = models.source_vocabulary();
+  ContinuousGreedy running(models.ensemble(), search, models.shortlist);
+  const JoinPolicy policy{capacity};
+  std::vector<Translation> translations(lines.size());
+  size_t next = 0;
+  while (next < lines.size() || running.size() > 0) {
+    const size_t fitting = std::min(lines.size() - next, capacity - running.size());
+    if (policy.join(running.size(), fitting, 0)) {
+      std::vector<std::vector<int64_t>> sources;
+      std::vector<int64_t> tags;
+      for (size_t taken = 0; next < lines.size() && taken < fitting; ++next, ++taken) {
+        std::vector<int64_t> ids = source_ids(lines[next], source_vocabulary, translations[next]);
+        if (ids.empty()) continue;
+        sources.push_back(std::move(ids));
+        tags.push_back(static_cast<int64_t>(next));
+      }
+      running.add(sources, tags);
+    }
+    for (ContinuousGreedy::Ended& ended : running.step()) {
+      translations[static_cast<size_t>(ended.tag)].hypotheses.push_back(std::move(ended.hypothesis));
+    }
+  }
+  const bool backwards = models.ensemble().members().front()->options().reverse_target;
+  for (Translation& translation : translations) finish_translation(translation, models.target_vocabulary(), backwards);
+  return translations;
+}
+
 Row bench_translate(const TranslateOptions& options, const std::string& input, double mm_gflops,
-                    const std::string& profile) {
+                    const std::string& profile, bool continuous) {
   set_threads(options.threads);
   const SearchOptions& search = options.search;
   const BatchingOptions& batching = options.batching;
@@ -238,12 +272,29 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   const std::vector<std::string> lines = read_lines(input);
   Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching, device,
                         models.shortlist);
-  translator.translate(
-      {lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
+  if (continuous && (!ContinuousGreedy::supports(models.ensemble(), search, device) || batching.batch_in_tokens)) {
+    throw std::invalid_argument(
+        "--continuous takes greedy search without attention weights, on the CPU, with --batch-size in sentences");
+  }
+  const auto capacity = static_cast<size_t>(batching.batch_size);
+  // Continuous: as nmt serve --workers N with N threads, one batch per thread, the lines dealt out.
+  const auto workers = static_cast<size_t>(torch::get_num_threads());
+  const auto translate = [&](const std::vector<std::string>& some) {
+    if (!continuous) return translator.translate(some);
+    std::vector<Translation> translations(some.size());
+    run_in_parallel(workers, workers, [&](size_t worker) {
+      std::vector<std::string> own;
+      for (size_t i = worker; i < some.size(); i += workers) own.push_back(some[i]);
+      std::vector<Translation> done = translate_continuously(models, own, search, capacity);
+      for (size_t k = 0; k < done.size(); ++k) translations[worker + k * workers] = std::move(done[k]);
+    });
+    return translations;
+  };
+  translate({lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(lines.size(), 100))});
 
   Trace trace(profile, device);
   const auto start = Clock::now();
-  const std::vector<Translation> translations = translator.translate(lines);
+  const std::vector<Translation> translations = translate(lines);
   const double seconds = seconds_since(start);
   trace.end();
   int64_t target_tokens = 0, source_tokens = 0, sentences = 0;
@@ -265,8 +316,8 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   const std::string members = models.members.size() > 1 ? std::to_string(models.members.size()) + " models, " : "";
   Row row{members +
               (search.beam_size == 1 ? "translation, greedy" : "translation, beam " + std::to_string(search.beam_size)),
-          std::to_string(lines.size()) + " sentences, batch " + std::to_string(batching.batch_size) +
-              (batching.batch_in_tokens ? " tokens" : " sentences") +
+          std::to_string(lines.size()) + " sentences, " + (continuous ? "continuous batch of " : "batch ") +
+              std::to_string(batching.batch_size) + (batching.batch_in_tokens ? " tokens" : " sentences") +
               (models.shortlist ? ", shortlist (FLOPs of the whole output layer)" : "") +
               (models.compute_type == "int8" ? ", int8" : "") + ", " + runs_on(device)};
   row.sentences_per_second = static_cast<double>(lines.size()) / seconds;
@@ -350,6 +401,10 @@ int main(int argc, char** argv) {
   add_translate_options(*translate, translate_options);
   translate->add_option("--mm-gflops", mm_gflops, "matrix-multiply rate for the % column");
   translate->add_option("--profile", profile, "also write a Chrome trace of the timed translation to this file");
+  bool continuous = false;
+  translate->add_flag("--continuous", continuous,
+                      "the lines in their order through one continuous batch of --batch-size sentences (greedy), "
+                      "as nmt serve runs greedy requests");
 
   CLI::App* allreduce = app.add_subcommand("allreduce", "one update's gradient all-reduce alone (ranks from RANK...)");
   DistributedOptions distributed_options;
@@ -376,7 +431,7 @@ int main(int argc, char** argv) {
       set_threads(threads);
       bench_allreduce(distributed_options, allreduce_bytes, bucket_bytes, repeats);
     } else {
-      print_row(bench_translate(translate_options, input, mm_gflops, profile));
+      print_row(bench_translate(translate_options, input, mm_gflops, profile, continuous));
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "nmt_bench: %s\n", error.what());

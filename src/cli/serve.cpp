@@ -23,6 +23,9 @@ Command add_serve(CLI::App& program) {
   add("--port", options->port, "port to listen on (0: any free port)");
   add("--max-batch", options->max_batch, "sentences translated together, across requests");
   add("--max-wait-ms", options->max_wait_ms, "how long a request may wait for others to share its batch");
+  command->add_flag("--static-batches", options->static_batches,
+                    "greedy requests too are translated in whole batches (the others always are), instead of "
+                    "joining the running batch between two decoder steps");
   add("--workers", options->workers, "batches translated at once (several: one thread each)");
   add("--connections", options->connections, "requests read and answered at once (one thread each)");
   add("--max-waiting-connections", options->max_waiting_connections,

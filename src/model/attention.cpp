@@ -4,7 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "model/fused_attention.h"
 #include "util/runtime.h"
@@ -23,6 +25,27 @@ EncodedSource EncodedSource::index_select(const torch::Tensor& index) const {
   selected.mask = mask.index_select(0, index);
   selected.summary = summary.index_select(0, index);
   return selected;
+}
+
+torch::Tensor pad_positions(const torch::Tensor& tensor, int64_t length, double value) {
+  const int64_t missing = length - tensor.size(1);
+  if (missing == 0) return tensor;
+  std::vector<int64_t> pad(static_cast<size_t>(2 * (tensor.dim() - 1)), 0);  // last dimension first
+  pad.back() = missing;
+  return torch::constant_pad_nd(tensor, pad, value);
+}
+
+EncodedSource EncodedSource::cat_rows(const EncodedSource& first, const EncodedSource& second) {
+  const int64_t length = std::max(first.mask.size(1), second.mask.size(1));
+  const auto cat = [length](const torch::Tensor& a, const torch::Tensor& b, double value) {
+    return torch::cat({pad_positions(a, length, value), pad_positions(b, length, value)});
+  };
+  EncodedSource joined;
+  joined.states = cat(first.states, second.states, 0);
+  if (first.keys.defined()) joined.keys = cat(first.keys, second.keys, 0);
+  joined.mask = cat(first.mask, second.mask, 0);  // false
+  joined.summary = torch::cat({first.summary, second.summary});
+  return joined;
 }
 
 torch::Tensor batched_matvec(const torch::Tensor& matrices, const torch::Tensor& vectors) {

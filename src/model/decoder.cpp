@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/dispatch.h"
@@ -16,6 +17,16 @@ namespace nmt {
 DecoderState DecoderState::index_select(const torch::Tensor& index) const {
   return {hidden.index_select(1, index), attentional.index_select(0, index),
           coverage.defined() ? coverage.index_select(0, index) : torch::Tensor(), position};
+}
+
+DecoderState DecoderState::cat_rows(const DecoderState& first, const DecoderState& second) {
+  torch::Tensor coverage;
+  if (first.coverage.defined()) {
+    const int64_t length = std::max(first.coverage.size(1), second.coverage.size(1));
+    coverage = torch::cat({pad_positions(first.coverage, length), pad_positions(second.coverage, length)});
+  }
+  return {torch::cat({first.hidden, second.hidden}, 1), torch::cat({first.attentional, second.attentional}), coverage,
+          first.position};
 }
 
 DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : options_(options) {

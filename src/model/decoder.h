@@ -43,6 +43,9 @@ struct DecoderState {
 
   // The rows `index` [B'] (beam reordering).
   DecoderState index_select(const torch::Tensor& index) const;
+  // The rows of `first`, then those of `second`, coverage padded to the longer source; the
+  // position is `first`'s (continuous batching, for decoders whose steps do not read it).
+  static DecoderState cat_rows(const DecoderState& first, const DecoderState& second);
 };
 
 struct StepOutput {

@@ -17,7 +17,13 @@ struct EncodedSource {
 
   // The same source for the rows `index` [B'] (beam expansion and reordering).
   EncodedSource index_select(const torch::Tensor& index) const;
+  // The rows of `first`, then those of `second`, the shorter source padded as encode() pads
+  // (continuous batching: sentences joining a running batch).
+  static EncodedSource cat_rows(const EncodedSource& first, const EncodedSource& second);
 };
+
+// `tensor` [B, S, ...] with S grown to `length` by `value` at the end (unchanged when it has that).
+torch::Tensor pad_positions(const torch::Tensor& tensor, int64_t length, double value = 0);
 
 // [B, S] bool mask, true where position < length. `lengths` [B] int64 on any device.
 torch::Tensor make_source_mask(const torch::Tensor& lengths, int64_t max_length, const torch::Device& device);

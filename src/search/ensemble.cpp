@@ -33,6 +33,22 @@ Ensemble::Source Ensemble::Source::index_select(const torch::Tensor& index) cons
   return selected;
 }
 
+Ensemble::Source Ensemble::Source::cat_rows(const Source& first, const Source& second) {
+  Source joined;
+  for (size_t m = 0; m < first.members.size(); ++m) {
+    joined.members.push_back(EncodedSource::cat_rows(first.members[m], second.members[m]));
+  }
+  return joined;
+}
+
+Ensemble::State Ensemble::State::cat_rows(const State& first, const State& second) {
+  State joined;
+  for (size_t m = 0; m < first.members.size(); ++m) {
+    joined.members.push_back(DecoderState::cat_rows(first.members[m], second.members[m]));
+  }
+  return joined;
+}
+
 Ensemble::State Ensemble::State::index_select(const torch::Tensor& index) const {
   State selected;
   for (const DecoderState& member : members) selected.members.push_back(member.index_select(index));

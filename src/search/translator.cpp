@@ -159,10 +159,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   BatchConstraints constraints(constrained ? lines.size() : 0);
   std::vector<int64_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
-    sources[i] = source_vocabulary_.encode(lines[i]);
-    if (sources[i].empty()) continue;  // empty (or only whitespace) in, empty out
-    for (int64_t id : sources[i]) translations[i].source_pieces.push_back(source_vocabulary_.piece(id));
-    sources[i].push_back(kEosId);
+    sources[i] = source_ids(lines[i], source_vocabulary_, translations[i]);
+    if (sources[i].empty()) continue;  // empty in, empty out
     order.push_back(static_cast<int64_t>(i));
     const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_);
     if (!prefixes.lines.empty()) targets_start[i] = target_vocabulary_.encode(prefixes.lines[i]);
@@ -230,14 +228,25 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   } else {
     run_in_parallel(workers, batches.size(), translate_batch);
   }
-  for (auto& translation : translations) {
-    for (auto& hypothesis : translation.hypotheses) {
-      if (backwards) turn_around(hypothesis);
-      translation.texts.push_back(target_vocabulary_.decode(hypothesis.tokens));
-    }
-  }
+  for (auto& translation : translations) finish_translation(translation, target_vocabulary_, backwards);
   if (was_training) model_.train(true);
   return translations;
+}
+
+std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary,
+                                Translation& translation) {
+  std::vector<int64_t> ids = source_vocabulary.encode(line);
+  if (ids.empty()) return ids;
+  for (int64_t id : ids) translation.source_pieces.push_back(source_vocabulary.piece(id));
+  ids.push_back(kEosId);
+  return ids;
+}
+
+void finish_translation(Translation& translation, const Vocabulary& target_vocabulary, bool backwards) {
+  for (auto& hypothesis : translation.hypotheses) {
+    if (backwards) turn_around(hypothesis);
+    translation.texts.push_back(target_vocabulary.decode(hypothesis.tokens));
+  }
 }
 
 std::vector<std::string> best_texts(const std::vector<Translation>& translations) {

@@ -81,6 +81,13 @@ class Translator {
 SentenceConstraints encode_constraints(const std::string& line, const Vocabulary& target_vocabulary, bool backwards,
                                        int64_t prefix_tokens, int64_t limit, const std::string& where);
 
+// A line as the search takes it: its source subwords' ids and EOS, or none for an empty line (or
+// only whitespace); the subwords go into `translation`'s source_pieces.
+std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary, Translation& translation);
+// Fills `translation`'s texts from its hypotheses, turning a right-to-left model's (`backwards`)
+// around first.
+void finish_translation(Translation& translation, const Vocabulary& target_vocabulary, bool backwards);
+
 // Best hypothesis text of each translation ("" for empty lines).
 std::vector<std::string> best_texts(const std::vector<Translation>& translations);
 

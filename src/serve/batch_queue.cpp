@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
+
+#include "search/continuous.h"
 
 namespace nmt::serve {
 
@@ -35,7 +39,7 @@ std::vector<std::string> merged_guide(const std::vector<Request>& batch, std::ve
 }  // namespace
 
 BatchQueue::BatchQueue(const TranslationModels& models, BatchQueueOptions options, torch::Device device)
-    : models_(models), options_(options), device_(device) {
+    : models_(models), ensemble_(models.ensemble()), options_(options), device_(device) {
   for (size_t worker = 0; worker < std::max<size_t>(options_.workers, 1); ++worker) {
     workers_.emplace_back([this] {
       // Several workers: one thread each. OpenMP's thread count is per thread, but LibTorch sets a
@@ -128,11 +132,119 @@ std::vector<BatchQueue::Request> BatchQueue::take_batch() {
   return batch;
 }
 
+bool BatchQueue::runs_continuously(const Request& request, const SearchOptions& search) const {
+  return options_.continuous && request.prefixes.empty() && request.constraints.empty() &&
+         request.lines.size() <= options_.max_batch_sentences && same_search(request.search, search) &&
+         ContinuousGreedy::supports(ensemble_, request.search, device_);
+}
+
+void BatchQueue::answer(Request& request, std::vector<Translation> translations, const std::exception_ptr& error) {
+  if (error) {
+    request.result.set_exception(error);
+  } else {
+    request.result.set_value(std::move(translations));
+  }
+}
+
+void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {
+  struct Running {
+    Request request;
+    std::vector<Translation> translations;
+    size_t left = 0;  // sentences still in the search
+  };
+  const SearchOptions search = queue_.front().search;
+  const Vocabulary& source_vocabulary = models_.source_vocabulary();
+  const Vocabulary& target_vocabulary = models_.target_vocabulary();
+  const bool backwards = ensemble_.members().front()->options().reverse_target;
+  ContinuousGreedy running(ensemble_, search, models_.shortlist);
+  // The requests in the search by number; a sentence's tag is its request's number and its line.
+  std::map<int64_t, Running> requests;
+  int64_t next_number = 0;
+  constexpr int64_t kLinesPerRequest = int64_t{1} << 32;
+  const JoinPolicy policy{options_.max_batch_sentences};
+  size_t steps_waited = 0;  // by the oldest request that could join
+  while (true) {
+    // Between two steps (mutex_ held): the oldest waiting requests join, while they fit.
+    size_t fitting = 0, sentences = running.size();
+    for (const Request& request : queue_) {
+      if (!runs_continuously(request, search) || sentences + request.lines.size() > options_.max_batch_sentences) break;
+      sentences += request.lines.size();
+      ++fitting;
+    }
+    const bool join = policy.join(running.size(), sentences - running.size(), steps_waited);
+    std::vector<Request> joining;
+    for (size_t i = 0; join && i < fitting; ++i) {
+      joining.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    steps_waited = fitting > 0 && !join ? steps_waited + 1 : 0;
+    if (joining.empty() && running.size() == 0) return;
+    if (!joining.empty()) ++batches_done_;
+    lock.unlock();
+
+    std::vector<Running> done;
+    std::exception_ptr error;
+    try {
+      torch::InferenceMode inference_mode;
+      std::vector<std::vector<int64_t>> sources;
+      std::vector<int64_t> tags;
+      for (Request& request : joining) {
+        const int64_t number = next_number++;
+        Running& each = requests[number];
+        each.request = std::move(request);
+        const std::vector<std::string>& lines = each.request.lines;
+        each.translations.resize(lines.size());
+        for (size_t line = 0; line < lines.size(); ++line) {
+          std::vector<int64_t> ids = source_ids(lines[line], source_vocabulary, each.translations[line]);
+          if (ids.empty()) continue;  // empty in, empty out
+          sources.push_back(std::move(ids));
+          tags.push_back(number * kLinesPerRequest + static_cast<int64_t>(line));
+          ++each.left;
+        }
+      }
+      running.add(sources, tags);
+      for (ContinuousGreedy::Ended& ended : running.step()) {
+        Running& each = requests.at(ended.tag / kLinesPerRequest);
+        each.translations[static_cast<size_t>(ended.tag % kLinesPerRequest)].hypotheses.push_back(
+            std::move(ended.hypothesis));
+        --each.left;
+      }
+      for (auto each = requests.begin(); each != requests.end();) {  // answered as soon as all its lines end
+        if (each->second.left > 0) {
+          ++each;
+          continue;
+        }
+        for (Translation& translation : each->second.translations) {
+          finish_translation(translation, target_vocabulary, backwards);
+        }
+        done.push_back(std::move(each->second));
+        each = requests.erase(each);
+      }
+    } catch (...) {
+      error = std::current_exception();
+      for (auto& [number, each] : requests) done.push_back(std::move(each));
+      requests.clear();
+    }
+    lock.lock();  // counted before any client has its answer, so that /health never lags behind it
+    if (!error) {
+      for (const Running& each : done) sentences_done_ += each.request.lines.size();
+    }
+    lock.unlock();
+    for (Running& each : done) answer(each.request, std::move(each.translations), error);
+    lock.lock();
+    if (error) return;
+  }
+}
+
 void BatchQueue::work() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     arrived_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left to translate
+    if (runs_continuously(queue_.front(), queue_.front().search)) {
+      run_continuously(lock);
+      continue;
+    }
     // Wait for company while the oldest request is young and the batch not yet full.
     const auto deadline = queue_.front().arrival + options_.max_wait;
     arrived_.wait_until(lock, deadline, [this] {
@@ -155,8 +267,8 @@ void BatchQueue::work() {
     std::vector<Translation> translations;
     std::exception_ptr error;
     try {
-      Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(),
-                            batch.front().search, options_.batching, device_, models_.shortlist);
+      Translator translator(ensemble_, models_.source_vocabulary(), models_.target_vocabulary(), batch.front().search,
+                            options_.batching, device_, models_.shortlist);
       translations = translator.translate(lines, {}, guides);
     } catch (...) {
       error = std::current_exception();
@@ -167,14 +279,13 @@ void BatchQueue::work() {
     lock.unlock();
     size_t next = 0;
     for (Request& request : batch) {
-      if (error) {
-        request.result.set_exception(error);
-        continue;
+      std::vector<Translation> own;
+      if (!error) {
+        own.assign(std::make_move_iterator(translations.begin() + next),
+                   std::make_move_iterator(translations.begin() + next + request.lines.size()));
+        next += request.lines.size();
       }
-      std::vector<Translation> own(std::make_move_iterator(translations.begin() + next),
-                                   std::make_move_iterator(translations.begin() + next + request.lines.size()));
-      next += request.lines.size();
-      request.result.set_value(std::move(own));
+      answer(request, std::move(own), error);
     }
     lock.lock();
   }

@@ -7,6 +7,11 @@
 // and the batch is not full, it waits for more. Requests that arrive
 // while a batch is translated form the next one. One worker runs its batch's operators on all of
 // LibTorch's threads; several run one batch each, side by side, on one thread each.
+//
+// Greedy requests (search/continuous.h) are batched continuously instead: while the oldest waiting
+// request is one, the worker takes the waiting requests in their order into its running batch
+// between two decoder steps, up to `max_batch_sentences`, and answers each as soon as its sentences
+// have ended. Any other request waits until that batch has run out, then goes as above.
 #pragma once
 
 #include <chrono>
@@ -39,6 +44,7 @@ struct BatchQueueOptions {
   size_t max_batch_sentences = 64;
   size_t workers = 1;
   std::chrono::microseconds max_wait{2000};
+  bool continuous = true;    // greedy requests batched continuously
   BatchingOptions batching;  // how the worker cuts a batch for the search (Translator)
 };
 
@@ -55,7 +61,8 @@ class BatchQueue {
   std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search,
                                      std::vector<std::string> prefixes = {}, std::vector<std::string> constraints = {});
 
-  // Sentences translated and batches run so far.
+  // Sentences translated and batches run so far (with continuous batching, each group of requests
+  // that joined a running batch counts as one).
   size_t sentences_done() const;
   size_t batches_done() const;
 
@@ -69,10 +76,18 @@ class BatchQueue {
     std::promise<std::vector<Translation>> result;
   };
   void work();
+  // Whether `request` can join a continuous batch of `search`.
+  bool runs_continuously(const Request& request, const SearchOptions& search) const;
+  // Translates the oldest request and those that join it continuously, until none is left running
+  // (mutex_ held on entry and exit).
+  void run_continuously(std::unique_lock<std::mutex>& lock);
+  // Answers `request` (mutex_ not held).
+  static void answer(Request& request, std::vector<Translation> translations, const std::exception_ptr& error);
   // Moves the requests choose_batch picks out of queue_ (mutex_ held).
   std::vector<Request> take_batch();
 
   const TranslationModels& models_;
+  const Ensemble ensemble_;  // models_'s
   BatchQueueOptions options_;
   torch::Device device_;
   mutable std::mutex mutex_;

@@ -140,6 +140,7 @@ BatchQueueOptions batch_queue_options(const ServeOptions& options) {
   queue_options.workers = static_cast<size_t>(options.workers);
   queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
   queue_options.batching = options.translate.batching;
+  queue_options.continuous = !options.static_batches;
   return queue_options;
 }
 

@@ -21,6 +21,7 @@ struct ServeOptions {
   int port = 8080;                 // 0: any free port (the log says which)
   int max_batch = 64;              // sentences translated together, across requests
   double max_wait_ms = 0;          // how long a request may wait for others to join its batch
+  bool static_batches = false;     // greedy requests too wait for a batch, not joining the running one
   int workers = 1;                 // batches translated at once (each on one thread when several)
   int connections = 128;           // requests read and answered at once, one thread each
   RequestLimits limits;
