@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -11,6 +12,9 @@
 #include "search/memory.h"
 #include "search/search.h"
 #include "search/shortlist.h"
+#include "text/corpus.h"
+#include "text/token_corpus.h"
+#include "text/vocabulary.h"
 
 using namespace nmt;
 using namespace nmt::testing;
@@ -21,11 +25,11 @@ constexpr int64_t kSearchVocab = 15;
 
 // A model trained for a few steps on random pairs, so that its distributions are peaked enough
 // for EOS to be produced but still give different beams.
-Seq2Seq small_model(const std::string& type, uint64_t seed = 71) {
+Seq2Seq small_model(const std::string& type, uint64_t seed = 71, int64_t vocab = kSearchVocab) {
   torch::manual_seed(seed);
-  Seq2Seq model(tiny_model_options(type), kSearchVocab, kSearchVocab);
-  auto [source, lengths] = random_source({6, 4, 5, 3}, kSearchVocab, 72);
-  torch::Tensor output = torch::randint(4, kSearchVocab, {4, 4}, torch::kInt64);
+  Seq2Seq model(tiny_model_options(type), vocab, vocab);
+  auto [source, lengths] = random_source({6, 4, 5, 3}, vocab, 72);
+  torch::Tensor output = torch::randint(4, vocab, {4, 4}, torch::kInt64);
   output.select(1, 3).fill_(kEosId);
   torch::Tensor input = torch::cat({torch::full({4, 1}, kBosId, torch::kInt64), output.narrow(1, 0, 3)}, 1);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.01));
@@ -512,8 +516,10 @@ TEST_CASE("continuous batching: sentences joining a running batch get greedy sea
   auto [source, length_tensor] = random_source(lengths, kSearchVocab, 77);
   SearchOptions options = fixed_shape_options(1, 1.0, 1);
   options.return_attention = false;
-  // Which sentences join before each step; the rest join once the batch has run out.
-  const std::vector<std::vector<int64_t>> joining = {{0, 1}, {}, {2}, {3, 4, 5}, {}, {6}, {}, {}, {7}};
+  // Which sentences join before each step; the rest join once the batch has run out. The longest
+  // source joins first, so that its leaving cuts the padding; late joins find ended rows to drop.
+  const std::vector<std::vector<int64_t>> joining = {{6, 0}, {}, {2}, {3, 4, 5}, {}, {1}, {}, {}, {},
+                                                     {},     {}, {},  {7},       {}, {},  {}, {8}};
   for (const std::string& type : all_attention_types()) {
     for (const bool trained : {true, false}) {
       DYNAMIC_SECTION(type << (trained ? ", trained" : ", untrained: rows run to their caps")) {
@@ -529,17 +535,22 @@ TEST_CASE("continuous batching: sentences joining a running batch get greedy sea
           REQUIRE(ContinuousGreedy::supports(decoder, options, torch::kCPU));
           ContinuousGreedy running(decoder, options);
           SearchResult found(lengths.size());
-          size_t most_running = 0, added = 0;
-          for (size_t step = 0; added < lengths.size() || running.size() > 0; ++step) {
-            std::vector<int64_t> tags = step < joining.size() ? joining[step] : std::vector<int64_t>();
-            if (step >= joining.size() && running.size() == 0) tags = {static_cast<int64_t>(added)};
+          size_t most_running = 0;
+          std::set<int64_t> waiting;
+          for (size_t b = 0; b < lengths.size(); ++b) waiting.insert(static_cast<int64_t>(b));
+          for (size_t step = 0; !waiting.empty() || running.size() > 0; ++step) {
+            std::vector<int64_t> tags;
+            for (const int64_t b : step < joining.size() ? joining[step] : std::vector<int64_t>()) {
+              if (waiting.count(b) == 1) tags.push_back(b);
+            }
+            if (tags.empty() && running.size() == 0 && !waiting.empty()) tags = {*waiting.begin()};
+            for (const int64_t b : tags) waiting.erase(b);
             std::vector<std::vector<int64_t>> sources;
             for (const int64_t b : tags) {
               const torch::Tensor row = source[b].narrow(0, 0, lengths[static_cast<size_t>(b)]).contiguous();
               sources.emplace_back(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
             }
             running.add(sources, tags);
-            added += tags.size();
             most_running = std::max(most_running, running.size());
             for (ContinuousGreedy::Ended& ended : running.step()) {
               found[static_cast<size_t>(ended.tag)].push_back(std::move(ended.hypothesis));
@@ -565,6 +576,74 @@ TEST_CASE("continuous batching: sentences joining a running batch get greedy sea
   CHECK_FALSE(ContinuousGreedy::supports(model, beam, torch::kCPU));
   CHECK_FALSE(ContinuousGreedy::supports(model, attention, torch::kCPU));
   CHECK_THROWS_AS(ContinuousGreedy(model, beam), std::invalid_argument);
+}
+
+TEST_CASE("continuous batching with a shortlist: lists that hold greedy's tokens keep them as the union changes",
+          "[search]") {
+  // Untrained: its sentences run to their caps, so that many are running when others join.
+  const Seq2Seq model = fixed_shape_model("additive", false, 78);
+  // The shortlist's file checks need vocabularies; it counts only ids below kSearchVocab here.
+  const std::vector<std::string> lines = read_lines(source_path("data/toy/train.src"));
+  const Vocabulary vocabulary =
+      Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 60, 1, 1}), "toy");
+  const int64_t vocab = kSearchVocab;
+  torch::InferenceMode guard;
+  SearchOptions options = fixed_shape_options(1, 1.0, 1);
+  options.return_attention = false;
+  const std::vector<int64_t> lengths = {6, 2, 4, 7, 3, 5, 8, 1};
+  auto [source, length_tensor] = random_source(lengths, vocab, 84);
+  std::vector<std::vector<int64_t>> sources;
+  std::vector<Hypothesis> alone;  // each sentence by greedy search over the whole vocabulary
+  std::set<int64_t> written;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const torch::Tensor row = source[static_cast<int64_t>(b)].narrow(0, 0, lengths[b]).contiguous();
+    sources.emplace_back(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+    alone.push_back(greedy_search(model, row.unsqueeze(0), torch::tensor({lengths[b]}), options)[0][0]);
+    written.insert(alone.back().tokens.begin(), alone.back().tokens.end());
+  }
+  // Pairs whose most frequent targets are the tokens greedy search wrote (in every pair) and whose
+  // random source subwords go with two random target subwords each: the frequent ids hold every
+  // token greedy writes, and each sentence's lists add others, so the batch's union changes as
+  // sentences join and leave.
+  torch::manual_seed(85);
+  std::vector<Example> pairs(40);
+  for (Example& pair : pairs) {
+    const torch::Tensor ids = torch::randint(4, vocab, {5}, torch::kInt64);
+    pair.source.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + 3);
+    pair.target.assign(written.begin(), written.end());
+    pair.target.insert(pair.target.end(), ids.data_ptr<int64_t>() + 3, ids.data_ptr<int64_t>() + 5);
+  }
+  const auto shortlist = std::make_shared<const Shortlist>(Shortlist::build(
+      corpus_in_memory(pairs, 1), vocabulary, vocabulary, {1, static_cast<int64_t>(written.size()), 1000}, "test"));
+  std::vector<const std::vector<int64_t>*> all, first;
+  for (const auto& ids : sources) all.push_back(&ids);
+  first.push_back(&sources[0]);
+  REQUIRE(shortlist->select(all).size(0) > shortlist->select(first).size(0));  // the union changes
+  REQUIRE(shortlist->select(all).size(0) < vocab);
+
+  ContinuousGreedy running(model, options, shortlist);
+  const std::vector<std::vector<int64_t>> joining = {{6, 0}, {}, {2}, {3, 4}, {}, {1}, {}, {}, {}, {5}, {}, {}, {7}};
+  std::vector<std::vector<int64_t>> found(lengths.size());
+  for (size_t step = 0; step < joining.size() || running.size() > 0; ++step) {
+    std::vector<std::vector<int64_t>> joined;
+    for (const int64_t b : step < joining.size() ? joining[step] : std::vector<int64_t>()) {
+      joined.push_back(sources[static_cast<size_t>(b)]);
+    }
+    // Joining chooses the union again and moves each running row's last token to its new place:
+    // the rows keep their tokens, and the new ones start at BOS.
+    const std::vector<int64_t> before = running.last_tokens();
+    running.add(joined, step < joining.size() ? joining[step] : std::vector<int64_t>());
+    std::vector<int64_t> expected = before;
+    expected.resize(before.size() + joined.size(), kBosId);
+    CHECK(running.last_tokens() == expected);
+    for (ContinuousGreedy::Ended& ended : running.step()) {
+      found[static_cast<size_t>(ended.tag)] = ended.hypothesis.tokens;
+    }
+  }
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    INFO("sentence " << b);
+    CHECK(found[b] == alone[b].tokens);  // the tokens; their scores are normalised over the union
+  }
 }
 
 TEST_CASE("beam search never scores below greedy, n-best lists are sorted and distinct", "[search]") {

@@ -45,48 +45,59 @@ ContinuousGreedy::ContinuousGreedy(Ensemble model, SearchOptions options, std::s
 
 void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, const std::vector<int64_t>& tags) {
   if (sources.empty()) return;
-  if (running_ < rows_.size()) drop_ended_rows();
+  if (tags.size() != sources.size()) throw std::invalid_argument("ContinuousGreedy::add: one tag per source");
   std::vector<const std::vector<int64_t>*> pointers;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    if (sources[i].empty() || sources[i].back() != kEosId) {
+  for (const std::vector<int64_t>& source : sources) {
+    if (source.empty() || source.back() != kEosId) {
       throw std::invalid_argument("ContinuousGreedy::add: each source must end with EOS");
     }
-    pointers.push_back(&sources[i]);
-    rows_.push_back(
-        {tags.at(i), sources[i], max_output_length(static_cast<int64_t>(sources[i].size()), options_), 0, false, {}});
+    pointers.push_back(&source);
+  }
+  if (running_ < rows_.size()) drop_ended_rows();
+  // The new rows' tensors first, so that an exception leaves the batch as it was.
+  auto [source, lengths] = pad_sequences(pointers);
+  Ensemble::Source encoded = model_.encode(source, lengths);
+  Ensemble::State state = model_.initial_state(encoded);
+  torch::Tensor previous = torch::full({static_cast<int64_t>(sources.size())}, kBosId, torch::kInt64);
+  if (!rows_.empty()) {
+    encoded = Ensemble::Source::cat_rows(encoded_, encoded);
+    state = Ensemble::State::cat_rows(state_, state);
+    previous = torch::cat({previous_, previous});  // BOS keeps its place in any list
+  }
+  encoded_ = std::move(encoded);
+  state_ = std::move(state);
+  previous_ = std::move(previous);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    Row& row = rows_.emplace_back();
+    row.tag = tags[i];
+    row.source = sources[i];
+    row.limit = max_output_length(static_cast<int64_t>(sources[i].size()), options_);
   }
   running_ += sources.size();
-  auto [source, lengths] = pad_sequences(pointers);
-  const Ensemble::Source encoded = model_.encode(source, lengths);
-  const Ensemble::State state = model_.initial_state(encoded);
-  torch::Tensor start = torch::full({static_cast<int64_t>(sources.size())}, kBosId, torch::kInt64);
-  if (rows_.size() == sources.size()) {  // nothing was running
-    encoded_ = encoded;
-    state_ = state;
-    previous_ = start;
-  } else {
-    encoded_ = Ensemble::Source::cat_rows(encoded_, encoded);
-    state_ = Ensemble::State::cat_rows(state_, state);
-    previous_ = torch::cat({previous_, start});  // BOS keeps its place in any list
-  }
   if (shortlist_) choose_vocabulary();
 }
 
 void ContinuousGreedy::drop_ended_rows() {
   std::vector<int64_t> keep;
-  std::vector<Row> running;
   size_t longest = 0;
   for (size_t r = 0; r < rows_.size(); ++r) {
     if (rows_[r].ended) continue;
     keep.push_back(static_cast<int64_t>(r));
     longest = std::max(longest, rows_[r].source.size());
-    running.push_back(std::move(rows_[r]));
   }
+  if (!keep.empty()) {  // tensors first, rows after: an exception leaves the batch as it was
+    const torch::Tensor index = torch::tensor(keep, torch::kInt64);
+    Ensemble::Source encoded = encoded_;
+    Ensemble::State state = state_;
+    keep_rows(encoded, state, index, static_cast<int64_t>(longest));
+    torch::Tensor previous = previous_.index_select(0, index);
+    encoded_ = std::move(encoded);
+    state_ = std::move(state);
+    previous_ = std::move(previous);
+  }
+  std::vector<Row> running;
+  for (const int64_t r : keep) running.push_back(std::move(rows_[static_cast<size_t>(r)]));
   rows_ = std::move(running);
-  if (rows_.empty()) return;
-  const torch::Tensor index = torch::tensor(keep, torch::kInt64);
-  keep_rows(encoded_, state_, index, static_cast<int64_t>(longest));
-  previous_ = previous_.index_select(0, index);
 }
 
 void ContinuousGreedy::choose_vocabulary() {
@@ -107,6 +118,17 @@ void ContinuousGreedy::choose_vocabulary() {
   ids_ = ids;
   decoding_ = model_.restricted_to(ids_);
   previous_ = places;
+}
+
+std::vector<int64_t> ContinuousGreedy::last_tokens() const {
+  std::vector<int64_t> tokens;
+  if (running_ == 0) return tokens;
+  const torch::Tensor ids = ids_.defined() ? ids_.index_select(0, previous_) : previous_;
+  const auto* id = ids.data_ptr<int64_t>();
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (!rows_[r].ended) tokens.push_back(id[r]);
+  }
+  return tokens;
 }
 
 std::vector<ContinuousGreedy::Ended> ContinuousGreedy::step() {

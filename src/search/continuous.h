@@ -3,7 +3,10 @@
 // that a server's batch stays full instead of stepping on for its longest sentence while new
 // requests wait for the next batch (serve/batch_queue.h). Each sentence gets the translation
 // greedy_search (search.h) gives it in a batch of its own: the search is the same per row, only
-// the rows beside it change.
+// the rows beside it change. (With a shortlist, the output layer is the union of the lists of the
+// sentences running together, so that, as between batches of Translator, a translation can differ
+// with them.) The batch holds what the caller adds: greedy search's memory grows with its rows, as
+// there is no beam.
 //
 // Joining costs an encode() of the new sentences and a copy of the running batch's encoder output,
 // padded to the longest source of the two; ended rows leave together, once they are a quarter of
@@ -67,12 +70,15 @@ class ContinuousGreedy {
 
   // Sentences running.
   size_t size() const { return running_; }
+  // The token each running sentence was given last, as a target id (BOS before its first step), in
+  // the order they joined.
+  std::vector<int64_t> last_tokens() const;
 
  private:
   struct Row {
-    int64_t tag;
+    int64_t tag = 0;
     std::vector<int64_t> source;  // for the shortlist
-    int64_t limit;                // max_output_length of its source
+    int64_t limit = 0;            // max_output_length of its source
     int64_t steps = 0;
     bool ended = false;  // its row stays in the batch until drop_ended_rows
     Hypothesis hypothesis;

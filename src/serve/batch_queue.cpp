@@ -133,7 +133,7 @@ std::vector<BatchQueue::Request> BatchQueue::take_batch() {
 }
 
 bool BatchQueue::runs_continuously(const Request& request, const SearchOptions& search) const {
-  return options_.continuous && request.prefixes.empty() && request.constraints.empty() &&
+  return options_.continuous && request.prefixes.empty() && request.constraints.empty() && !request.lines.empty() &&
          request.lines.size() <= options_.max_batch_sentences && same_search(request.search, search) &&
          ContinuousGreedy::supports(ensemble_, request.search, device_);
 }
@@ -160,7 +160,7 @@ void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {
   // The requests in the search by number; a sentence's tag is its request's number and its line.
   std::map<int64_t, Running> requests;
   int64_t next_number = 0;
-  constexpr int64_t kLinesPerRequest = int64_t{1} << 32;
+  const auto lines_per_request = static_cast<int64_t>(options_.max_batch_sentences);  // at most
   const JoinPolicy policy{options_.max_batch_sentences};
   size_t steps_waited = 0;  // by the oldest request that could join
   while (true) {
@@ -188,24 +188,27 @@ void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {
       torch::InferenceMode inference_mode;
       std::vector<std::vector<int64_t>> sources;
       std::vector<int64_t> tags;
-      for (Request& request : joining) {
-        const int64_t number = next_number++;
-        Running& each = requests[number];
-        each.request = std::move(request);
+      std::vector<int64_t> numbers;
+      for (Request& request : joining) {  // first all in `requests`, so that an error reaches each
+        numbers.push_back(next_number++);
+        requests[numbers.back()].request = std::move(request);
+      }
+      for (const int64_t number : numbers) {
+        Running& each = requests.at(number);
         const std::vector<std::string>& lines = each.request.lines;
         each.translations.resize(lines.size());
         for (size_t line = 0; line < lines.size(); ++line) {
           std::vector<int64_t> ids = source_ids(lines[line], source_vocabulary, each.translations[line]);
           if (ids.empty()) continue;  // empty in, empty out
           sources.push_back(std::move(ids));
-          tags.push_back(number * kLinesPerRequest + static_cast<int64_t>(line));
+          tags.push_back(number * lines_per_request + static_cast<int64_t>(line));
           ++each.left;
         }
       }
       running.add(sources, tags);
       for (ContinuousGreedy::Ended& ended : running.step()) {
-        Running& each = requests.at(ended.tag / kLinesPerRequest);
-        each.translations[static_cast<size_t>(ended.tag % kLinesPerRequest)].hypotheses.push_back(
+        Running& each = requests.at(ended.tag / lines_per_request);
+        each.translations[static_cast<size_t>(ended.tag % lines_per_request)].hypotheses.push_back(
             std::move(ended.hypothesis));
         --each.left;
       }
