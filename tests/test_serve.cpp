@@ -352,6 +352,7 @@ TEST_CASE("serve: concurrent clients are batched together and each gets its own 
       alone.push_back(post(client, {{"text", sentence}})["translations"][0]["text"]);
   }
   const json before = json::parse(client_for(server).Get("/health")->body);
+  CHECK(before["continuous_batching"] == continuous);
   constexpr int kClients = 12;
   constexpr int kRounds = 3;
   std::atomic<int> wrong{0};

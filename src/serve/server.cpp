@@ -187,6 +187,7 @@ void answer_health(const Service& service, httplib::Response& response) {
                {"beam_size", service.options.translate.search.beam_size},
                {"compute_type", service.models.compute_type},
                {"shortlist", service.options.translate.shortlist},
+               {"continuous_batching", !service.options.static_batches},
                {"uptime_seconds", uptime},
                {"requests_served", service.requests_served.load()},
                {"requests_refused", service.requests_refused.load()},
