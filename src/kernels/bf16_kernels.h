@@ -25,10 +25,13 @@ namespace nmt::kernels {
 constexpr int64_t kBf16Panel = 16;  // columns per packed panel (one tile's float32 row)
 constexpr int64_t kBf16Depth = 32;  // depth per tile product; the packed depth is a multiple of it
 
+// The depth of a packed weight: `depth` padded with zeros to a multiple of 32.
+inline int64_t padded_bf16_depth(int64_t depth) { return (depth + kBf16Depth - 1) / kBf16Depth * kBf16Depth; }
+
 // bfloat16 values (uint16_t) needed to pack a [depth, columns] weight: whole panels of 16 columns,
-// the depth padded with zeros to a multiple of 32.
+// each of the padded depth.
 inline int64_t packed_bf16_size(int64_t depth, int64_t columns) {
-  return (columns + kBf16Panel - 1) / kBf16Panel * kBf16Panel * ((depth + kBf16Depth - 1) / kBf16Depth * kBf16Depth);
+  return (columns + kBf16Panel - 1) / kBf16Panel * kBf16Panel * padded_bf16_depth(depth);
 }
 
 // out[i] = bfloat16(in[i]) (bits), i < count. Only after bf16_kernels_available().

@@ -96,7 +96,7 @@ void widen_bf16(const uint16_t* in, const float* add, float* out, int64_t count)
 }
 
 void pack_weight_bf16(const float* b, int64_t ldb, int64_t depth, int64_t columns, uint16_t* packed) {
-  const int64_t padded_depth = (depth + kBf16Depth - 1) / kBf16Depth * kBf16Depth;
+  const int64_t padded_depth = padded_bf16_depth(depth);
   const int64_t panels = (columns + kBf16Panel - 1) / kBf16Panel;
   for (int64_t p = 0; p < panels; ++p) {
     const __mmask16 mask = first_lanes(columns - p * kBf16Panel);
@@ -120,7 +120,7 @@ void gemm_bf16_amx(const float* a, int64_t lda, const uint16_t* packed, int64_t 
     throw std::invalid_argument("gemm_bf16_amx: column range must start on a panel and end within the weight");
   }
   if (rows <= 0 || column_begin >= column_end) return;
-  const int64_t padded_depth = (depth + kBf16Depth - 1) / kBf16Depth * kBf16Depth;
+  const int64_t padded_depth = padded_bf16_depth(depth);
   thread_local RoundedRows buffer;
   const uint16_t* rounded = round_rows(a, lda, rows, depth, padded_depth, buffer);
   static const TileConfig config;

@@ -18,11 +18,14 @@ torch::Tensor make_source_mask(const torch::Tensor& lengths, int64_t max_length,
   return positions.unsqueeze(0) < to_device(lengths, device).unsqueeze(1);  // [B, S]
 }
 
-EncodedSource EncodedSource::index_select(const torch::Tensor& index) const {
+EncodedSource EncodedSource::index_select(const torch::Tensor& index, int64_t positions) const {
+  const auto rows = [&](const torch::Tensor& tensor) {
+    return (positions < 0 ? tensor : tensor.narrow(1, 0, positions)).index_select(0, index);
+  };
   EncodedSource selected;
-  selected.states = states.index_select(0, index);
-  if (keys.defined()) selected.keys = keys.index_select(0, index);
-  selected.mask = mask.index_select(0, index);
+  selected.states = rows(states);
+  if (keys.defined()) selected.keys = rows(keys);
+  selected.mask = rows(mask);
   selected.summary = summary.index_select(0, index);
   return selected;
 }

@@ -14,9 +14,12 @@
 
 namespace nmt {
 
-DecoderState DecoderState::index_select(const torch::Tensor& index) const {
-  return {hidden.index_select(1, index), attentional.index_select(0, index),
-          coverage.defined() ? coverage.index_select(0, index) : torch::Tensor(), position};
+DecoderState DecoderState::index_select(const torch::Tensor& index, int64_t positions) const {
+  torch::Tensor selected_coverage;
+  if (coverage.defined()) {
+    selected_coverage = (positions < 0 ? coverage : coverage.narrow(1, 0, positions)).index_select(0, index);
+  }
+  return {hidden.index_select(1, index), attentional.index_select(0, index), selected_coverage, position};
 }
 
 DecoderState DecoderState::cat_rows(const DecoderState& first, const DecoderState& second) {

@@ -41,8 +41,9 @@ struct DecoderState {
                               // that uses it (coverage = true), else undefined
   int64_t position = 0;       // t, the target position of the next step (the same for every row)
 
-  // The rows `index` [B'] (beam reordering).
-  DecoderState index_select(const torch::Tensor& index) const;
+  // The rows `index` [B'] (beam reordering); with `positions`, the coverage of only the first that
+  // many source positions (EncodedSource::index_select).
+  DecoderState index_select(const torch::Tensor& index, int64_t positions = -1) const;
   // The rows of `first`, then those of `second`, coverage padded to the longer source; the
   // position is `first`'s (continuous batching, for decoders whose steps do not read it).
   static DecoderState cat_rows(const DecoderState& first, const DecoderState& second);

@@ -15,8 +15,9 @@ struct EncodedSource {
   torch::Tensor mask;     // [B, S] bool, true at real source positions
   torch::Tensor summary;  // [B, 2H_e] last layer's final forward and backward states
 
-  // The same source for the rows `index` [B'] (beam expansion and reordering).
-  EncodedSource index_select(const torch::Tensor& index) const;
+  // The same source for the rows `index` [B'] (beam expansion and reordering); with `positions`,
+  // only the first that many source positions (those the rows' sources fill).
+  EncodedSource index_select(const torch::Tensor& index, int64_t positions = -1) const;
   // The rows of `first`, then those of `second`, the shorter source padded as encode() pads
   // (continuous batching: sentences joining a running batch).
   static EncodedSource cat_rows(const EncodedSource& first, const EncodedSource& second);

@@ -25,8 +25,7 @@ LoopWeight::LoopWeight(const torch::Tensor& weight) : plain_(weight.contiguous()
   if (bf16_) {
     packed_ = torch::empty({kernels::packed_bf16_size(depth, width)}, plain_.options().dtype(torch::kBFloat16));
     const int64_t panels = (width + kernels::kBf16Panel - 1) / kernels::kBf16Panel;
-    const int64_t panel_values =
-        (depth + kernels::kBf16Depth - 1) / kernels::kBf16Depth * kernels::kBf16Depth * kernels::kBf16Panel;
+    const int64_t panel_values = kernels::padded_bf16_depth(depth) * kernels::kBf16Panel;
     at::parallel_for(0, panels, 4, [&](int64_t begin, int64_t end) {
       const int64_t first = begin * kernels::kBf16Panel, last = std::min(width, end * kernels::kBf16Panel);
       kernels::pack_weight_bf16(plain_.data_ptr<float>() + first, width, depth, last - first,

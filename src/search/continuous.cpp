@@ -9,27 +9,6 @@
 #include "text/special_tokens.h"
 
 namespace nmt {
-namespace {
-
-// The rows `index` of the batch's source and state, cut to the first `length` source positions
-// (those of the longest source among the rows): the attention of the rows that stay then runs over
-// no more padding than it must.
-void keep_rows(Ensemble::Source& source, Ensemble::State& state, const torch::Tensor& index, int64_t length) {
-  const auto cut = [&](const torch::Tensor& tensor) { return tensor.narrow(1, 0, length).index_select(0, index); };
-  for (EncodedSource& member : source.members) {
-    member.states = cut(member.states);
-    if (member.keys.defined()) member.keys = cut(member.keys);
-    member.mask = cut(member.mask);
-    member.summary = member.summary.index_select(0, index);
-  }
-  for (DecoderState& member : state.members) {
-    member.hidden = member.hidden.index_select(1, index);
-    member.attentional = member.attentional.index_select(0, index);
-    if (member.coverage.defined()) member.coverage = cut(member.coverage);
-  }
-}
-
-}  // namespace
 
 bool ContinuousGreedy::supports(const Ensemble& model, const SearchOptions& options, const torch::Device& device) {
   return device.is_cpu() && options.beam_size == 1 && options.n_best == 1 && !options.samples() &&
@@ -86,10 +65,10 @@ void ContinuousGreedy::drop_ended_rows() {
     longest = std::max(longest, rows_[r].source.size());
   }
   if (!keep.empty()) {  // tensors first, rows after: an exception leaves the batch as it was
+    // Only the source positions the rows that stay fill: their attention runs over no more padding.
     const torch::Tensor index = torch::tensor(keep, torch::kInt64);
-    Ensemble::Source encoded = encoded_;
-    Ensemble::State state = state_;
-    keep_rows(encoded, state, index, static_cast<int64_t>(longest));
+    Ensemble::Source encoded = encoded_.index_select(index, static_cast<int64_t>(longest));
+    Ensemble::State state = state_.index_select(index, static_cast<int64_t>(longest));
     torch::Tensor previous = previous_.index_select(0, index);
     encoded_ = std::move(encoded);
     state_ = std::move(state);

@@ -27,9 +27,9 @@ Ensemble::Ensemble(std::vector<Seq2Seq> members) : members_(std::move(members)) 
   }
 }
 
-Ensemble::Source Ensemble::Source::index_select(const torch::Tensor& index) const {
+Ensemble::Source Ensemble::Source::index_select(const torch::Tensor& index, int64_t positions) const {
   Source selected;
-  for (const EncodedSource& member : members) selected.members.push_back(member.index_select(index));
+  for (const EncodedSource& member : members) selected.members.push_back(member.index_select(index, positions));
   return selected;
 }
 
@@ -49,9 +49,9 @@ Ensemble::State Ensemble::State::cat_rows(const State& first, const State& secon
   return joined;
 }
 
-Ensemble::State Ensemble::State::index_select(const torch::Tensor& index) const {
+Ensemble::State Ensemble::State::index_select(const torch::Tensor& index, int64_t positions) const {
   State selected;
-  for (const DecoderState& member : members) selected.members.push_back(member.index_select(index));
+  for (const DecoderState& member : members) selected.members.push_back(member.index_select(index, positions));
   return selected;
 }
 

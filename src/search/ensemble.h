@@ -26,13 +26,14 @@ class Ensemble {
   struct Source {
     std::vector<EncodedSource> members;
     const torch::Tensor& mask() const { return members.front().mask; }  // [B, S], the same for all
-    Source index_select(const torch::Tensor& index) const;
+    // The rows `index`; with `positions`, the first that many source positions only.
+    Source index_select(const torch::Tensor& index, int64_t positions = -1) const;
     // The rows of `first`, then those of `second` (EncodedSource::cat_rows).
     static Source cat_rows(const Source& first, const Source& second);
   };
   struct State {
     std::vector<DecoderState> members;
-    State index_select(const torch::Tensor& index) const;
+    State index_select(const torch::Tensor& index, int64_t positions = -1) const;
     static State cat_rows(const State& first, const State& second);
     // In place: every member's tensors take `from`'s values (not the positions), so that the state
     // of a fixed-shape search (search.h) stays where a CUDA graph reads it.
