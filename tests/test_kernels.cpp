@@ -21,6 +21,7 @@
 #include "model/gru_cell.h"
 #include "model/int8_linear.h"
 #include "model/loop_weight.h"
+#include "model/packed_linear.h"
 #include "model/seq2seq.h"
 #include "train/fused_adam.h"
 #include "train/loss.h"
@@ -252,6 +253,38 @@ TEST_CASE("both ways in float32: the loops' packed products, AVX-512 and AVX2", 
   kernels::ScopedKernelLevel off(KernelLevel::kOff);
   LoopWeight(weight).multiply(x, bias, reference);
   CHECK(torch::allclose(reference, x.mm(weight) + bias, 1e-5, 1e-5));
+}
+
+TEST_CASE("packed float32 maps for decoding: BLAS's values, the same bits in any batch and for any rows", "[kernels]") {
+  torch::manual_seed(33);
+  // 70 outputs: four whole panels and a ragged one; 21 inputs; 1 to 13 rows.
+  const torch::Tensor weight = torch::randn({70, 21}), bias = torch::randn({70});
+  const torch::Tensor ids = torch::tensor({69, 3, 40, 16, 17, 0}, torch::kInt64);
+  for (const int threads : {1, 2}) {
+    for (const bool with_bias : {true, false}) {
+      DYNAMIC_SECTION(threads << " threads, " << (with_bias ? "a bias" : "no bias")) {
+        torch::set_num_threads(threads);
+        const PackedLinear packed(weight, with_bias ? bias : torch::Tensor());
+        const PackedLinear some = packed.rows(ids);
+        REQUIRE(some.out_features() == 6);
+        for (int64_t rows : {1, 5, 8, 13}) {
+          INFO(rows << " rows");
+          const torch::Tensor x = torch::randn({rows, 21});
+          const torch::Tensor out = packed(x);
+          CHECK(torch::allclose(out, torch::nn::functional::linear(x, weight, with_bias ? bias : torch::Tensor()), 1e-5,
+                                1e-5));
+          if (kernels::kernel_level() == KernelLevel::kOff) continue;  // BLAS: no promise of the same bits
+          CHECK(torch::equal(some(x), out.index_select(1, ids)));      // a shortlist's rows
+          for (int64_t r = 0; r < rows; ++r) CHECK(torch::equal(packed(x.narrow(0, r, 1)), out.narrow(0, r, 1)));
+        }
+        CHECK(packed(torch::randn({0, 21})).sizes() == torch::IntArrayRef({0, 70}));
+      }
+    }
+  }
+  torch::set_num_threads(2);
+  kernels::ScopedKernelLevel off(KernelLevel::kOff);  // the reference: BLAS on the plain weight
+  const torch::Tensor x = torch::randn({9, 21});
+  CHECK(torch::allclose(PackedLinear(weight, bias)(x), torch::nn::functional::linear(x, weight, bias), 1e-5, 1e-5));
 }
 
 TEST_CASE("bf16 products on AMX tiles: the rounded factors' float32 sums, from 1 and 2 threads", "[kernels]") {

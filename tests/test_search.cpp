@@ -521,11 +521,15 @@ TEST_CASE("continuous batching: sentences joining a running batch get greedy sea
   const std::vector<std::vector<int64_t>> joining = {{6, 0}, {}, {2}, {3, 4, 5}, {}, {1}, {}, {}, {},
                                                      {},     {}, {},  {7},       {}, {},  {}, {8}};
   for (const std::string& type : all_attention_types()) {
-    for (const bool trained : {true, false}) {
-      DYNAMIC_SECTION(type << (trained ? ", trained" : ", untrained: rows run to their caps")) {
+    for (const auto& [trained, packed] : {std::pair{true, false}, {false, false}, {true, true}}) {
+      DYNAMIC_SECTION(type << (trained ? ", trained" : ", untrained: rows run to their caps")
+                           << (packed ? ", packed for the CPU as the server loads it" : "")) {
         const Seq2Seq model = fixed_shape_model(type, trained, 78);
         // An ensemble of two different models too: each keeps its own encoder output and state.
         const Ensemble ensemble({model, fixed_shape_model(type, trained, 79)});
+        if (packed) {
+          for (Seq2Seq member : ensemble.members()) member->decoder->pack_float32();
+        }
         for (const Ensemble& decoder : {Ensemble(model), ensemble}) {
           torch::InferenceMode guard;
           if (decoder.uses_step_position()) {  // local-m: rows joining later would sit at other positions
@@ -863,6 +867,36 @@ TEST_CASE("shortlists: the whole vocabulary searches as none and a list holding 
     }
   }
   REQUIRE(smaller > 0);  // the lists left tokens out: the places were mapped, not just the identity
+}
+
+TEST_CASE("float32 packed for the CPU: the module's translations, and a whole shortlist changes nothing", "[search]") {
+  // Models made before inference mode (they train); the second of each pair packed.
+  std::vector<std::tuple<std::string, Seq2Seq, Seq2Seq>> scorers;
+  for (const std::string type : {"additive", "multi-head", "local-p", "dot", "none"}) {
+    scorers.emplace_back(type, small_model(type), small_model(type));
+    std::get<2>(scorers.back())->decoder->quantize_int8();
+    std::get<2>(scorers.back())->decoder->pack_float32();  // replaces the int8 copies
+    REQUIRE(std::get<2>(scorers.back())->decoder->int8_weights() == nullptr);
+  }
+  torch::InferenceMode guard;
+  std::vector<int64_t> lengths_list;
+  for (int64_t i = 0; i < 200; ++i) lengths_list.push_back(2 + i % 7);
+  auto [source, lengths] = random_source(lengths_list, kSearchVocab, 93);
+  for (auto& [type, plain, packed] : scorers) {
+    for (const int beam : {1, 4}) {
+      INFO(type << ", beam " << beam);
+      const SearchOptions options = fixed_shape_options(beam, 1.0, 1);
+      const SearchResult full = search(plain, source, lengths, options);
+      const SearchResult found = search(packed, source, lengths, options);
+      for (size_t b = 0; b < full.size(); ++b) {
+        INFO("sentence " << b);
+        CHECK(found[b][0].tokens == full[b][0].tokens);
+        CHECK(found[b][0].log_probability == Approx(full[b][0].log_probability).epsilon(1e-4));
+      }
+      check_same_hypotheses(
+          search_in_vocabulary(packed, torch::arange(kSearchVocab, torch::kInt64), source, lengths, options), found);
+    }
+  }
 }
 
 TEST_CASE("int8: translations agree with float32 on nearly every sentence and a whole shortlist changes nothing",

@@ -149,6 +149,8 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
     }
   } else if (models.compute_type != "float32") {
     throw std::invalid_argument("--compute-type " + options.compute_type + ": default, float32 or int8");
+  } else if (device.is_cpu()) {
+    for (TranslationModel& member : models.members) member.network->decoder->pack_float32();
   }
   if (!options.shortlist.empty()) {
     auto shortlist = std::make_shared<Shortlist>(Shortlist::read(options.shortlist));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "kernels/dispatch.h"
 #include "model/bf16_products.h"
@@ -91,36 +92,56 @@ DecoderImpl::StepMaps DecoderImpl::step_maps() const {
   return maps;
 }
 
-void DecoderImpl::quantize_int8() {
-  auto weights = std::make_shared<Int8DecoderWeights>();
-  weights->embedding_gates = Int8Linear(embedding_gates->weight, embedding_gates->bias);
-  weights->feed = Int8Linear(feed_gates->weight, torch::Tensor());
+template <typename Linear>
+std::shared_ptr<const StepWeights<Linear>> DecoderImpl::prepare() {
+  auto weights = std::make_shared<StepWeights<Linear>>();
+  weights->embedding_gates = Linear(embedding_gates->weight, embedding_gates->bias);
+  weights->feed = Linear(feed_gates->weight, torch::Tensor());
   for (const GruCellImpl* cell : cell_pointers_) weights->hidden.emplace_back(cell->weight_hh, cell->bias_hh);
   for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) {
     weights->layer_gates.emplace_back(gates->weight, gates->bias);
   }
   if (const torch::Tensor query = attention->query_weight(); query.defined()) {
-    weights->query = Int8Linear(query, torch::Tensor());
+    weights->query = Linear(query, torch::Tensor());
   }
-  weights->combine = Int8Linear(combine->weight, torch::Tensor());
-  weights->output = Int8Linear(output_weight, output_bias);
-  int8_ = std::move(weights);
-  int8_maps_ = int8_step_maps();
-}
-
-DecoderImpl::StepMaps DecoderImpl::int8_step_maps() const {
-  // Each map holds the weights it multiplies by, so that quantizing again cannot pull them away.
-  const std::shared_ptr<const Int8DecoderWeights> weights = int8_;
-  const auto map = [&weights](const Int8Linear& linear) -> StepMap {
+  weights->combine = Linear(combine->weight, torch::Tensor());
+  weights->output = Linear(output_weight, output_bias);
+  // Each map holds the weights it multiplies by, so that preparing again cannot pull them away.
+  const auto map = [&weights](const Linear& linear) -> StepMap {
     return [weights, &linear](const torch::Tensor& x) { return linear(x); };
   };
-  StepMaps maps;
-  maps.feed = map(weights->feed);
-  for (const Int8Linear& hidden : weights->hidden) maps.hidden.push_back(map(hidden));
-  for (const Int8Linear& gates : weights->layer_gates) maps.layer_inputs.push_back(map(gates));
-  if (weights->query) maps.query = map(*weights->query);
-  maps.combine = map(weights->combine);
-  return maps;
+  PreparedMaps maps;
+  maps.steps.feed = map(weights->feed);
+  for (const Linear& hidden : weights->hidden) maps.steps.hidden.push_back(map(hidden));
+  for (const Linear& gates : weights->layer_gates) maps.steps.layer_inputs.push_back(map(gates));
+  if (weights->query) maps.steps.query = map(*weights->query);
+  maps.steps.combine = map(weights->combine);
+  maps.embedding_gates = map(weights->embedding_gates);
+  maps.output = map(weights->output);
+  maps.output_rows = [weights](const torch::Tensor& ids) -> StepMap {
+    auto rows = std::make_shared<const Linear>(weights->output.rows(ids));
+    return [rows](const torch::Tensor& x) { return (*rows)(x); };
+  };
+  prepared_ = std::move(maps);
+  return weights;
+}
+
+void DecoderImpl::quantize_int8() { int8_ = prepare<Int8Linear>(); }
+
+void DecoderImpl::pack_float32() {
+  prepare<PackedLinear>();
+  int8_.reset();
+}
+
+OutputRows DecoderImpl::output_rows(const torch::Tensor& ids) const {
+  OutputRows rows;  // a prepared decoder's rows as its own map only, else in float32: [K, H], [K]
+  if (prepared_) {
+    rows.prepared = prepared_->output_rows(ids);
+  } else {
+    rows.weight = output_weight.index_select(0, ids);
+    rows.bias = output_bias.index_select(0, ids);
+  }
+  return rows;
 }
 
 std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor& token_gates, DecoderState& state,
@@ -176,16 +197,23 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
   TORCH_CHECK(previous_tokens.dim() == 1 && previous_tokens.size(0) == state.attentional.size(0),
               "decoder step: previous_tokens [B] expected");
   DecoderState next = state;
-  if (int8_) {
-    TORCH_CHECK(!is_training(), "decoder step: a decoder quantized to int8 only translates");
-    const torch::Tensor token_gates = int8_->embedding_gates(embed(previous_tokens));  // [B, 3H]
-    auto [attentional, weights] = advance(token_gates, next, source, int8_maps_);
-    return {rows.int8 ? (*rows.int8)(attentional) : int8_->output(attentional), weights, next};
+  torch::Tensor attentional, weights;
+  if (prepared_) {
+    TORCH_CHECK(!is_training(), "decoder step: a decoder prepared for translation (int8 or packed) only translates");
+    const torch::Tensor token_gates = prepared_->embedding_gates(embed(previous_tokens));  // [B, 3H]
+    std::tie(attentional, weights) = advance(token_gates, next, source, prepared_->steps);
+  } else {
+    const torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]
+    std::tie(attentional, weights) = advance(token_gates, next, source, step_maps());
   }
-  torch::Tensor token_gates = embedding_gates(embed(previous_tokens));  // [B, 3H]
-  auto [attentional, weights] = advance(token_gates, next, source, step_maps());
-  torch::Tensor logits = rows.weight.defined() ? torch::nn::functional::linear(attentional, rows.weight, rows.bias)
-                                               : output_logits(attentional);
+  torch::Tensor logits;
+  if (rows.prepared) {
+    logits = rows.prepared(attentional);
+  } else if (rows.weight.defined()) {
+    logits = torch::nn::functional::linear(attentional, rows.weight, rows.bias);
+  } else {
+    logits = prepared_ ? prepared_->output(attentional) : output_logits(attentional);
+  }
   return {logits, weights, next};
 }
 

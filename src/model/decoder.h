@@ -8,7 +8,8 @@
 // maths as one fused function with a hand-written backward (decoder_fused.h); on a GPU, with one layer and the
 // additive scorer, as a loop of recorded step graphs (decoder_gpu.h). Both are tested against advance().
 // After quantize_int8() (translation with compute type int8), step() runs the same advance() with the
-// step's products in int8 (int8_linear.h).
+// step's products in int8 (int8_linear.h); after pack_float32() (translation in float32 on the CPU),
+// with the weights packed once for the CPU's kernels (packed_linear.h).
 //
 // Shapes: B batch (or batch * beam), S source length, T target length, E embedding size,
 // H decoder hidden size, L layers, C encoder state size, V target vocabulary.
@@ -31,6 +32,7 @@
 #include "model/int8_linear.h"
 #include "model/loop_linear.h"
 #include "model/options.h"
+#include "model/packed_linear.h"
 
 namespace nmt {
 
@@ -57,21 +59,26 @@ struct StepOutput {
 
 // Some rows of the output layer (search/shortlist.h): W_o [K, H] and b_o [K] of K target tokens,
 // whose logits a step then gives instead of all V. Undefined: the whole layer.
+// DecoderImpl::output_rows() makes them as the decoder's step takes them: for a decoder prepared
+// for translation (quantize_int8(), pack_float32()), only `prepared`, the rows' own map.
 struct OutputRows {
   torch::Tensor weight;
   torch::Tensor bias;
-  std::shared_ptr<const Int8Linear> int8;  // the same rows in int8, for a decoder quantized to int8
+  std::function<torch::Tensor(const torch::Tensor&)> prepared;  // [B, H] -> [B, K]
 };
 
-// The decoder step's weight matrices in int8 (compute type int8, model/int8_linear.h): the scorer's
-// query projection among them, where it has one (AttentionImpl::query_weight); the rest of the
-// scorer and the encoder stay float32.
-struct Int8DecoderWeights {
-  Int8Linear embedding_gates, feed;
-  std::vector<Int8Linear> hidden, layer_gates;
-  std::optional<Int8Linear> query;
-  Int8Linear combine, output;
+// The decoder step's weight matrices prepared for translation on the CPU, as maps y = x W^T + b:
+// in int8 (Int8Linear, compute type int8) or in float32 packed for the kernels (PackedLinear). The
+// scorer's query projection is among them, where it has one (AttentionImpl::query_weight); the
+// rest of the scorer and the encoder are left as they are.
+template <typename Linear>
+struct StepWeights {
+  Linear embedding_gates, feed;
+  std::vector<Linear> hidden, layer_gates;
+  std::optional<Linear> query;
+  Linear combine, output;
 };
+using Int8DecoderWeights = StepWeights<Int8Linear>;
 
 // A training-style pass over T steps (teacher forcing, or scheduled feeding). The output layer
 // is left to the caller (output_logits), so that training projects only the positions that hold a
@@ -110,7 +117,12 @@ class DecoderImpl : public torch::nn::Module {
   // From now on step() multiplies by int8 copies of its weights (inference on the CPU; the float32
   // weights stay for training and saving). The copies are of the weights as they are now.
   void quantize_int8();
+  // The same with float32 copies packed for the CPU's kernels (packed_linear.h), for translation
+  // in float32 on the CPU: the same products without repacking the weights at every step.
+  void pack_float32();
   const Int8DecoderWeights* int8_weights() const { return int8_.get(); }
+  // The output layer's rows `ids` [K] (a shortlist's), as step() takes them.
+  OutputRows output_rows(const torch::Tensor& ids) const;
 
   torch::nn::Embedding embedding{nullptr};
   torch::nn::Linear bridge{nullptr};           // C -> L * H
@@ -136,8 +148,18 @@ class DecoderImpl : public torch::nn::Module {
     StepMap combine;                    // W_c
   };
   StepMaps step_maps() const;
-  // The maps of int8_, made once by quantize_int8().
-  StepMaps int8_step_maps() const;
+  // The maps of a decoder prepared for translation (quantize_int8(), pack_float32()): those of
+  // every step, the first layer's input gates from y_{t-1}, and the output layer, whole or some of
+  // its rows.
+  struct PreparedMaps {
+    StepMaps steps;
+    StepMap embedding_gates, output;
+    std::function<StepMap(const torch::Tensor& ids)> output_rows;
+  };
+  // Copies of the step's weights as maps of type Linear (Int8Linear, PackedLinear), kept by
+  // prepared_ from now on; returned for int8_weights().
+  template <typename Linear>
+  std::shared_ptr<const StepWeights<Linear>> prepare();
 
   // The recurrence, attention and attentional vector of one step, from the first layer's input
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
@@ -157,7 +179,7 @@ class DecoderImpl : public torch::nn::Module {
   std::vector<torch::nn::LinearImpl*> layer_gate_pointers_;
   std::shared_ptr<GpuDecoderLoop> gpu_loop_;        // made by the first pass that takes it
   std::shared_ptr<const Int8DecoderWeights> int8_;  // quantize_int8(); null: float32
-  StepMaps int8_maps_;                              // int8_step_maps(), for every step
+  std::optional<PreparedMaps> prepared_;            // prepare(); none: the module's own weights
 };
 TORCH_MODULE(Decoder);
 

@@ -125,17 +125,7 @@ Ensemble Ensemble::restricted_to(const torch::Tensor& ids) const {
   Ensemble restricted = *this;
   restricted.output_ids_ = ids;
   restricted.output_rows_.clear();
-  for (const Seq2Seq& member : members_) {
-    const Decoder& decoder = member->decoder;
-    OutputRows rows;  // an int8 decoder's rows in int8 only, a float32 one's in float32: [K, H], [K]
-    if (const Int8DecoderWeights* int8 = decoder->int8_weights()) {
-      rows.int8 = std::make_shared<const Int8Linear>(int8->output.rows(ids));
-    } else {
-      rows.weight = decoder->output_weight.index_select(0, ids);
-      rows.bias = decoder->output_bias.index_select(0, ids);
-    }
-    restricted.output_rows_.push_back(std::move(rows));
-  }
+  for (const Seq2Seq& member : members_) restricted.output_rows_.push_back(member->decoder->output_rows(ids));
   return restricted;
 }
 
