@@ -195,6 +195,7 @@ TEST_CASE("serve: /translate gives what nmt translate gives, with attention, ali
   CHECK(status["sentences_translated"] == kSentences.size() + 8);
   CHECK(status["source_vocabulary"].get<int>() > 0);
   CHECK(status["device"] == "cpu");
+  CHECK(status["workers"] == 1);  // one per --threads
   CHECK(status["compute_type"] == "float32");
   CHECK(status["shortlist"] == "");
   CHECK(status["uptime_seconds"].get<double>() > 0);
@@ -336,9 +337,11 @@ TEST_CASE("serve: concurrent clients are batched together and each gets its own 
   // batch of their own, as the other searches do.
   const bool continuous = GENERATE(true, false);
   INFO((continuous ? "continuous batching" : "--static-batches"));
-  std::vector<std::string> arguments = {"--max-wait-ms", "50", "--beam-size", "1"};
+  // Two threads: two workers, each with its own batch.
+  std::vector<std::string> arguments = {"--model", served_model(),  "--max-length", "8",           "--threads",
+                                        "2",       "--max-wait-ms", "50",           "--beam-size", "1"};
   if (!continuous) arguments.push_back("--static-batches");
-  ServerProcess server(server_arguments(arguments));
+  ServerProcess server(arguments);
   REQUIRE(server.port > 0);
   // Each sentence alone first: the reference.
   std::vector<std::string> sentences;
@@ -353,6 +356,7 @@ TEST_CASE("serve: concurrent clients are batched together and each gets its own 
   }
   const json before = json::parse(client_for(server).Get("/health")->body);
   CHECK(before["continuous_batching"] == continuous);
+  CHECK(before["workers"] == 2);
   constexpr int kClients = 12;
   constexpr int kRounds = 3;
   std::atomic<int> wrong{0};

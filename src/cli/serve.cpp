@@ -26,7 +26,8 @@ Command add_serve(CLI::App& program) {
   command->add_flag("--static-batches", options->static_batches,
                     "greedy requests too are translated in whole batches (the others always are), instead of "
                     "joining the running batch between two decoder steps");
-  add("--workers", options->workers, "batches translated at once (several: one thread each)");
+  add("--workers", options->workers,
+      "batches translated at once, several on one thread each (0 = one per --threads on the CPU, one on a GPU)");
   add("--connections", options->connections, "requests read and answered at once (one thread each)");
   add("--max-waiting-connections", options->max_waiting_connections,
       "connections waiting, without a thread, for their request line and headers or their next request; past "

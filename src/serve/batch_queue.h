@@ -42,7 +42,7 @@ std::vector<bool> choose_batch(const std::vector<WaitingRequest>& waiting, size_
 
 struct BatchQueueOptions {
   size_t max_batch_sentences = 64;
-  size_t workers = 1;
+  size_t workers = 1;  // each on one thread when several
   std::chrono::microseconds max_wait{2000};
   bool continuous = true;    // greedy requests batched continuously
   BatchingOptions batching;  // how the worker cuts a batch for the search (Translator)
@@ -65,6 +65,7 @@ class BatchQueue {
   // that joined a running batch counts as one).
   size_t sentences_done() const;
   size_t batches_done() const;
+  size_t workers() const { return workers_.size(); }
 
  private:
   struct Request {

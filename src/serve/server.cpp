@@ -72,7 +72,9 @@ void check(const ServeOptions& options) {
   validate(options.translate.batching);
   if (options.port < 0 || options.port > 65535) throw std::invalid_argument("--port must be from 0 to 65535");
   if (options.max_batch < 1) throw std::invalid_argument("--max-batch must be at least 1");
-  if (options.workers < 1 || options.workers > 256) throw std::invalid_argument("--workers must be from 1 to 256");
+  if (options.workers < 0 || options.workers > 256) {
+    throw std::invalid_argument("--workers must be from 0 (one per CPU thread) to 256");
+  }
   if (!(options.max_wait_ms >= 0 && options.max_wait_ms <= 10000)) {
     throw std::invalid_argument("--max-wait-ms must be from 0 to 10000");
   }
@@ -134,10 +136,16 @@ std::string joined_checkpoints(const TranslationModels& models) {
   return checkpoint;
 }
 
-BatchQueueOptions batch_queue_options(const ServeOptions& options) {
+// --workers 0: one worker per CPU thread (--threads), each on one thread; one on a GPU.
+size_t worker_count(const ServeOptions& options, const torch::Device& device) {
+  if (options.workers > 0) return static_cast<size_t>(options.workers);
+  return device.is_cpu() ? static_cast<size_t>(std::max(1, torch::get_num_threads())) : 1;
+}
+
+BatchQueueOptions batch_queue_options(const ServeOptions& options, const torch::Device& device) {
   BatchQueueOptions queue_options;
   queue_options.max_batch_sentences = static_cast<size_t>(options.max_batch);
-  queue_options.workers = static_cast<size_t>(options.workers);
+  queue_options.workers = worker_count(options, device);
   queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
   queue_options.batching = options.translate.batching;
   queue_options.continuous = !options.static_batches;
@@ -152,7 +160,7 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       checkpoint(joined_checkpoints(models)),
       threads(torch::get_num_threads()),
       started(Clock::now()),
-      queue(models, batch_queue_options(options), device) {}
+      queue(models, batch_queue_options(options, device), device) {}
 
 // Limits, timeouts and the listening socket (written to `listening` when it is made); the
 // connections themselves are HttpServer's.
@@ -184,6 +192,7 @@ void answer_health(const Service& service, httplib::Response& response) {
                {"target_vocabulary", service.models.target_vocabulary().size()},
                {"device", service.device.str()},
                {"threads", service.threads},
+               {"workers", service.queue.workers()},
                {"beam_size", service.options.translate.search.beam_size},
                {"compute_type", service.models.compute_type},
                {"shortlist", service.options.translate.shortlist},

@@ -22,7 +22,8 @@ struct ServeOptions {
   int max_batch = 64;              // sentences translated together, across requests
   double max_wait_ms = 0;          // how long a request may wait for others to join its batch
   bool static_batches = false;     // greedy requests too wait for a batch, not joining the running one
-  int workers = 1;                 // batches translated at once (each on one thread when several)
+  int workers = 0;                 // batches translated at once (each on one thread when several); 0:
+                                   // one per CPU thread (--threads) on the CPU, one on a GPU
   int connections = 128;           // requests read and answered at once, one thread each
   RequestLimits limits;
   // A connection waits without a thread while its request line and headers arrive, and between
