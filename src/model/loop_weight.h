@@ -34,6 +34,8 @@ class LoopWeight {
   }
 
   int64_t columns() const { return plain_.size(1); }
+  // Whether the weight is packed for a kernel (else BLAS multiplies by plain_, the reference).
+  bool packed() const { return packed_.defined(); }
 
  private:
   uint16_t* packed_bits() const { return static_cast<uint16_t*>(packed_.data_ptr()); }

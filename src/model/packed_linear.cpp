@@ -33,6 +33,10 @@ torch::Tensor PackedLinear::operator()(const torch::Tensor& input) const {
   const int64_t m = x.size(0), columns = out_features();
   torch::Tensor out = torch::empty({m, columns}, torch::kFloat32);
   if (m == 0) return out;
+  if (!packed_.packed()) {  // the reference: one BLAS call, threaded as BLAS threads it
+    packed_.multiply(x, bias_, out);
+    return out;
+  }
   // Blocks of 16-column panels per thread, each worth at least about 2^16 multiply-adds.
   const int64_t panels = (columns + kernels::kPanelWidth - 1) / kernels::kPanelWidth;
   const int64_t per_panel = std::max<int64_t>(1, m * in_features() * kernels::kPanelWidth);
