@@ -3,12 +3,95 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
+#include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "text/batching.h"
 #include "text/special_tokens.h"
 
 namespace nmt {
+
+namespace {
+
+constexpr int64_t kFewestSlots = 16;
+
+// Each tensor of a source's members whose first dimension is the row: states, keys (where the
+// scorer has them), mask and summary; `f(tensor, m, k)` for the k-th of member m.
+template <typename F>
+void for_each_tensor(const Ensemble::Source& source, F f) {
+  for (size_t m = 0; m < source.members.size(); ++m) {
+    const EncodedSource& member = source.members[m];
+    const std::array<const torch::Tensor*, 4> tensors = {&member.states, &member.keys, &member.mask, &member.summary};
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      if (tensors[k]->defined()) f(*tensors[k], m, k);
+    }
+  }
+}
+
+// `source`'s rows in slots of `capacity` rows and `positions` source positions (at most its own
+// rows, its positions cut or padded as encode() pads: states and keys 0, mask false).
+Ensemble::Source with_room(const Ensemble::Source& source, int64_t capacity, int64_t positions) {
+  Ensemble::Source room = source;
+  std::vector<std::array<torch::Tensor*, 4>> targets;
+  for (EncodedSource& member : room.members) {
+    targets.push_back({&member.states, &member.keys, &member.mask, &member.summary});
+  }
+  for_each_tensor(source, [&](const torch::Tensor& tensor, size_t m, size_t k) {
+    std::vector<int64_t> sizes = tensor.sizes().vec();
+    sizes[0] = capacity;
+    const bool per_position = tensor.dim() >= 2 && k != 3;  // all but the summary [B, C]
+    if (per_position) sizes[1] = positions;
+    torch::Tensor grown = torch::zeros(sizes, tensor.options());
+    torch::Tensor rows = tensor, target = grown.narrow(0, 0, tensor.size(0));
+    if (per_position) {
+      rows = rows.narrow(1, 0, std::min(positions, rows.size(1)));
+      target = target.narrow(1, 0, rows.size(1));
+    }
+    target.copy_(rows);
+    *targets[m][k] = grown;
+  });
+  return room;
+}
+
+// The first `rows` slots, as views.
+Ensemble::Source first_rows(const Ensemble::Source& slots, int64_t rows) {
+  Ensemble::Source in_use = slots;
+  for (EncodedSource& member : in_use.members) {
+    for (torch::Tensor* tensor : {&member.states, &member.keys, &member.mask, &member.summary}) {
+      if (tensor->defined()) *tensor = tensor->narrow(0, 0, rows);
+    }
+  }
+  return in_use;
+}
+
+// `rows` into slots from `first` on: its positions, and padding after them.
+void write_rows(const Ensemble::Source& slots, int64_t first, const Ensemble::Source& rows) {
+  std::vector<std::array<const torch::Tensor*, 4>> sources;
+  for (const EncodedSource& member : rows.members) {
+    sources.push_back({&member.states, &member.keys, &member.mask, &member.summary});
+  }
+  for_each_tensor(slots, [&](const torch::Tensor& slot, size_t m, size_t k) {
+    const torch::Tensor& tensor = *sources[m][k];
+    torch::Tensor target = slot.narrow(0, first, tensor.size(0));
+    if (k == 3) {  // the summary
+      target.copy_(tensor);
+      return;
+    }
+    const int64_t length = tensor.size(1);
+    target.narrow(1, 0, length).copy_(tensor);
+    target.narrow(1, length, target.size(1) - length).zero_();
+  });
+}
+
+// Slot `to` takes slot `from`'s row.
+void move_row(const Ensemble::Source& slots, int64_t from, int64_t to) {
+  for_each_tensor(slots,
+                  [&](const torch::Tensor& slot, size_t, size_t) { slot.select(0, to).copy_(slot.select(0, from)); });
+}
+
+}  // namespace
 
 bool ContinuousGreedy::supports(const Ensemble& model, const SearchOptions& options, const torch::Device& device) {
   return device.is_cpu() && options.beam_size == 1 && options.n_best == 1 && !options.samples() &&
@@ -38,12 +121,20 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
   Ensemble::Source encoded = model_.encode(source, lengths);
   Ensemble::State state = model_.initial_state(encoded);
   torch::Tensor previous = torch::full({static_cast<int64_t>(sources.size())}, kBosId, torch::kInt64);
-  if (!rows_.empty()) {
-    encoded = Ensemble::Source::cat_rows(encoded_, encoded);
-    state = Ensemble::State::cat_rows(state_, state);
-    previous = torch::cat({previous_, previous});  // BOS keeps its place in any list
+  const auto rows = static_cast<int64_t>(rows_.size()), joining = static_cast<int64_t>(sources.size());
+  const int64_t length = encoded.mask().size(1);
+  if (rows == 0 || rows + joining > slots_.mask().size(0) || length > slots_.mask().size(1)) {
+    // No room: the rows in use and the new ones in slots of their own, with room to grow.
+    Ensemble::Source joined = rows == 0 ? encoded : Ensemble::Source::cat_rows(encoded_, encoded);
+    slots_ = with_room(joined, std::max<int64_t>(kFewestSlots, 2 * (rows + joining)), joined.mask().size(1));
+  } else {
+    write_rows(slots_, rows, encoded);  // the rows in use stay where they are
   }
-  encoded_ = std::move(encoded);
+  if (rows > 0) {
+    state = Ensemble::State::cat_rows(state_, state);  // coverage padded to the slots' positions
+    previous = torch::cat({previous_, previous});      // BOS keeps its place in any list
+  }
+  encoded_ = first_rows(slots_, rows + joining);
   state_ = std::move(state);
   previous_ = std::move(previous);
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -57,25 +148,41 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
 }
 
 void ContinuousGreedy::drop_ended_rows() {
-  std::vector<int64_t> keep;
-  size_t longest = 0;
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    if (rows_[r].ended) continue;
-    keep.push_back(static_cast<int64_t>(r));
-    longest = std::max(longest, rows_[r].source.size());
+  // Each ended row's slot takes the last running row: only the rows that move are copied.
+  std::vector<int64_t> order(rows_.size());  // the row each slot then holds
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<std::pair<int64_t, int64_t>> moves;  // (from, to)
+  size_t free = 0, end = rows_.size();             // slots [0, free) hold running rows, [end, ...) none
+  while (true) {
+    while (free < end && !rows_[free].ended) ++free;
+    while (end > free && rows_[end - 1].ended) --end;
+    if (free >= end) break;
+    --end;
+    moves.emplace_back(end, free);
+    order[free++] = static_cast<int64_t>(end);
   }
-  if (!keep.empty()) {  // tensors first, rows after: an exception leaves the batch as it was
-    // Only the source positions the rows that stay fill: their attention runs over no more padding.
-    const torch::Tensor index = torch::tensor(keep, torch::kInt64);
-    Ensemble::Source encoded = encoded_.index_select(index, static_cast<int64_t>(longest));
-    Ensemble::State state = state_.index_select(index, static_cast<int64_t>(longest));
+  const auto kept = static_cast<int64_t>(end);
+  size_t longest = 0;
+  for (size_t slot = 0; slot < end; ++slot)
+    longest = std::max(longest, rows_[static_cast<size_t>(order[slot])].source.size());
+  if (kept > 0) {  // the small tensors first: an exception leaves the batch as it was
+    const torch::Tensor index = torch::tensor(order, torch::kInt64).narrow(0, 0, kept);
+    Ensemble::State state = state_.index_select(index);
     torch::Tensor previous = previous_.index_select(0, index);
-    encoded_ = std::move(encoded);
+    for (const auto& [from, to] : moves) move_row(slots_, from, to);
     state_ = std::move(state);
     previous_ = std::move(previous);
+    // Once a quarter of the positions are padding for every row, the source positions only the
+    // rows that left had go too (a copy of the rows in use).
+    const auto positions = static_cast<int64_t>(longest);
+    if (4 * positions <= 3 * slots_.mask().size(1)) {
+      slots_ = with_room(first_rows(slots_, kept), slots_.mask().size(0), positions);
+      state_ = state_.index_select(torch::arange(kept), positions);
+    }
   }
+  encoded_ = first_rows(slots_, kept);
   std::vector<Row> running;
-  for (const int64_t r : keep) running.push_back(std::move(rows_[static_cast<size_t>(r)]));
+  for (size_t slot = 0; slot < end; ++slot) running.push_back(std::move(rows_[static_cast<size_t>(order[slot])]));
   rows_ = std::move(running);
 }
 
@@ -135,9 +242,7 @@ std::vector<ContinuousGreedy::Ended> ContinuousGreedy::step() {
   }
   state_ = std::move(out.state);
   previous_ = tokens;
-  // Ended rows leave once they are a quarter of the batch (each leaving copies the encoder output
-  // of the rows that stay); until then they are decoded for nothing.
-  if ((rows_.size() - running_) * 4 >= rows_.size()) drop_ended_rows();
+  if (running_ < rows_.size()) drop_ended_rows();
   return ended;
 }
 

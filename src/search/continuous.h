@@ -71,7 +71,7 @@ class ContinuousGreedy {
   // Sentences running.
   size_t size() const { return running_; }
   // The token each running sentence was given last, as a target id (BOS before its first step), in
-  // the order they joined.
+  // the batch's order: those that joined last at the end.
   std::vector<int64_t> last_tokens() const;
 
  private:
@@ -83,7 +83,8 @@ class ContinuousGreedy {
     bool ended = false;  // its row stays in the batch until drop_ended_rows
     Hypothesis hypothesis;
   };
-  // Removes the ended rows from the batch, and the source positions only they had.
+  // Removes the ended rows from the batch (the last running rows take their slots), and, once a
+  // quarter of the positions are padding for every row, the source positions only they had.
   void drop_ended_rows();
   // The output vocabulary of the running rows (shortlist only): decoding_ and previous_ move to it.
   void choose_vocabulary();
@@ -93,7 +94,11 @@ class ContinuousGreedy {
   SearchOptions options_;
   std::shared_ptr<const Shortlist> shortlist_;
   torch::Tensor ids_;  // [K] target ids on the CPU that decoding_ scores; undefined: all
-  Ensemble::Source encoded_;
+  // The encoder output in slots of rows, with room for more rows and positions than are in use:
+  // a sentence that joins is written into a free slot and one that leaves gives its slot to the
+  // last row, so neither copies the encoder output of the others.
+  Ensemble::Source slots_;
+  Ensemble::Source encoded_;  // the first rows_.size() slots, as views
   Ensemble::State state_;
   torch::Tensor previous_;  // [R] each row's last token: a place in ids_, or a target id
   std::vector<Row> rows_;   // the batch's rows, in order
