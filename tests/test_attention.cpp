@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.h"
+#include "kernels/dispatch.h"
 #include "model/attention.h"
 #include "model/fused_attention.h"
 #include "model/scorers/registry.h"
@@ -224,6 +225,13 @@ TEST_CASE("fused attention steps: same values and gradients as the LibTorch expr
     }
     torch::NoGradGuard no_grad;  // inference keeps no activations: the same scores
     CHECK(torch::allclose(additive_energy(keys, query, v), reference, 1e-5, 1e-6));
+    // and with a mask it computes only the real positions: the same scores there, 0 on padding.
+    const torch::Tensor mask = torch::rand({5, 7}) > 0.3, padding = mask.logical_not();
+    REQUIRE(padding.any().item<bool>());
+    const torch::Tensor masked = additive_energy(keys, query, v, 1, mask);
+    CHECK(torch::equal(masked.masked_select(mask), additive_energy(keys, query, v).masked_select(mask)));
+    if (kernels::kernel_level() != kernels::KernelLevel::kOff)
+      CHECK(masked.masked_select(padding).eq(0).all().item<bool>());
   }
   SECTION("additive energy per head (multi-head)") {
     // 21 = 3 heads of 7 (a tail only); 42 = 2 heads of 21 (lanes and a tail); 48 = 3 of 16.

@@ -15,11 +15,15 @@ namespace nmt::kernels {
 using namespace vec;
 
 void additive_energy(const float* keys, const float* query, const float* v, int64_t batch, int64_t positions,
-                     int64_t size, int64_t heads, float* scores, float* activations) {
+                     int64_t size, int64_t heads, const bool* mask, float* scores, float* activations) {
   const int64_t slice = size / heads;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < positions; ++s) {
       const int64_t row = b * positions + s;
+      if (mask != nullptr && !mask[row]) {
+        fill_zero(scores + row * heads, heads);
+        continue;
+      }
       for (int64_t head = 0; head < heads; ++head) {
         const int64_t offset = head * slice;
         const float* q = query + b * size + offset;
@@ -152,7 +156,8 @@ void attentional_vector_backward(const float* grad_attentional, const float* act
 
 #else  // not x86-64: avx2_kernels_available() says no, and these are never called
 
-void additive_energy(const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*, float*) {
+void additive_energy(const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, const bool*, float*,
+                     float*) {
   throw std::logic_error("additive_energy: not built");
 }
 void additive_energy_backward(const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*,

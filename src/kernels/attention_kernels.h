@@ -19,9 +19,10 @@ namespace nmt::kernels {
 // the A / heads elements [n A / heads, (n + 1) A / heads) (multi-head attention; heads = 1: the
 // additive scorer's energy). keys [batch, S, A], query [batch, A], v [A] -> scores
 // [batch, S, heads]. When activations is not null, the tanh values are written there
-// ([batch, S, A]) for the backward.
+// ([batch, S, A]) for the backward. When mask ([batch, S]) is not null, the positions where it is
+// false (padding) are not computed: their scores are 0, and their activations are not written.
 void additive_energy(const float* keys, const float* query, const float* v, int64_t batch, int64_t positions,
-                     int64_t size, int64_t heads, float* scores, float* activations);
+                     int64_t size, int64_t heads, const bool* mask, float* scores, float* activations);
 
 // The backward of additive_energy for the keys and the query, given the activations it wrote:
 // grad_keys[b, s, a] = grad_scores[b, s, head of a] * v[a] * (1 - t[b, s, a]^2), grad_query[b, a] =

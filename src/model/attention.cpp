@@ -85,6 +85,7 @@ AttentionResult AttentionImpl::forward(const torch::Tensor& query, const Encoded
               "attention: this scorer needs the coverage [B, S]");
   AttentionStep projected_step = step;
   if (!step.projected.defined()) projected_step.projected = project_query(*scorer_, query);
+  projected_step.mask = source.mask;
   torch::Tensor weights = scorer_->attend(query, source, projected_step);  // [B, S] or [B, N, S]
   const int64_t heads = scorer_->heads();
   if (heads == 1) return {weighted_sum(weights, source.states), weights, torch::Tensor()};  // sum_j w_j h_j

@@ -48,6 +48,8 @@ struct AttentionStep {
   torch::Tensor coverage;   // [B, S] the sum of the earlier steps' weights; defined for uses_coverage()
   torch::Tensor projected;  // [B, P] W s, the scorer's query_weight() applied to the query (filled in
                             // by AttentionImpl::forward, or by the fused training loop's own product)
+  torch::Tensor mask;       // [B, S] the source's real positions (AttentionImpl::forward), for scorers
+                            // that skip the padding (its scores are then masked out anyway)
 };
 
 // The attention weights over source positions from scores [B, S] (or [B, N, S]): a softmax over

@@ -150,14 +150,14 @@ class ForwardLoop {
     if (in_.heads > 1) {
       float* scores = scratch_.head_scores.data_ptr<float>() + b * shape_.positions * in_.heads;
       kernels::additive_energy(keys, scratch_.query.data_ptr<float>() + b * shape_.key_size,
-                               in_.energy.data_ptr<float>(), 1, shape_.positions, shape_.key_size, in_.heads, scores,
-                               row(out_.activations, t, b));
+                               in_.energy.data_ptr<float>(), 1, shape_.positions, shape_.key_size, in_.heads,
+                               /*mask=*/nullptr, scores, row(out_.activations, t, b));
       heads_forward(scores, length, shape_.positions, in_.heads, states, shape_.state_size,
                     row(out_.head_weights, t, b), row(out_.joined, t, b) + shape_.size, attention_weights);
       return;
     }
     kernels::additive_energy(keys, scratch_.query.data_ptr<float>() + b * shape_.key_size, in_.energy.data_ptr<float>(),
-                             1, shape_.positions, shape_.key_size, /*heads=*/1, attention_weights,
+                             1, shape_.positions, shape_.key_size, /*heads=*/1, /*mask=*/nullptr, attention_weights,
                              row(out_.activations, t, b));
     kernels::prefix_softmax(attention_weights, length, shape_.positions);
     kernels::weighted_sum(attention_weights, states, 1, shape_.positions, shape_.state_size,

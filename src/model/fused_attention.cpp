@@ -15,19 +15,19 @@ using torch::autograd::tensor_list;
 // Rows of the batch per thread: a row is S x A or S x C floats (about 14 x 512 here).
 constexpr int64_t kGrain = 4;
 
-// keys, query, v contiguous float; activations [B, S, A] or undefined (inference).
-// keys, query, v contiguous float; activations [B, S, A] or undefined (inference). Scores
-// [B, S, heads].
+// keys, query, v contiguous float; activations [B, S, A] or undefined (inference); mask [B, S]
+// contiguous bool or undefined (every position). Scores [B, S, heads].
 torch::Tensor additive_energy_forward(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
-                                      int64_t heads, const torch::Tensor& activations) {
+                                      int64_t heads, const torch::Tensor& activations, const torch::Tensor& mask = {}) {
   const int64_t positions = keys.size(1), size = keys.size(2);
   torch::Tensor scores = torch::empty({keys.size(0), positions, heads}, keys.options());
   float* t = activations.defined() ? activations.data_ptr<float>() : nullptr;
+  const bool* real = mask.defined() ? mask.data_ptr<bool>() : nullptr;
   at::parallel_for(0, keys.size(0), kGrain, [&](int64_t begin, int64_t end) {
-    kernels::additive_energy(keys.data_ptr<float>() + begin * positions * size, query.data_ptr<float>() + begin * size,
-                             v.data_ptr<float>(), end - begin, positions, size, heads,
-                             scores.data_ptr<float>() + begin * positions * heads,
-                             t != nullptr ? t + begin * positions * size : nullptr);
+    kernels::additive_energy(
+        keys.data_ptr<float>() + begin * positions * size, query.data_ptr<float>() + begin * size, v.data_ptr<float>(),
+        end - begin, positions, size, heads, real != nullptr ? real + begin * positions : nullptr,
+        scores.data_ptr<float>() + begin * positions * heads, t != nullptr ? t + begin * positions * size : nullptr);
   });
   return scores;
 }
@@ -108,7 +108,7 @@ struct WeightedSum : public torch::autograd::Function<WeightedSum> {
 }  // namespace
 
 torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& query, const torch::Tensor& v,
-                              int64_t heads) {
+                              int64_t heads, const torch::Tensor& mask) {
   TORCH_CHECK(keys.dim() == 3 && query.dim() == 2 && v.dim() == 1 && query.size(0) == keys.size(0) &&
                   query.size(1) == keys.size(2) && v.size(0) == keys.size(2) && heads >= 1 && keys.size(2) % heads == 0,
               "additive_energy: keys [B, S, A], query [B, A], v [A] and heads dividing A expected");
@@ -119,7 +119,10 @@ torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& qu
     return energies.view({keys.size(0), keys.size(1), heads, -1}).sum(3);
   }
   if (!kernels::autograd_records({keys, query, v})) {
-    scores = additive_energy_forward(keys.contiguous(), query.contiguous(), v.contiguous(), heads, torch::Tensor());
+    const bool skips = mask.defined() && mask.scalar_type() == torch::kBool && mask.is_cpu() &&
+                       mask.sizes() == keys.sizes().slice(0, 2);
+    scores = additive_energy_forward(keys.contiguous(), query.contiguous(), v.contiguous(), heads, torch::Tensor(),
+                                     skips ? mask.contiguous() : torch::Tensor());
   } else {
     scores = AdditiveEnergy::apply(keys.contiguous(), query.contiguous(), v.contiguous(), heads);
   }

@@ -39,11 +39,11 @@ class AdditiveScorerImpl : public ScorerImpl {
     const torch::Tensor energy = energy_layer_->weight.squeeze(0);  // [A]
     if (!coverage_layer_) {
       // v^T tanh(W s + k_j) for every j in one pass over the keys (model/fused_attention.h).
-      return additive_energy(keys, step.projected, energy);  // [B, S]
+      return additive_energy(keys, step.projected, energy, 1, step.mask);  // [B, S]
     }
     // The coverage term joins the keys (one more pass over [B, S, A]), then the same fused energy.
     const torch::Tensor covered = torch::addcmul(keys, step.coverage.unsqueeze(2), coverage_layer_->weight.squeeze(1));
-    return additive_energy(covered, step.projected, energy);  // [B, S]
+    return additive_energy(covered, step.projected, energy, 1, step.mask);  // [B, S]
   }
 
   torch::Tensor query_weight() const override { return query_layer_->weight; }

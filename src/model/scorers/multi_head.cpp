@@ -36,7 +36,7 @@ class MultiHeadScorerImpl : public ScorerImpl {
 
   torch::Tensor score(const torch::Tensor&, const torch::Tensor& keys, const AttentionStep& step) override {
     // Each head's energy in one pass over the keys (model/fused_attention.h).
-    return additive_energy(keys, step.projected, energy_layer_->weight.squeeze(0), heads_).transpose(1, 2);
+    return additive_energy(keys, step.projected, energy_layer_->weight.squeeze(0), heads_, step.mask).transpose(1, 2);
   }
 
   torch::Tensor query_weight() const override { return query_layer_->weight; }
