@@ -17,41 +17,37 @@ namespace {
 
 constexpr int64_t kFewestSlots = 16;
 
-// Each tensor of a source's members whose first dimension is the row: states, keys (where the
-// scorer has them), mask and summary; `f(tensor, m, k)` for the k-th of member m.
-template <typename F>
-void for_each_tensor(const Ensemble::Source& source, F f) {
-  for (size_t m = 0; m < source.members.size(); ++m) {
-    const EncodedSource& member = source.members[m];
-    const std::array<const torch::Tensor*, 4> tensors = {&member.states, &member.keys, &member.mask, &member.summary};
-    for (size_t k = 0; k < tensors.size(); ++k) {
-      if (tensors[k]->defined()) f(*tensors[k], m, k);
-    }
-  }
+// A member's tensors whose first dimension is the row: states, keys (undefined for a scorer without
+// them), mask, and last the summary, the one without source positions.
+constexpr size_t kSummary = 3;
+std::array<torch::Tensor*, 4> row_tensors(EncodedSource& source) {
+  return {&source.states, &source.keys, &source.mask, &source.summary};
+}
+std::array<const torch::Tensor*, 4> row_tensors(const EncodedSource& source) {
+  return {&source.states, &source.keys, &source.mask, &source.summary};
 }
 
 // `source`'s rows in slots of `capacity` rows and `positions` source positions (at most its own
 // rows, its positions cut or padded as encode() pads: states and keys 0, mask false).
 Ensemble::Source with_room(const Ensemble::Source& source, int64_t capacity, int64_t positions) {
   Ensemble::Source room = source;
-  std::vector<std::array<torch::Tensor*, 4>> targets;
   for (EncodedSource& member : room.members) {
-    targets.push_back({&member.states, &member.keys, &member.mask, &member.summary});
-  }
-  for_each_tensor(source, [&](const torch::Tensor& tensor, size_t m, size_t k) {
-    std::vector<int64_t> sizes = tensor.sizes().vec();
-    sizes[0] = capacity;
-    const bool per_position = tensor.dim() >= 2 && k != 3;  // all but the summary [B, C]
-    if (per_position) sizes[1] = positions;
-    torch::Tensor grown = torch::zeros(sizes, tensor.options());
-    torch::Tensor rows = tensor, target = grown.narrow(0, 0, tensor.size(0));
-    if (per_position) {
-      rows = rows.narrow(1, 0, std::min(positions, rows.size(1)));
-      target = target.narrow(1, 0, rows.size(1));
+    for (size_t k = 0; k < 4; ++k) {
+      torch::Tensor& tensor = *row_tensors(member)[k];
+      if (!tensor.defined()) continue;
+      std::vector<int64_t> sizes = tensor.sizes().vec();
+      sizes[0] = capacity;
+      torch::Tensor grown, rows = tensor;
+      if (k != kSummary) {
+        sizes[1] = positions;
+        rows = rows.narrow(1, 0, std::min(positions, rows.size(1)));
+      }
+      grown = torch::zeros(sizes, tensor.options());
+      torch::Tensor target = grown.narrow(0, 0, rows.size(0));
+      (k == kSummary ? target : target.narrow(1, 0, rows.size(1))).copy_(rows);
+      tensor = grown;
     }
-    target.copy_(rows);
-    *targets[m][k] = grown;
-  });
+  }
   return room;
 }
 
@@ -59,36 +55,39 @@ Ensemble::Source with_room(const Ensemble::Source& source, int64_t capacity, int
 Ensemble::Source first_rows(const Ensemble::Source& slots, int64_t rows) {
   Ensemble::Source in_use = slots;
   for (EncodedSource& member : in_use.members) {
-    for (torch::Tensor* tensor : {&member.states, &member.keys, &member.mask, &member.summary}) {
+    for (torch::Tensor* tensor : row_tensors(member)) {
       if (tensor->defined()) *tensor = tensor->narrow(0, 0, rows);
     }
   }
   return in_use;
 }
 
-// `rows` into slots from `first` on: its positions, and padding after them.
+// `rows` into the slots from `first` on: their positions, and padding after them.
 void write_rows(const Ensemble::Source& slots, int64_t first, const Ensemble::Source& rows) {
-  std::vector<std::array<const torch::Tensor*, 4>> sources;
-  for (const EncodedSource& member : rows.members) {
-    sources.push_back({&member.states, &member.keys, &member.mask, &member.summary});
-  }
-  for_each_tensor(slots, [&](const torch::Tensor& slot, size_t m, size_t k) {
-    const torch::Tensor& tensor = *sources[m][k];
-    torch::Tensor target = slot.narrow(0, first, tensor.size(0));
-    if (k == 3) {  // the summary
-      target.copy_(tensor);
-      return;
+  for (size_t m = 0; m < slots.members.size(); ++m) {
+    for (size_t k = 0; k < 4; ++k) {
+      const torch::Tensor& slot = *row_tensors(slots.members[m])[k];
+      const torch::Tensor& tensor = *row_tensors(rows.members[m])[k];
+      if (!slot.defined()) continue;
+      torch::Tensor target = slot.narrow(0, first, tensor.size(0));
+      if (k == kSummary) {
+        target.copy_(tensor);
+        continue;
+      }
+      const int64_t length = tensor.size(1);
+      target.narrow(1, 0, length).copy_(tensor);
+      target.narrow(1, length, target.size(1) - length).zero_();
     }
-    const int64_t length = tensor.size(1);
-    target.narrow(1, 0, length).copy_(tensor);
-    target.narrow(1, length, target.size(1) - length).zero_();
-  });
+  }
 }
 
 // Slot `to` takes slot `from`'s row.
 void move_row(const Ensemble::Source& slots, int64_t from, int64_t to) {
-  for_each_tensor(slots,
-                  [&](const torch::Tensor& slot, size_t, size_t) { slot.select(0, to).copy_(slot.select(0, from)); });
+  for (const EncodedSource& member : slots.members) {
+    for (const torch::Tensor* slot : row_tensors(member)) {
+      if (slot->defined()) slot->select(0, to).copy_(slot->select(0, from));
+    }
+  }
 }
 
 }  // namespace
@@ -163,8 +162,9 @@ void ContinuousGreedy::drop_ended_rows() {
   }
   const auto kept = static_cast<int64_t>(end);
   size_t longest = 0;
-  for (size_t slot = 0; slot < end; ++slot)
+  for (size_t slot = 0; slot < end; ++slot) {
     longest = std::max(longest, rows_[static_cast<size_t>(order[slot])].source.size());
+  }
   if (kept > 0) {  // the small tensors first: an exception leaves the batch as it was
     const torch::Tensor index = torch::tensor(order, torch::kInt64).narrow(0, 0, kept);
     Ensemble::State state = state_.index_select(index);
