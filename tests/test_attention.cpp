@@ -245,6 +245,16 @@ TEST_CASE("fused attention steps: same values and gradients as the LibTorch expr
           (torch::tanh(head_keys + head_query.unsqueeze(1)) * head_v).view({5, 7, heads, -1}).sum(3);
       REQUIRE(ours.sizes() == torch::IntArrayRef({5, 7, heads}));
       CHECK(torch::allclose(ours, reference, 1e-5, 1e-6));
+      {  // with a mask, in inference: every head's score 0 on padding, the same elsewhere
+        torch::NoGradGuard no_grad;
+        const torch::Tensor mask = torch::rand({5, 7}) > 0.3, real = mask.unsqueeze(2).expand({5, 7, heads});
+        const torch::Tensor masked = additive_energy(head_keys, head_query, head_v, heads, mask);
+        const torch::Tensor plain = additive_energy(head_keys, head_query, head_v, heads);
+        CHECK(torch::equal(masked.masked_select(real), plain.masked_select(real)));
+        if (kernels::kernel_level() != kernels::KernelLevel::kOff) {
+          CHECK(masked.masked_select(real.logical_not()).eq(0).all().item<bool>());
+        }
+      }
       torch::Tensor upstream = torch::randn({5, 7, heads});
       auto our_grads = torch::autograd::grad({ours}, {head_keys, head_query, head_v}, {upstream});
       auto reference_grads = torch::autograd::grad({reference}, {head_keys, head_query, head_v}, {upstream});

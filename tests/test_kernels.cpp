@@ -281,9 +281,23 @@ TEST_CASE("packed float32 maps for decoding: BLAS's values, the same bits in any
       }
     }
   }
-  // The reference, BLAS on the plain weight: as translation runs it, in inference mode (which
-  // OpenMP's other threads are not in) on two threads.
+  // Columns split between two threads, as a decoder step's are (300 outputs, 19 panels, for 13
+  // rows), in inference mode, which OpenMP's other threads are not in; and the weights copied.
   torch::set_num_threads(2);
+  {
+    const torch::Tensor big = torch::randn({300, 64}), big_bias = torch::randn({300});
+    const PackedLinear split(big, big_bias);
+    torch::InferenceMode inference;
+    const torch::Tensor x = torch::randn({13, 64});
+    const torch::Tensor out = split(x);
+    CHECK(torch::allclose(out, torch::nn::functional::linear(x, big, big_bias), 1e-4, 1e-5));
+    big.mul_(2), big_bias.mul_(2);
+    CHECK(torch::equal(split(x), out));
+    if (kernels::kernel_level() != KernelLevel::kOff) {
+      for (int64_t r = 0; r < 13; ++r) CHECK(torch::equal(split(x.narrow(0, r, 1)), out.narrow(0, r, 1)));
+    }
+  }
+  // The reference, BLAS on the plain weight, as translation runs it.
   kernels::ScopedKernelLevel off(KernelLevel::kOff);
   const PackedLinear reference(weight, bias);
   torch::InferenceMode inference;

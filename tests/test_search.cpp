@@ -582,6 +582,55 @@ TEST_CASE("continuous batching: sentences joining a running batch get greedy sea
   CHECK_THROWS_AS(ContinuousGreedy(model, beam), std::invalid_argument);
 }
 
+TEST_CASE("continuous batching: waves of sentences grow the batch past its first slots and cut its positions",
+          "[search]") {
+  // 60 sentences, ten of 13 to 16 tokens, then ten of 1 to 4, and so on, joining in groups of 1 to
+  // 24 every third step: the batch's slots grow while rows run, and its positions are cut when only
+  // short sentences are left and grow again as long ones join.
+  std::vector<int64_t> lengths;
+  for (int64_t i = 0; i < 60; ++i) lengths.push_back((i / 10) % 2 == 0 ? 13 + i % 4 : 1 + i % 4);
+  auto [source, length_tensor] = random_source(lengths, kSearchVocab, 81);
+  SearchOptions options = fixed_shape_options(1, 1.0, 1);
+  options.return_attention = false;
+  options.max_length = 8;  // untrained rows run 8 steps whatever their length: they leave as they came
+  for (const std::string& type : std::vector<std::string>{"additive", "additive" + kWithCoverage, "dot", "none"}) {
+    for (const bool packed : {false, true}) {
+      DYNAMIC_SECTION(type << (packed ? ", packed" : "")) {
+        Seq2Seq model = fixed_shape_model(type, false, 82);  // untrained: rows run to their caps
+        if (packed) model->decoder->pack_float32();
+        torch::InferenceMode guard;
+        ContinuousGreedy running(model, options);
+        SearchResult found(lengths.size());
+        size_t next = 0, most_running = 0;
+        for (size_t step = 0; next < lengths.size() || running.size() > 0; ++step) {
+          std::vector<std::vector<int64_t>> sources;
+          std::vector<int64_t> tags;
+          const size_t group = step % 3 == 0 ? 1 + (step * 5) % 24 : 0;
+          for (size_t i = 0; i < group && next < lengths.size(); ++i, ++next) {
+            const auto row = static_cast<int64_t>(next);
+            const torch::Tensor ids = source[row].narrow(0, 0, lengths[next]).contiguous();
+            sources.emplace_back(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+            tags.push_back(row);
+          }
+          running.add(sources, tags);
+          most_running = std::max(most_running, running.size());
+          for (ContinuousGreedy::Ended& ended : running.step()) {
+            found[static_cast<size_t>(ended.tag)].push_back(std::move(ended.hypothesis));
+          }
+        }
+        CHECK(most_running > 16);  // more rows than the first slots held
+        for (size_t b = 0; b < lengths.size(); ++b) {
+          INFO("sentence " << b);
+          const auto row = static_cast<int64_t>(b);
+          const torch::Tensor alone = source.narrow(0, row, 1).narrow(1, 0, lengths[b]);
+          check_same_hypotheses({found[b]},
+                                greedy_search(Ensemble(model), alone, length_tensor.narrow(0, row, 1), options));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("continuous batching with a shortlist: lists that hold greedy's tokens keep them as the union changes",
           "[search]") {
   // Untrained: its sentences run to their caps, so that many are running when others join.

@@ -34,6 +34,7 @@ class LoopWeight {
   }
 
   int64_t columns() const { return plain_.size(1); }
+  const torch::Tensor& weight() const { return plain_; }  // [depth, columns], contiguous
   // Whether the weight is packed for a kernel (else BLAS multiplies by plain_, the reference).
   bool packed() const { return packed_.defined(); }
 

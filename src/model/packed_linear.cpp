@@ -10,19 +10,19 @@
 
 namespace nmt {
 
-PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias)
-    : weight_(weight.detach().contiguous()) {
-  TORCH_CHECK(weight_.dim() == 2 && weight_.is_cpu() && weight_.scalar_type() == torch::kFloat32,
+PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
+  TORCH_CHECK(weight.dim() == 2 && weight.is_cpu() && weight.scalar_type() == torch::kFloat32,
               "PackedLinear: weight [N, K] float32 on the CPU expected");
-  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight_.size(0)),
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
               "PackedLinear: bias [N] expected");
-  if (bias.defined()) bias_ = bias.detach().to(torch::kFloat32).contiguous();
-  packed_ = LoopWeight(weight_.t());
+  if (bias.defined()) bias_ = bias.detach().to(torch::kFloat32).clone(at::MemoryFormat::Contiguous);
+  packed_ = LoopWeight(weight.detach().t().clone(at::MemoryFormat::Contiguous));
 }
 
 PackedLinear PackedLinear::rows(const torch::Tensor& ids) const {
   const torch::Tensor index = ids.to(torch::kCPU, torch::kInt64);
-  return PackedLinear(weight_.index_select(0, index), bias_.defined() ? bias_.index_select(0, index) : torch::Tensor());
+  return PackedLinear(packed_.weight().index_select(1, index).t(),
+                      bias_.defined() ? bias_.index_select(0, index) : torch::Tensor());
 }
 
 torch::Tensor PackedLinear::operator()(const torch::Tensor& input) const {

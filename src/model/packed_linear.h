@@ -19,7 +19,8 @@ namespace nmt {
 class PackedLinear {
  public:
   PackedLinear() = default;
-  // weight [N, K] float32 on the CPU, bias [N] or undefined.
+  // weight [N, K] float32 on the CPU, bias [N] or undefined: copied, so that the map stays as it
+  // was made whatever happens to them later.
   PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias);
 
   torch::Tensor operator()(const torch::Tensor& input) const;  // [M, K] -> [M, N] float32
@@ -27,13 +28,12 @@ class PackedLinear {
   // The map of the output rows `ids` [N'] only (a shortlist's output layer).
   PackedLinear rows(const torch::Tensor& ids) const;
 
-  int64_t out_features() const { return weight_.size(0); }
-  int64_t in_features() const { return weight_.size(1); }
+  int64_t out_features() const { return packed_.weight().size(1); }
+  int64_t in_features() const { return packed_.weight().size(0); }
 
  private:
-  torch::Tensor weight_;  // [N, K] contiguous, for rows()
-  torch::Tensor bias_;    // [N] contiguous, or undefined
-  LoopWeight packed_;     // W^T [K, N]
+  torch::Tensor bias_;  // [N] contiguous, or undefined
+  LoopWeight packed_;   // W^T [K, N], and its packed panels
 };
 
 }  // namespace nmt

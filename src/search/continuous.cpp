@@ -122,16 +122,20 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
   torch::Tensor previous = torch::full({static_cast<int64_t>(sources.size())}, kBosId, torch::kInt64);
   const auto rows = static_cast<int64_t>(rows_.size()), joining = static_cast<int64_t>(sources.size());
   const int64_t length = encoded.mask().size(1);
-  if (rows == 0 || rows + joining > slots_.mask().size(0) || length > slots_.mask().size(1)) {
-    // No room: the rows in use and the new ones in slots of their own, with room to grow.
+  const bool room = rows > 0 && rows + joining <= slots_.mask().size(0) && length <= slots_.mask().size(1);
+  Ensemble::Source slots;
+  if (!room) {  // the rows in use and the new ones in slots of their own, with room to grow
     Ensemble::Source joined = rows == 0 ? encoded : Ensemble::Source::cat_rows(encoded_, encoded);
-    slots_ = with_room(joined, std::max<int64_t>(kFewestSlots, 2 * (rows + joining)), joined.mask().size(1));
-  } else {
-    write_rows(slots_, rows, encoded);  // the rows in use stay where they are
+    slots = with_room(joined, std::max<int64_t>(kFewestSlots, 2 * (rows + joining)), joined.mask().size(1));
   }
   if (rows > 0) {
     state = Ensemble::State::cat_rows(state_, state);  // coverage padded to the slots' positions
     previous = torch::cat({previous_, previous});      // BOS keeps its place in any list
+  }
+  if (room) {
+    write_rows(slots_, rows, encoded);  // into free slots: the rows in use stay where they are
+  } else {
+    slots_ = std::move(slots);
   }
   encoded_ = first_rows(slots_, rows + joining);
   state_ = std::move(state);
@@ -165,20 +169,21 @@ void ContinuousGreedy::drop_ended_rows() {
   for (size_t slot = 0; slot < end; ++slot) {
     longest = std::max(longest, rows_[static_cast<size_t>(order[slot])].source.size());
   }
-  if (kept > 0) {  // the small tensors first: an exception leaves the batch as it was
+  if (kept > 0) {  // the new tensors first: an exception leaves the batch as it was
     const torch::Tensor index = torch::tensor(order, torch::kInt64).narrow(0, 0, kept);
-    Ensemble::State state = state_.index_select(index);
+    // Once a quarter of the positions are padding for every row, the source positions only the
+    // rows that left had go too (a copy of the rows that stay).
+    const auto positions = static_cast<int64_t>(longest);
+    const bool trim = 4 * positions <= 3 * slots_.mask().size(1);
+    Ensemble::State state = state_.index_select(index, trim ? positions : -1);
     torch::Tensor previous = previous_.index_select(0, index);
-    for (const auto& [from, to] : moves) move_row(slots_, from, to);
+    if (trim) {
+      slots_ = with_room(slots_.index_select(index, positions), slots_.mask().size(0), positions);
+    } else {
+      for (const auto& [from, to] : moves) move_row(slots_, from, to);
+    }
     state_ = std::move(state);
     previous_ = std::move(previous);
-    // Once a quarter of the positions are padding for every row, the source positions only the
-    // rows that left had go too (a copy of the rows in use).
-    const auto positions = static_cast<int64_t>(longest);
-    if (4 * positions <= 3 * slots_.mask().size(1)) {
-      slots_ = with_room(first_rows(slots_, kept), slots_.mask().size(0), positions);
-      state_ = state_.index_select(torch::arange(kept), positions);
-    }
   }
   encoded_ = first_rows(slots_, kept);
   std::vector<Row> running;

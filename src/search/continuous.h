@@ -8,9 +8,11 @@
 // with them.) The batch holds what the caller adds: greedy search's memory grows with its rows, as
 // there is no beam.
 //
-// Joining costs an encode() of the new sentences and a copy of the running batch's encoder output,
-// padded to the longest source of the two; ended rows leave together, once they are a quarter of
-// the batch (an index_select, as greedy_search drops rows), cutting the padding only they needed.
+// Joining costs an encode() of the new sentences, written into free slots of the batch's encoder
+// output (which has room for more rows and positions; a copy of it only when it has none). Ended
+// rows leave after each step, the last running row taking each one's slot, so only the rows that
+// move are copied; once a quarter of every row's positions are padding, the positions only the
+// rows that left needed go (a copy of the rows that stay).
 #pragma once
 
 #include <torch/types.h>
@@ -29,10 +31,10 @@
 namespace nmt {
 
 // When sentences that wait join a running batch. Joining costs an encoder run over the new
-// sentences alone, whose fixed cost is that of a decoder step or more, a copy of the batch's
-// encoder output and, with a shortlist, a new output layer: so they join in groups of a quarter of
-// the batch, at once when none is running, and otherwise once the oldest has waited
-// kMaxStepsWaiting steps.
+// sentences alone, whose fixed cost is that of a decoder step or more, and, with a shortlist, a new
+// output layer: so they join in groups of a quarter of the batch, at once when none is running,
+// and otherwise once the oldest has waited kMaxStepsWaiting steps (smaller groups or shorter waits
+// served 64 clients more slowly: docs/performance.md, "Serving").
 struct JoinPolicy {
   static constexpr size_t kMaxStepsWaiting = 4;
   size_t capacity = 64;  // sentences in the batch at most

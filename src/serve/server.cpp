@@ -139,7 +139,7 @@ std::string joined_checkpoints(const TranslationModels& models) {
 // --workers 0: one worker per CPU thread (--threads), each on one thread; one on a GPU.
 size_t worker_count(const ServeOptions& options, const torch::Device& device) {
   if (options.workers > 0) return static_cast<size_t>(options.workers);
-  return device.is_cpu() ? static_cast<size_t>(std::max(1, torch::get_num_threads())) : 1;
+  return device.is_cpu() ? static_cast<size_t>(std::clamp(torch::get_num_threads(), 1, 256)) : 1;
 }
 
 BatchQueueOptions batch_queue_options(const ServeOptions& options, const torch::Device& device) {
