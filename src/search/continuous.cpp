@@ -114,7 +114,6 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
     }
     pointers.push_back(&source);
   }
-  if (running_ < rows_.size()) drop_ended_rows();
   // The new rows' tensors first, so that an exception leaves the batch as it was.
   auto [source, lengths] = pad_sequences(pointers);
   Ensemble::Source encoded = model_.encode(source, lengths);
@@ -146,7 +145,6 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
     row.source = sources[i];
     row.limit = max_output_length(static_cast<int64_t>(sources[i].size()), options_);
   }
-  running_ += sources.size();
   if (shortlist_) choose_vocabulary();
 }
 
@@ -212,19 +210,15 @@ void ContinuousGreedy::choose_vocabulary() {
 }
 
 std::vector<int64_t> ContinuousGreedy::last_tokens() const {
-  std::vector<int64_t> tokens;
-  if (running_ == 0) return tokens;
+  if (rows_.empty()) return {};
   const torch::Tensor ids = ids_.defined() ? ids_.index_select(0, previous_) : previous_;
   const auto* id = ids.data_ptr<int64_t>();
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    if (!rows_[r].ended) tokens.push_back(id[r]);
-  }
-  return tokens;
+  return std::vector<int64_t>(id, id + ids.numel());
 }
 
 std::vector<ContinuousGreedy::Ended> ContinuousGreedy::step() {
   std::vector<Ended> ended;
-  if (running_ == 0) return ended;
+  if (rows_.empty()) return ended;
   Ensemble::Step out = decoding_.step(previous_, state_, encoded_);
   auto [log_probs, tokens] = ban_tokens(out.log_probs, options_).max(/*dim=*/1);  // [R]
   const torch::Tensor log_probs_cpu = log_probs.to(torch::kFloat64).contiguous();
@@ -233,7 +227,6 @@ std::vector<ContinuousGreedy::Ended> ContinuousGreedy::step() {
   const int64_t* id_of = ids_.defined() ? ids_.data_ptr<int64_t>() : nullptr;
   for (size_t r = 0; r < rows_.size(); ++r) {
     Row& row = rows_[r];
-    if (row.ended) continue;
     row.hypothesis.log_probability += log_prob[r];
     ++row.steps;
     const bool eos = token[r] == kEosId;
@@ -242,12 +235,11 @@ std::vector<ContinuousGreedy::Ended> ContinuousGreedy::step() {
       row.hypothesis.score = row.hypothesis.log_probability / length_penalty(row.steps, options_.length_penalty);
       ended.push_back({row.tag, std::move(row.hypothesis)});
       row.ended = true;
-      --running_;
     }
   }
   state_ = std::move(out.state);
   previous_ = tokens;
-  if (running_ < rows_.size()) drop_ended_rows();
+  if (!ended.empty()) drop_ended_rows();
   return ended;
 }
 

@@ -71,7 +71,7 @@ class ContinuousGreedy {
   std::vector<Ended> step();
 
   // Sentences running.
-  size_t size() const { return running_; }
+  size_t size() const { return rows_.size(); }
   // The token each running sentence was given last, as a target id (BOS before its first step), in
   // the batch's order: those that joined last at the end.
   std::vector<int64_t> last_tokens() const;
@@ -82,7 +82,7 @@ class ContinuousGreedy {
     std::vector<int64_t> source;  // for the shortlist
     int64_t limit = 0;            // max_output_length of its source
     int64_t steps = 0;
-    bool ended = false;  // its row stays in the batch until drop_ended_rows
+    bool ended = false;  // in the step that ends it, until drop_ended_rows
     Hypothesis hypothesis;
   };
   // Removes the ended rows from the batch (the last running rows take their slots), and, once a
@@ -104,7 +104,6 @@ class ContinuousGreedy {
   Ensemble::State state_;
   torch::Tensor previous_;  // [R] each row's last token: a place in ids_, or a target id
   std::vector<Row> rows_;   // the batch's rows, in order
-  size_t running_ = 0;      // rows not ended
 };
 
 }  // namespace nmt
