@@ -144,8 +144,8 @@ TEST_CASE("local attention: weights only inside [p_t - D, p_t + D], local-m's wi
         const std::vector<int64_t> lengths = {12, 9};
         EncodedSource source = random_encoded(attention, lengths, 8);
         for (int64_t t : {0, 4, 11}) {
-          AttentionResult result =
-              attention(torch::randn({2, 8}) * 3, source, AttentionStep{t, torch::Tensor(), torch::Tensor()});
+          AttentionResult result = attention(torch::randn({2, 8}) * 3, source,
+                                             AttentionStep{t, torch::Tensor(), torch::Tensor(), torch::Tensor()});
           for (int64_t b = 0; b < 2; ++b) {
             const torch::Tensor nonzero = result.weights[b].nonzero().view(-1);
             const int64_t first = nonzero.min().item<int64_t>(), last = nonzero.max().item<int64_t>();
@@ -184,10 +184,10 @@ TEST_CASE("coverage: the decoder carries the sum of the weights so far, and it c
     tokens = out.logits.argmax(1);
   }
   // The same query with the coverage reset scores differently.
-  AttentionResult covered =
-      model->decoder->attention(state.hidden[0], encoded, AttentionStep{4, state.coverage, torch::Tensor()});
+  AttentionResult covered = model->decoder->attention(
+      state.hidden[0], encoded, AttentionStep{4, state.coverage, torch::Tensor(), torch::Tensor()});
   AttentionResult fresh = model->decoder->attention(
-      state.hidden[0], encoded, AttentionStep{4, torch::zeros_like(state.coverage), torch::Tensor()});
+      state.hidden[0], encoded, AttentionStep{4, torch::zeros_like(state.coverage), torch::Tensor(), torch::Tensor()});
   CHECK_FALSE(torch::allclose(covered.weights, fresh.weights));
 }
 

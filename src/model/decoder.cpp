@@ -158,8 +158,8 @@ std::pair<torch::Tensor, torch::Tensor> DecoderImpl::advance(const torch::Tensor
   }
   const torch::Tensor projected = maps.query ? maps.query(output) : torch::Tensor();  // [B, P] W s, or the scorer's
   AttentionResult attended =
-      attention(output, source, AttentionStep{state.position, state.coverage, projected});  // [B, C]
-  torch::Tensor attentional =                                                               // [B, H]
+      attention(output, source, AttentionStep{state.position, state.coverage, projected, torch::Tensor()});  // [B, C]
+  torch::Tensor attentional =                                                                                // [B, H]
       apply_dropout(torch::tanh(maps.combine(torch::cat({output, attended.context}, 1))), options_.dropout,
                     is_training());
   torch::Tensor coverage = state.coverage.defined() ? state.coverage + attended.weights : torch::Tensor();

@@ -23,8 +23,8 @@ void attend_block(const LoopInputs& in, const RecordedAttention& recorded, int64
   source.states = block.states, source.keys = block.keys, source.mask = rows(in.mask);
   {
     torch::AutoGradMode recording(true);
-    const AttentionResult result =
-        recorded.attention->forward(block.query, source, AttentionStep{t, torch::Tensor(), block.projected});
+    const AttentionResult result = recorded.attention->forward(
+        block.query, source, AttentionStep{t, torch::Tensor(), block.projected, torch::Tensor()});
     block.context = result.context, block.weights = result.weights;
   }
   rows(record.attention[t]).copy_(block.weights);
