@@ -43,6 +43,37 @@ TEST_CASE("the encoder gives the same states for a sentence alone and padded in 
   }
 }
 
+TEST_CASE("in inference the encoder and the keys compute real positions only, to the same values", "[model]") {
+  // While autograd records, every position is computed; in inference on the CPU the encoder packs
+  // the batch without its padding (BiGruImpl::forward_packed) and the keys are those of the real
+  // positions (Seq2SeqImpl::encode), 0 at padding.
+  for (const std::string& attention : all_attention_types()) {
+    for (const bool packed : {false, true}) {
+      DYNAMIC_SECTION(attention << (packed ? ", weights packed once" : "")) {
+        torch::manual_seed(13);
+        ModelOptions options = tiny_model_options(attention);
+        options.encoder_layers = 2;
+        Seq2Seq model(options, kVocab, kVocab);
+        model->eval();
+        auto [batch, lengths] = random_source({4, 7, 1, 5}, kVocab, 14);
+        const EncodedSource recorded = model->encode(batch, lengths);
+        REQUIRE(recorded.states.requires_grad());
+        if (packed) model->encoder->pack_float32();
+        torch::InferenceMode inference;
+        const EncodedSource inferred = model->encode(batch, lengths);
+        const torch::Tensor real = recorded.mask.unsqueeze(2);
+        CHECK(torch::allclose(inferred.states, recorded.states, 1e-5, 1e-6));
+        CHECK(torch::allclose(inferred.summary, recorded.summary, 1e-5, 1e-6));
+        CHECK(inferred.states.masked_select(~real).abs().max().item<float>() == 0.0f);
+        REQUIRE(inferred.keys.defined() == recorded.keys.defined());
+        if (!inferred.keys.defined()) continue;  // attention none
+        CHECK(torch::allclose(inferred.keys * real, recorded.keys * real, 1e-5, 1e-6));
+        CHECK(inferred.keys.masked_select(~real).abs().max().item<float>() == 0.0f);
+      }
+    }
+  }
+}
+
 TEST_CASE("a teacher-forced forward pass equals a loop of step()", "[model]") {
   for (const std::string& type : all_attention_types()) {
     for (int64_t layers : {1, 2}) {
@@ -204,7 +235,7 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
     for (int64_t layers : {1, 2}) {
       for (int64_t hidden : {5, 13}) {
         for (const std::vector<int64_t>& length_list :
-             {std::vector<int64_t>{3, 6, 1, 4}, std::vector<int64_t>{6, 6, 6, 6}}) {
+             {std::vector<int64_t>{3, 6, 1, 4}, std::vector<int64_t>{6, 6, 6, 6}, std::vector<int64_t>{3, 5, 1, 4}}) {
           DYNAMIC_SECTION(run.type << ", " << run.threads << " threads, " << layers << " layers, hidden " << hidden
                                    << ", lengths " << length_list[0] << "...") {
             torch::set_num_threads(run.threads);
@@ -254,6 +285,24 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
             // Inference (no gradients kept) gives the same states.
             torch::NoGradGuard no_grad;
             CHECK(torch::allclose(ours(input, lengths).states, output.states, 1e-12, 1e-12));
+            // ... and so does translation's (evaluation mode), which in float32 with the kernels
+            // packs the batch without its padding (forward_packed): the sentences out of order,
+            // and in the third list every sentence shorter than the batch's positions.
+            ours->eval();
+            const BiGruImpl::Output inferred = ours(input, lengths);
+            CHECK(torch::allclose(inferred.states, reference_states, run.tolerance, run.tolerance / 100));
+            CHECK(torch::allclose(inferred.final, reference_final, run.tolerance, run.tolerance / 100));
+            for (int64_t b = 0; b < 4; ++b) {  // padding is exactly 0
+              const int64_t padding = 6 - length_list[static_cast<size_t>(b)];
+              if (padding > 0) {
+                CHECK(inferred.states[b].narrow(0, 6 - padding, padding).abs().max().item<double>() == 0.0);
+              }
+            }
+            // ... and with the weights packed once, as translation loads them (inference/model.h).
+            ours->pack_float32();
+            const BiGruImpl::Output prepacked = ours(input, lengths);
+            CHECK(torch::allclose(prepacked.states, inferred.states, 1e-6, 1e-7));
+            CHECK(torch::allclose(prepacked.final, inferred.final, 1e-6, 1e-7));
           }
         }
       }

@@ -528,7 +528,10 @@ TEST_CASE("continuous batching: sentences joining a running batch get greedy sea
         // An ensemble of two different models too: each keeps its own encoder output and state.
         const Ensemble ensemble({model, fixed_shape_model(type, trained, 79)});
         if (packed) {
-          for (Seq2Seq member : ensemble.members()) member->decoder->pack_float32();
+          for (Seq2Seq member : ensemble.members()) {
+            member->encoder->pack_float32();
+            member->decoder->pack_float32();
+          }
         }
         for (const Ensemble& decoder : {Ensemble(model), ensemble}) {
           torch::InferenceMode guard;
@@ -597,7 +600,10 @@ TEST_CASE("continuous batching: waves of sentences grow the batch past its first
     for (const bool packed : {false, true}) {
       DYNAMIC_SECTION(type << (packed ? ", packed" : "")) {
         Seq2Seq model = fixed_shape_model(type, false, 82);  // untrained: rows run to their caps
-        if (packed) model->decoder->pack_float32();
+        if (packed) {
+          model->encoder->pack_float32();
+          model->decoder->pack_float32();
+        }
         torch::InferenceMode guard;
         ContinuousGreedy running(model, options);
         SearchResult found(lengths.size());
@@ -926,6 +932,7 @@ TEST_CASE("float32 packed for the CPU: the module's translations, and a whole sh
     std::get<2>(scorers.back())->decoder->quantize_int8();
     std::get<2>(scorers.back())->decoder->pack_float32();  // replaces the int8 copies
     REQUIRE(std::get<2>(scorers.back())->decoder->int8_weights() == nullptr);
+    std::get<2>(scorers.back())->encoder->pack_float32();  // as translation loads a model
   }
   torch::InferenceMode guard;
   std::vector<int64_t> lengths_list;

@@ -152,6 +152,9 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
   } else if (device.is_cpu()) {
     for (TranslationModel& member : models.members) member.network->decoder->pack_float32();
   }
+  if (device.is_cpu()) {  // the encoder computes in float32 with either compute type
+    for (TranslationModel& member : models.members) member.network->encoder->pack_float32();
+  }
   if (!options.shortlist.empty()) {
     auto shortlist = std::make_shared<Shortlist>(Shortlist::read(options.shortlist));
     shortlist->check_vocabularies(models.source_vocabulary(), models.target_vocabulary(), models.checkpoints.front());

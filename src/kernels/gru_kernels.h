@@ -16,7 +16,7 @@ namespace nmt::kernels {
 
 // r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r * gh_n),
 // h' = (1 - z) * n + z * h. Writes h' [batch, H], and to saved [batch, 4H] the row (r, z, n, gh_n)
-// that the backward needs (unless saved is null: inference).
+// that the backward needs (unless saved is null: inference). next_hidden may be hidden itself.
 void gru_step(const float* input_gates, const float* hidden_gates, const float* hidden, int64_t batch, int64_t size,
               float* next_hidden, float* saved);
 

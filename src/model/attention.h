@@ -58,7 +58,9 @@ torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& m
 
 class ScorerImpl : public torch::nn::Module {
  public:
-  // Keys from encoder states [B, S, C] -> [B, S, K]; called once per batch, never per step.
+  // Keys from encoder states [B, S, C] -> [B, S, K]; called once per batch, never per step. Each
+  // position's key is made from its own state alone (inference projects the real positions only:
+  // Seq2SeqImpl::encode).
   virtual torch::Tensor project_keys(const torch::Tensor& states) = 0;
   // Unnormalised scores of query [B, Q] against keys [B, S, K] -> [B, S] ([B, N, S] with heads).
   virtual torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) = 0;

@@ -3,6 +3,7 @@
 #include <torch/nn/utils/rnn.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -117,6 +118,76 @@ BiGruImpl::Output BiGruImpl::forward_cudnn(const torch::Tensor& input, const tor
   return {states, final.index_select(1, packed.unsorted_indices())};
 }
 
+void BiGruImpl::pack_float32() {
+  packed_.clear();
+  const torch::Tensor& any = directions_.front().weight_hh;
+  if (!any.is_cpu() || any.scalar_type() != torch::kFloat32) return;  // forward_packed() runs on none other
+  for (const Direction& direction : directions_) {
+    packed_.push_back({PackedLinear(direction.weight_ih, direction.bias_ih),
+                       LoopWeight(direction.weight_hh.detach().t().contiguous()), direction.bias_hh.detach().clone()});
+  }
+}
+
+bool BiGruImpl::takes_packed_path(const torch::Tensor& input) const {
+  if (is_training() || !kernels::use_kernel(kernels::Operation::kBiGruLayer, {input, directions_.front().weight_hh})) {
+    return false;
+  }
+  const auto records = [](const Direction& direction) {
+    return kernels::autograd_records({direction.weight_ih, direction.weight_hh, direction.bias_ih, direction.bias_hh});
+  };
+  return !kernels::autograd_records({input}) && std::none_of(directions_.begin(), directions_.end(), records);
+}
+
+BiGruImpl::Output BiGruImpl::forward_packed(const torch::Tensor& input, const torch::Tensor& lengths_cpu) {
+  const int64_t batch = input.size(0), positions = input.size(1);
+  const torch::Tensor order = std::get<1>(lengths_cpu.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  const torch::Tensor sorted_lengths = lengths_cpu.to(torch::kInt64).index_select(0, order);
+  const auto* sentence = order.data_ptr<int64_t>();
+  const auto* length = sorted_lengths.data_ptr<int64_t>();
+  PackedPositions packed;
+  std::vector<int64_t> where;  // packed row -> its row in input [B * S, I]
+  int64_t running = batch;
+  for (int64_t t = 0; t < length[0]; ++t) {
+    while (length[running - 1] <= t) --running;
+    packed.rows.push_back(running);
+    packed.offset.push_back(static_cast<int64_t>(where.size()));
+    for (int64_t j = 0; j < running; ++j) where.push_back(sentence[j] * positions + t);
+  }
+  packed.total = static_cast<int64_t>(where.size());
+  const torch::Tensor index = torch::tensor(where, torch::kInt64);
+
+  torch::Tensor layer_input = input.reshape({batch * positions, input.size(2)}).index_select(0, index);  // [N, I]
+  std::vector<torch::Tensor> finals;
+  for (size_t layer = 0; layer * 2 < directions_.size(); ++layer) {
+    std::array<torch::Tensor, 2> gates, biases;
+    std::array<LoopWeight, 2> made;  // the loops' weights packed for this batch, without pack_float32()
+    std::array<const LoopWeight*, 2> loops{};
+    for (size_t d = 0; d < 2; ++d) {
+      const size_t i = 2 * layer + d;
+      if (packed_.empty()) {
+        const Direction& direction = directions_[i];
+        gates[d] = training_linear(layer_input, direction.weight_ih, direction.bias_ih);
+        made[d] = LoopWeight(direction.weight_hh.t());
+        loops[d] = &made[d];
+        biases[d] = direction.bias_hh;
+      } else {
+        gates[d] = packed_[i].input(layer_input);
+        loops[d] = &packed_[i].hidden;
+        biases[d] = packed_[i].bias_hh;
+      }
+    }
+    auto [states_forward, states_backward, final_forward, final_backward] =
+        packed_bigru_layer(gates, loops, biases, packed);
+    for (const torch::Tensor& final : {final_forward, final_backward}) {  // back to the batch's order
+      finals.push_back(torch::empty_like(final).index_copy_(0, order, final));
+    }
+    layer_input = torch::cat({states_forward, states_backward}, 1);  // [N, 2H]
+  }
+  const torch::Tensor states = torch::zeros({batch * positions, layer_input.size(1)}, layer_input.options());
+  return {states.index_copy_(0, index, layer_input).view({batch, positions, layer_input.size(1)}),
+          torch::stack(finals, 0)};
+}
+
 BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Tensor& lengths) {
   TORCH_CHECK(input.dim() == 3 && lengths.dim() == 1 && lengths.size(0) == input.size(0) && input.size(0) > 0,
               "BiGru: input [B, S, I] and lengths [B] expected, B > 0");
@@ -128,6 +199,7 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
   if (input.is_cuda() && input.scalar_type() == directions_.front().weight_ih.scalar_type()) {
     return forward_cudnn(input, lengths_cpu);
   }
+  if (takes_packed_path(input)) return forward_packed(input, lengths_cpu);
   const torch::Tensor mask =  // [S, B, 1], 1 at real positions
       make_source_mask(lengths_cpu, positions, input.device()).t().unsqueeze(2).to(input.scalar_type());
 

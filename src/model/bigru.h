@@ -11,7 +11,8 @@
 //
 // Padding: a sentence's real positions come first. Steps past a sentence's end leave its state
 // unchanged (forward direction) or still at h_0 = 0 (backward direction, which starts at S - 1),
-// so padded positions never reach real ones, and their outputs are exactly 0.
+// so padded positions never reach real ones, and their outputs are exactly 0. In inference on the
+// CPU, the padded positions are not computed at all (forward_packed).
 // Shapes: B batch, S positions, I input size, H hidden size per direction, L layers.
 #pragma once
 
@@ -19,6 +20,9 @@
 #include <torch/nn/pimpl.h>
 
 #include <vector>
+
+#include "model/loop_weight.h"
+#include "model/packed_linear.h"
 
 namespace nmt {
 
@@ -35,9 +39,20 @@ class BiGruImpl : public torch::nn::Module {
   // input [B, S, I]; lengths [B] int64 on the CPU, each >= 1.
   Output forward(const torch::Tensor& input, const torch::Tensor& lengths);
 
+  // From now on inference on the CPU (forward_packed) multiplies by float32 copies of the weights
+  // packed for the kernels once, instead of packing them for every batch: the input gates'
+  // products (packed_linear.h) and the loops' (loop_weight.h). The copies are of the weights as
+  // they are now (translation; inference/model.h).
+  void pack_float32();
+
  private:
   struct Direction {
     torch::Tensor weight_ih, weight_hh, bias_ih, bias_hh;  // [3H, I], [3H, H], [3H], [3H]
+  };
+  struct PackedDirection {  // pack_float32()'s copies of a Direction
+    PackedLinear input;     // W_i x + b_i
+    LoopWeight hidden;      // W_h^T
+    torch::Tensor bias_hh;  // b_h
   };
   // One direction over time-major input gates [S, B, 3H]; returns its states [S, B, H] and sets
   // `final` [B, H]. mask [S, B, 1] float (1 at real positions); first_padded = min length.
@@ -45,6 +60,10 @@ class BiGruImpl : public torch::nn::Module {
                     int64_t first_padded, bool reverse, torch::Tensor& final);
 
   Output forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu);
+  // Inference on the CPU with the kernels: the batch packed without its padding
+  // (bigru_fused.h, packed_bigru_layer), for the input gates' products and the loops alike.
+  Output forward_packed(const torch::Tensor& input, const torch::Tensor& lengths_cpu);
+  bool takes_packed_path(const torch::Tensor& input) const;
   void flatten_for_cudnn(const std::vector<torch::Tensor>& weights, int64_t input_size);
   // Every parameter in at::gru's order: per layer and direction w_ih, w_hh, b_ih, b_hh.
   std::vector<torch::Tensor> all_weights() const;
@@ -52,6 +71,7 @@ class BiGruImpl : public torch::nn::Module {
   int64_t hidden_size_;
   double dropout_;
   std::vector<Direction> directions_;        // layer 0 forward, layer 0 backward, layer 1 forward, ...
+  std::vector<PackedDirection> packed_;      // pack_float32(), in the same order; empty: none
   torch::Tensor flat_weights_;               // on a GPU: the buffer cuDNN reads the parameters from
   std::vector<const void*> flat_addresses_;  // where each parameter was in it
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <functional>
 
 #include "kernels/dispatch.h"
@@ -52,6 +53,28 @@ void run_forward(const torch::Tensor& gates, const torch::Tensor& weight, const 
     const bool padded = t >= first_padded;  // some sentences have ended: the padding rule of bigru.h
     hidden = padded ? keep_ended_rows(hidden, next, mask[t]) : next;
     states[t].copy_(padded ? output_at_step(hidden, mask[t], reverse) : hidden);
+  }
+  final = hidden;
+}
+
+// One direction's loop over a packed batch (PackedPositions): at position t only the first rows[t]
+// sentences step. Forward, the ones that ended keep their last state (their final); backward, the
+// ones that have not begun are still at h_0 = 0 when they do.
+void run_packed(const torch::Tensor& gates, const LoopWeight& weight_t, const torch::Tensor& bias,
+                const PackedPositions& positions, bool reverse, torch::Tensor& states, torch::Tensor& final) {
+  const auto steps = static_cast<int64_t>(positions.rows.size());
+  const int64_t batch = positions.rows.front(), size = weight_t.weight().size(0);
+  states = torch::empty({positions.total, size}, gates.options());
+  torch::Tensor hidden = torch::zeros({batch, size}, gates.options());
+  const torch::Tensor hidden_gates = torch::empty({batch, 3 * size}, gates.options());
+  float* h = hidden.data_ptr<float>();
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto t = static_cast<size_t>(position(i, steps, reverse));
+    const int64_t rows = positions.rows[t], first = positions.offset[t];
+    weight_t.multiply(hidden.narrow(0, 0, rows), bias, hidden_gates.narrow(0, 0, rows));  // W_h h + b_h
+    kernels::gru_step(gates.data_ptr<float>() + first * 3 * size, hidden_gates.data_ptr<float>(), h, rows, size, h,
+                      nullptr);
+    std::memcpy(states.data_ptr<float>() + first * size, h, static_cast<size_t>(rows * size) * sizeof(float));
   }
   final = hidden;
 }
@@ -158,6 +181,17 @@ std::array<torch::Tensor, 4> fused_bigru_layer(const std::array<torch::Tensor, 2
   const tensor_list out = FusedBiGruLayer::apply(input_gates[0], input_gates[1], weight_hh[0], bias_hh[0], weight_hh[1],
                                                  bias_hh[1], mask, first_padded);
   return {out[0], out[1], out[2], out[3]};
+}
+
+std::array<torch::Tensor, 4> packed_bigru_layer(const std::array<torch::Tensor, 2>& input_gates,
+                                                const std::array<const LoopWeight*, 2>& weight_hh_t,
+                                                const std::array<torch::Tensor, 2>& bias_hh,
+                                                const PackedPositions& positions) {
+  std::array<torch::Tensor, 2> states, finals;
+  both_directions([&](size_t d) {
+    run_packed(input_gates[d].contiguous(), *weight_hh_t[d], bias_hh[d], positions, d == 1, states[d], finals[d]);
+  });
+  return {states[0], states[1], finals[0], finals[1]};
 }
 
 }  // namespace nmt

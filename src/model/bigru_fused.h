@@ -13,8 +13,11 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace nmt {
+
+class LoopWeight;
 
 // For tensors the kernels take (kernels::use_kernel, kernels/dispatch.h).
 // input_gates [2][S, B, 3H] (forward, backward direction; W_i x + b_i), weight_hh [2][3H, H],
@@ -25,5 +28,24 @@ std::array<torch::Tensor, 4> fused_bigru_layer(const std::array<torch::Tensor, 2
                                                const std::array<torch::Tensor, 2>& weight_hh,
                                                const std::array<torch::Tensor, 2>& bias_hh, const torch::Tensor& mask,
                                                int64_t first_padded);
+
+// A batch packed as cuDNN packs one: its sentences in order of decreasing length, and position
+// after position the rows of the sentences that are longer than it, so that no row is padding.
+struct PackedPositions {
+  std::vector<int64_t> rows;    // rows[t]: the sentences longer than t (never increasing), rows[0] = B
+  std::vector<int64_t> offset;  // offset[t]: the packed row of position t's first sentence
+  int64_t total = 0;            // the packed rows: the real positions of the batch
+};
+
+// Inference alone (nothing kept for a backward) over a packed batch: each step multiplies only
+// the rows of the sentences still running, so a batch of mixed lengths costs what its real
+// positions cost. The same states as fused_bigru_layer at the real positions.
+// input_gates [2][N, 3H] packed rows (forward, backward direction), weight_hh_t [2] W_h^T [H, 3H]
+// as loops multiply by it, bias_hh [2][3H]. Returns {forward states [N, H], backward states [N, H],
+// forward final [B, H], backward final [B, H]}, the finals in the packed order of the sentences.
+std::array<torch::Tensor, 4> packed_bigru_layer(const std::array<torch::Tensor, 2>& input_gates,
+                                                const std::array<const LoopWeight*, 2>& weight_hh_t,
+                                                const std::array<torch::Tensor, 2>& bias_hh,
+                                                const PackedPositions& positions);
 
 }  // namespace nmt

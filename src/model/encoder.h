@@ -24,6 +24,8 @@ class EncoderImpl : public torch::nn::Module {
   EncoderOutput forward(const torch::Tensor& source, const torch::Tensor& lengths);
 
   int64_t output_size() const { return 2 * options_.hidden_size; }
+  // Translation in float32 on the CPU: the recurrent network's weights packed once (BiGruImpl).
+  void pack_float32() { rnn->pack_float32(); }
 
   torch::nn::Embedding embedding{nullptr};
   BiGru rnn{nullptr};

@@ -2,9 +2,30 @@
 
 #include <torch/torch.h>
 
+#include "kernels/dispatch.h"
 #include "text/special_tokens.h"
 
 namespace nmt {
+namespace {
+
+// The scorer's keys of `states` [B, S, C]. In inference on the CPU, those of the real positions of
+// `mask` [B, S] alone, 0 at padding, which attention never reads (each position's key is made
+// from its own state: ScorerImpl::project_keys): a batch of mixed lengths, as continuous batching
+// encodes the sentences that join, pays for its real positions only.
+torch::Tensor project_real_keys(DecoderImpl& decoder, const torch::Tensor& states, const torch::Tensor& mask) {
+  if (!states.is_cpu() || kernels::autograd_records({states}) || mask.all().item<bool>()) {
+    return decoder.project_keys(states);
+  }
+  const int64_t batch = states.size(0), positions = states.size(1);
+  const torch::Tensor real = mask.reshape(-1).nonzero().squeeze(1);  // [N] of B * S
+  const torch::Tensor keys =
+      decoder.project_keys(states.reshape({batch * positions, -1}).index_select(0, real).unsqueeze(0));
+  if (!keys.defined()) return keys;  // attention none
+  const torch::Tensor all = torch::zeros({batch * positions, keys.size(2)}, keys.options());
+  return all.index_copy_(0, real, keys.squeeze(0)).view({batch, positions, keys.size(2)});
+}
+
+}  // namespace
 
 Seq2SeqImpl::Seq2SeqImpl(const ModelOptions& options, int64_t source_vocab_size, int64_t target_vocab_size)
     : options_(options) {
@@ -25,7 +46,7 @@ EncodedSource Seq2SeqImpl::encode(const torch::Tensor& source, const torch::Tens
   result.states = encoded.states;
   result.summary = encoded.summary;
   result.mask = make_source_mask(lengths, source.size(1), source.device());
-  result.keys = decoder->project_keys(encoded.states);
+  result.keys = project_real_keys(*decoder, encoded.states, result.mask);
   return result;
 }
 
