@@ -235,7 +235,11 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
 
 std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary,
                                 Translation& translation) {
-  std::vector<int64_t> ids = source_vocabulary.encode(line);
+  return source_ids(source_vocabulary.encode(line), source_vocabulary, translation);
+}
+
+std::vector<int64_t> source_ids(std::vector<int64_t> ids, const Vocabulary& source_vocabulary,
+                                Translation& translation) {
   if (ids.empty()) return ids;
   for (int64_t id : ids) translation.source_pieces.push_back(source_vocabulary.piece(id));
   ids.push_back(kEosId);

@@ -84,6 +84,9 @@ SentenceConstraints encode_constraints(const std::string& line, const Vocabulary
 // A line as the search takes it: its source subwords' ids and EOS, or none for an empty line (or
 // only whitespace); the subwords go into `translation`'s source_pieces.
 std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary, Translation& translation);
+// The same from the line's subwords as source_vocabulary.encode() gave them.
+std::vector<int64_t> source_ids(std::vector<int64_t> subwords, const Vocabulary& source_vocabulary,
+                                Translation& translation);
 // Fills `translation`'s texts from its hypotheses, turning a right-to-left model's (`backwards`)
 // around first.
 void finish_translation(Translation& translation, const Vocabulary& target_vocabulary, bool backwards);

@@ -61,8 +61,8 @@ BatchQueue::~BatchQueue() {
 }
 
 std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search,
-                                               std::vector<std::string> prefixes,
-                                               std::vector<std::string> constraints) {
+                                               std::vector<std::string> prefixes, std::vector<std::string> constraints,
+                                               std::vector<std::vector<int64_t>> subwords) {
   std::future<std::vector<Translation>> result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -71,6 +71,7 @@ std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, c
     request.lines = std::move(lines);
     request.prefixes = std::move(prefixes);
     request.constraints = std::move(constraints);
+    request.subwords = std::move(subwords);
     request.search = search;
     request.arrival = std::chrono::steady_clock::now();
     result = request.result.get_future();
@@ -198,7 +199,11 @@ void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {
         const std::vector<std::string>& lines = each.request.lines;
         each.translations.resize(lines.size());
         for (size_t line = 0; line < lines.size(); ++line) {
-          std::vector<int64_t> ids = source_ids(lines[line], source_vocabulary, each.translations[line]);
+          Translation& translation = each.translations[line];
+          std::vector<int64_t> ids =
+              each.request.subwords.empty()
+                  ? source_ids(lines[line], source_vocabulary, translation)
+                  : source_ids(std::move(each.request.subwords[line]), source_vocabulary, translation);
           if (ids.empty()) continue;  // empty in, empty out
           sources.push_back(std::move(ids));
           tags.push_back(number * lines_per_request + static_cast<int64_t>(line));

@@ -58,8 +58,11 @@ class BatchQueue {
 
   // Blocks until `lines` are translated (in their order); rethrows the search's exception.
   // prefixes, constraints: one line per line (search/translator.h, TargetGuides), or none.
+  // subwords: each line's source ids as the caller encoded them to check the request, which a
+  // continuous batch takes instead of encoding the line again; or none.
   std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search,
-                                     std::vector<std::string> prefixes = {}, std::vector<std::string> constraints = {});
+                                     std::vector<std::string> prefixes = {}, std::vector<std::string> constraints = {},
+                                     std::vector<std::vector<int64_t>> subwords = {});
 
   // Sentences translated and batches run so far (with continuous batching, each group of requests
   // that joined a running batch counts as one).
@@ -70,8 +73,9 @@ class BatchQueue {
  private:
   struct Request {
     std::vector<std::string> lines;
-    std::vector<std::string> prefixes;     // one per line, or none
-    std::vector<std::string> constraints;  // one per line, or none
+    std::vector<std::string> prefixes;           // one per line, or none
+    std::vector<std::string> constraints;        // one per line, or none
+    std::vector<std::vector<int64_t>> subwords;  // one per line, or none
     SearchOptions search;
     std::chrono::steady_clock::time_point arrival;
     std::promise<std::vector<Translation>> result;

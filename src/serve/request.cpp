@@ -174,10 +174,10 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
   return request;
 }
 
-void check_guides(const TranslateRequest& request, const Vocabulary& source_vocabulary,
+void check_guides(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
                   const Vocabulary& target_vocabulary, bool backwards) {
   const auto limit = [&](size_t i) {
-    const auto source_length = static_cast<int64_t>(source_vocabulary.encode(request.text[i]).size()) + 1;  // EOS
+    const auto source_length = static_cast<int64_t>(source_subwords[i].size()) + 1;  // EOS
     return max_output_length(source_length, request.search);
   };
   const auto prefix_length = [&](size_t i) {

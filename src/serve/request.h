@@ -56,9 +56,9 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
                                          const RequestLimits& limits);
 
 // A prefix or constraints that reach their sentence's output limit (max_output_length), and
-// constraints for a server that samples, are refused (400, naming them). `backwards`: the model
-// writes right to left.
-void check_guides(const TranslateRequest& request, const Vocabulary& source_vocabulary,
+// constraints for a server that samples, are refused (400, naming them). source_subwords: each
+// sentence's ids (Vocabulary::encode); `backwards`: the model writes right to left.
+void check_guides(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
                   const Vocabulary& target_vocabulary, bool backwards);
 
 // {"translations": [{"text", "score", "alignment"?, "attention"?, "n_best"?}, ...]}, one entry per

@@ -206,11 +206,12 @@ void answer_health(const Service& service, httplib::Response& response) {
 
 // Refuses a request with a sentence whose search alone would hold more than --max-search-memory
 // (search/memory.h), before it joins a batch that other requests share.
-void check_search_memory(const Service& service, const TranslateRequest& request) {
+void check_search_memory(const Service& service, const TranslateRequest& request,
+                         const std::vector<std::vector<int64_t>>& source_subwords) {
   const int64_t bound = int64_t{service.options.translate.batching.max_search_memory} << 20;
   const Ensemble model = service.models.ensemble();
   for (size_t i = 0; i < request.text.size(); ++i) {
-    const auto length = static_cast<int64_t>(service.models.source_vocabulary().encode(request.text[i]).size()) + 1;
+    const auto length = static_cast<int64_t>(source_subwords[i].size()) + 1;
     const int64_t bytes =
         sentence_search_bytes(model, length, service.models.target_vocabulary().size(), request.search);
     if (bytes > bound) {
@@ -232,13 +233,15 @@ void answer_translate(Service& service, const httplib::Request& http_request, ht
     if (request.search.return_attention && !service.models.has_attention()) {
       throw RequestError(400, "attention/alignment: this model was trained with attention none");
     }
-    check_search_memory(service, request);
-    check_guides(request, service.models.source_vocabulary(), service.models.target_vocabulary(),
+    std::vector<std::vector<int64_t>> subwords;  // encoded once: checked here, translated by the queue
+    for (const std::string& text : request.text) subwords.push_back(service.models.source_vocabulary().encode(text));
+    check_search_memory(service, request, subwords);
+    check_guides(request, subwords, service.models.target_vocabulary(),
                  service.models.ensemble().members().front()->options().reverse_target);
     const std::vector<Translation> translations =
-        request.text.empty()
-            ? std::vector<Translation>{}
-            : service.queue.translate(request.text, request.search, request.prefix, request.constraints);
+        request.text.empty() ? std::vector<Translation>{}
+                             : service.queue.translate(request.text, request.search, request.prefix,
+                                                       request.constraints, std::move(subwords));
     answer_json(response, 200, translations_json(request, translations, service.models.target_vocabulary()));
     ++service.requests_served;
   } catch (const RequestError& error) {
