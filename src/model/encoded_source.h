@@ -11,7 +11,8 @@ namespace nmt {
 
 struct EncodedSource {
   torch::Tensor states;   // [B, S, 2H_e] encoder outputs, exactly 0 at padded positions
-  torch::Tensor keys;     // [B, S, K] scorer's projection of `states`; undefined for `none`
+  torch::Tensor keys;     // [B, S, K] scorer's projection of `states` (in inference on the CPU, 0 at
+                          // padding: Seq2SeqImpl::encode); undefined for `none`
   torch::Tensor mask;     // [B, S] bool, true at real source positions
   torch::Tensor summary;  // [B, 2H_e] last layer's final forward and backward states
 
