@@ -3,19 +3,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace nmt::kernels {
 
 void pack_int8_weight(const int8_t* q, int64_t ldq, int64_t rows, int64_t depth, int8_t* packed) {
-  const int64_t groups = int8_depth(depth) / kInt8Group;
+  // A shortlist's output layer is packed again whenever its rows change, so whole groups of 4
+  // depths move as one 32-bit word; only the last group of a ragged depth goes byte by byte.
+  const int64_t groups = int8_depth(depth) / kInt8Group, whole = depth / kInt8Group;
   for (int64_t p = 0; p < int8_panels(rows); ++p) {
+    const int64_t first = p * kInt8PanelRows, in_panel = std::min(kInt8PanelRows, rows - first);
     for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t j = 0; j < kInt8PanelRows; ++j) {
-        for (int64_t i = 0; i < kInt8Group; ++i) {
-          const int64_t row = p * kInt8PanelRows + j, k = g * kInt8Group + i;
-          *packed++ = row < rows && k < depth ? q[row * ldq + k] : int8_t{0};
+      int8_t* out = packed + (p * groups + g) * kInt8PanelRows * kInt8Group;
+      for (int64_t j = 0; j < in_panel; ++j) {
+        const int8_t* from = q + (first + j) * ldq + g * kInt8Group;
+        if (g < whole) {
+          std::memcpy(out + j * kInt8Group, from, kInt8Group);
+        } else {
+          for (int64_t i = 0; i < kInt8Group; ++i) out[j * kInt8Group + i] = g * kInt8Group + i < depth ? from[i] : 0;
         }
       }
+      std::memset(out + in_panel * kInt8Group, 0, (kInt8PanelRows - in_panel) * kInt8Group);
     }
   }
 }

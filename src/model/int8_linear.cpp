@@ -33,11 +33,12 @@ Int8Linear::Int8Linear(const torch::Tensor& weight, const torch::Tensor& bias) {
   pack();
 }
 
-void Int8Linear::pack() {
+void Int8Linear::pack(torch::Tensor column_sums) {
   const int64_t rows = quantized_.size(0), depth = quantized_.size(1);
   packed_ = torch::empty({kernels::int8_packed_size(rows, depth)}, torch::kInt8);
   kernels::pack_int8_weight(quantized_.data_ptr<int8_t>(), depth, rows, depth, packed_.data_ptr<int8_t>());
-  column_sums_ = quantized_.sum(1, /*keepdim=*/false, torch::kInt32).contiguous();
+  column_sums_ = column_sums.defined() ? std::move(column_sums).contiguous()
+                                       : quantized_.sum(1, /*keepdim=*/false, torch::kInt32).contiguous();
 }
 
 Int8Linear Int8Linear::rows(const torch::Tensor& ids) const {
@@ -46,18 +47,27 @@ Int8Linear Int8Linear::rows(const torch::Tensor& ids) const {
   selected.quantized_ = quantized_.index_select(0, index).contiguous();
   selected.scale_ = scale_.index_select(0, index).contiguous();
   if (bias_.defined()) selected.bias_ = bias_.index_select(0, index).contiguous();
-  selected.pack();
+  selected.pack(column_sums_.index_select(0, index));
   return selected;
 }
 
 torch::Tensor Int8Linear::dequantized_weight() const { return dequantize_rows({quantized_, scale_}); }
 
 torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
+  torch::Tensor out = torch::empty({input.size(0), out_features()}, torch::kFloat32);
+  (*this)(input, out);
+  return out;
+}
+
+void Int8Linear::operator()(const torch::Tensor& input, const torch::Tensor& out) const {
   TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && input.device().is_cpu(), "Int8Linear: input [M, ",
               in_features(), "] on the CPU expected");
   RECORD_FUNCTION("nmt::int8_linear", std::vector<c10::IValue>());  // named in nmt_bench --profile traces
   const torch::Tensor x = input.to(torch::kFloat32).contiguous();
   const int64_t m = x.size(0), depth = in_features(), columns = out_features();
+  TORCH_CHECK(out.dim() == 2 && out.size(0) == m && out.size(1) == columns && out.stride(1) == 1 &&
+                  out.scalar_type() == torch::kFloat32 && out.device().is_cpu(),
+              "Int8Linear: out [", m, ", ", columns, "] float32 on the CPU with contiguous rows expected");
   const torch::Tensor a = torch::empty({m, kernels::int8_depth(depth)}, torch::kInt8);
   const torch::Tensor row_scale = torch::empty({m}, torch::kFloat32);
   const bool kernels_on = kernels::use_kernel(kernels::Operation::kInt8Products);
@@ -67,7 +77,6 @@ torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
     quantize(x.data_ptr<float>() + begin * depth, depth, end - begin, depth, a.data_ptr<int8_t>() + begin * padded,
              row_scale.data_ptr<float>() + begin);
   });
-  torch::Tensor out = torch::empty({m, columns}, torch::kFloat32);
   const kernels::Int8Product product{a.data_ptr<int8_t>(),
                                      m,
                                      packed_.data_ptr<int8_t>(),
@@ -78,7 +87,7 @@ torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
                                      bias_.defined() ? bias_.data_ptr<float>() : nullptr,
                                      column_sums_.data_ptr<int32_t>(),
                                      out.data_ptr<float>(),
-                                     columns};
+                                     out.stride(0)};
   auto kernel = kernels::int8_gemm_reference;
   if (kernels_on) {
     const bool vnni = kernels::kernel_level() == kernels::KernelLevel::kAvx512 && kernels::vnni_kernels_available();
@@ -90,7 +99,6 @@ torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
   at::parallel_for(0, panels, std::max<int64_t>(1, (int64_t{1} << 16) / per_panel), [&](int64_t begin, int64_t end) {
     kernel(product, begin * kernels::kInt8PanelRows, std::min(end * kernels::kInt8PanelRows, columns));
   });
-  return out;
 }
 
 }  // namespace nmt

@@ -27,6 +27,8 @@ class Int8Linear {
   Int8Linear(const torch::Tensor& weight, const torch::Tensor& bias);
 
   torch::Tensor operator()(const torch::Tensor& input) const;  // [M, K] -> [M, N] float32
+  // The same into `out` [M, N] float32 (rows contiguous, any row stride), as a loop reuses it.
+  void operator()(const torch::Tensor& input, const torch::Tensor& out) const;
 
   // The map of the output rows `ids` [N'] only (a shortlist's output layer).
   Int8Linear rows(const torch::Tensor& ids) const;
@@ -37,7 +39,8 @@ class Int8Linear {
   int64_t in_features() const { return quantized_.size(1); }
 
  private:
-  void pack();
+  // packed_ and column_sums_ from quantized_ (the sums given, when known).
+  void pack(torch::Tensor column_sums = torch::Tensor());
 
   torch::Tensor quantized_;    // [N, K] int8, round(W / scale) (quantize_rows)
   torch::Tensor scale_;        // [N] float32, max |W_n| / 127
