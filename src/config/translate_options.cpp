@@ -45,7 +45,8 @@ void add_translate_options(CLI::App& command, TranslateOptions& options) {
                      "each of one --model's");
   command
       .add_option("--compute-type", options.compute_type,
-                  "int8: weight matrices rounded to int8 per row and the decoder's products in int8 (CPU only); "
+                  "int8: weight matrices rounded to int8 per row and the encoder's and decoder's products in int8 (CPU "
+                  "only); "
                   "default: int8 for an int8 export (nmt export), float32 otherwise")
       ->check(CLI::IsMember({"default", "float32", "int8"}))
       ->capture_default_str();

@@ -145,15 +145,16 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
     }
     for (TranslationModel& member : models.members) {
       if (member.stored_compute_type != "int8") round_weights_to_int8(*member.network);
+      member.network->encoder->quantize_int8();
       member.network->decoder->quantize_int8();
     }
   } else if (models.compute_type != "float32") {
     throw std::invalid_argument("--compute-type " + options.compute_type + ": default, float32 or int8");
   } else if (device.is_cpu()) {
-    for (TranslationModel& member : models.members) member.network->decoder->pack_float32();
-  }
-  if (device.is_cpu()) {  // the encoder computes in float32 with either compute type
-    for (TranslationModel& member : models.members) member.network->encoder->pack_float32();
+    for (TranslationModel& member : models.members) {
+      member.network->encoder->pack_float32();
+      member.network->decoder->pack_float32();
+    }
   }
   if (!options.shortlist.empty()) {
     auto shortlist = std::make_shared<Shortlist>(Shortlist::read(options.shortlist));

@@ -70,9 +70,9 @@ std::vector<std::pair<std::string, std::string>> model_checkpoints(const Transla
 // source or target vocabularies differ are refused with std::invalid_argument naming both
 // checkpoints and the first differing subword; a shortlist made for other vocabularies too.
 // Compute type "default" is int8 when a model is an int8 export and float32 otherwise; int8 rounds
-// every weight matrix to int8 (inference/export.h) and quantizes the decoder step; float32 on the
-// CPU packs the decoder step's weights for the kernels (DecoderImpl::pack_float32). On the CPU the
-// encoder's are packed with either (EncoderImpl::pack_float32).
+// every weight matrix to int8 (inference/export.h) and quantizes the encoder's recurrent network and
+// the decoder step (EncoderImpl and DecoderImpl::quantize_int8); float32 on the CPU packs their
+// weights for the kernels (pack_float32).
 TranslationModels load_models(const TranslateOptions& options, const torch::Device& device);
 
 }  // namespace nmt

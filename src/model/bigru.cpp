@@ -13,7 +13,10 @@
 #include "model/dropout.h"
 #include "model/encoded_source.h"
 #include "model/gru_cell.h"
+#include "model/int8_linear.h"
 #include "model/loop_linear.h"
+#include "model/loop_weight.h"
+#include "model/packed_linear.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -120,18 +123,37 @@ BiGruImpl::Output BiGruImpl::forward_cudnn(const torch::Tensor& input, const tor
 
 void BiGruImpl::pack_float32() {
   packed_.clear();
+  int8_ = false;
   const torch::Tensor& any = directions_.front().weight_hh;
   if (!any.is_cpu() || any.scalar_type() != torch::kFloat32) return;  // forward_packed() runs on none other
   for (const Direction& direction : directions_) {
-    packed_.push_back({PackedLinear(direction.weight_ih, direction.bias_ih),
-                       LoopWeight(direction.weight_hh.detach().t().contiguous()), direction.bias_hh.detach().clone()});
+    auto input = std::make_shared<const PackedLinear>(direction.weight_ih, direction.bias_ih);
+    auto hidden = std::make_shared<const LoopWeight>(direction.weight_hh.detach().t().contiguous());
+    const torch::Tensor bias = direction.bias_hh.detach().clone();
+    packed_.push_back(
+        {[input](const torch::Tensor& x) { return (*input)(x); },
+         [hidden, bias](const torch::Tensor& h, const torch::Tensor& out) { hidden->multiply(h, bias, out); }});
   }
 }
 
-bool BiGruImpl::takes_packed_path(const torch::Tensor& input) const {
-  if (is_training() || !kernels::use_kernel(kernels::Operation::kBiGruLayer, {input, directions_.front().weight_hh})) {
-    return false;
+void BiGruImpl::quantize_int8() {
+  packed_.clear();
+  int8_ = false;
+  const torch::Tensor& any = directions_.front().weight_hh;
+  TORCH_CHECK(any.is_cpu(), "BiGru::quantize_int8: int8 runs on the CPU");
+  for (const Direction& direction : directions_) {
+    auto input = std::make_shared<const Int8Linear>(direction.weight_ih, direction.bias_ih);
+    auto hidden = std::make_shared<const Int8Linear>(direction.weight_hh, direction.bias_hh);
+    packed_.push_back({[input](const torch::Tensor& x) { return (*input)(x); },
+                       [hidden](const torch::Tensor& h, const torch::Tensor& out) { (*hidden)(h, out); }});
   }
+  int8_ = true;
+}
+
+bool BiGruImpl::takes_packed_path(const torch::Tensor& input) const {
+  const bool kernels =
+      int8_ || kernels::use_kernel(kernels::Operation::kBiGruLayer, {input, directions_.front().weight_hh});
+  if (is_training() || !kernels) return false;
   const auto records = [](const Direction& direction) {
     return kernels::autograd_records({direction.weight_ih, direction.weight_hh, direction.bias_ih, direction.bias_hh});
   };
@@ -159,25 +181,24 @@ BiGruImpl::Output BiGruImpl::forward_packed(const torch::Tensor& input, const to
   torch::Tensor layer_input = input.reshape({batch * positions, input.size(2)}).index_select(0, index);  // [N, I]
   std::vector<torch::Tensor> finals;
   for (size_t layer = 0; layer * 2 < directions_.size(); ++layer) {
-    std::array<torch::Tensor, 2> gates, biases;
+    std::array<torch::Tensor, 2> gates;
     std::array<LoopWeight, 2> made;  // the loops' weights packed for this batch, without pack_float32()
-    std::array<const LoopWeight*, 2> loops{};
+    std::array<HiddenGates, 2> loops;
     for (size_t d = 0; d < 2; ++d) {
       const size_t i = 2 * layer + d;
       if (packed_.empty()) {
         const Direction& direction = directions_[i];
         gates[d] = training_linear(layer_input, direction.weight_ih, direction.bias_ih);
         made[d] = LoopWeight(direction.weight_hh.t());
-        loops[d] = &made[d];
-        biases[d] = direction.bias_hh;
+        loops[d] = [&made, &direction, d](const torch::Tensor& h, const torch::Tensor& out) {
+          made[d].multiply(h, direction.bias_hh, out);
+        };
       } else {
         gates[d] = packed_[i].input(layer_input);
-        loops[d] = &packed_[i].hidden;
-        biases[d] = packed_[i].bias_hh;
+        loops[d] = packed_[i].hidden;
       }
     }
-    auto [states_forward, states_backward, final_forward, final_backward] =
-        packed_bigru_layer(gates, loops, biases, packed);
+    auto [states_forward, states_backward, final_forward, final_backward] = packed_bigru_layer(gates, loops, packed);
     for (const torch::Tensor& final : {final_forward, final_backward}) {  // back to the batch's order
       finals.push_back(torch::empty_like(final).index_copy_(0, order, final));
     }

@@ -19,10 +19,10 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <vector>
 
-#include "model/loop_weight.h"
-#include "model/packed_linear.h"
+#include "model/bigru_fused.h"
 
 namespace nmt {
 
@@ -39,20 +39,23 @@ class BiGruImpl : public torch::nn::Module {
   // input [B, S, I]; lengths [B] int64 on the CPU, each >= 1.
   Output forward(const torch::Tensor& input, const torch::Tensor& lengths);
 
-  // From now on inference on the CPU (forward_packed) multiplies by float32 copies of the weights
-  // packed for the kernels once, instead of packing them for every batch: the input gates'
-  // products (packed_linear.h) and the loops' (loop_weight.h). The copies are of the weights as
-  // they are now (translation; inference/model.h).
+  // From now on inference on the CPU (forward_packed) multiplies by copies of the weights prepared
+  // once, instead of packing them for every batch: in float32 for the kernels (the input gates'
+  // products, packed_linear.h, and the loops', loop_weight.h), or, for compute type int8, rounded
+  // to int8 per row with the activations quantized per row on the fly (int8_linear.h), as the
+  // decoder's products are. The copies are of the weights as they are now (translation;
+  // inference/model.h). In int8 the packed path is taken at every kernel level: its products fall
+  // back to int8_linear.h's reference, not to float32.
   void pack_float32();
+  void quantize_int8();
 
  private:
   struct Direction {
     torch::Tensor weight_ih, weight_hh, bias_ih, bias_hh;  // [3H, I], [3H, H], [3H], [3H]
   };
-  struct PackedDirection {  // pack_float32()'s copies of a Direction
-    PackedLinear input;     // W_i x + b_i
-    LoopWeight hidden;      // W_h^T
-    torch::Tensor bias_hh;  // b_h
+  struct PackedDirection {  // pack_float32()'s or quantize_int8()'s copies of a Direction
+    std::function<torch::Tensor(const torch::Tensor&)> input;  // x [N, I] -> W_i x + b_i [N, 3H]
+    HiddenGates hidden;                                        // W_h h + b_h (bigru_fused.h)
   };
   // One direction over time-major input gates [S, B, 3H]; returns its states [S, B, H] and sets
   // `final` [B, H]. mask [S, B, 1] float (1 at real positions); first_padded = min length.
@@ -71,7 +74,8 @@ class BiGruImpl : public torch::nn::Module {
   int64_t hidden_size_;
   double dropout_;
   std::vector<Direction> directions_;        // layer 0 forward, layer 0 backward, layer 1 forward, ...
-  std::vector<PackedDirection> packed_;      // pack_float32(), in the same order; empty: none
+  std::vector<PackedDirection> packed_;      // pack_float32() or quantize_int8(), in the same order; empty: none
+  bool int8_ = false;                        // packed_ is quantize_int8()'s
   torch::Tensor flat_weights_;               // on a GPU: the buffer cuDNN reads the parameters from
   std::vector<const void*> flat_addresses_;  // where each parameter was in it
 };

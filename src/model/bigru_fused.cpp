@@ -11,6 +11,7 @@
 #include "kernels/gru_kernels.h"
 #include "model/bf16_products.h"
 #include "model/bigru.h"
+#include "model/gru_cell.h"
 #include "model/loop_weight.h"
 #include "util/team.h"
 
@@ -60,20 +61,26 @@ void run_forward(const torch::Tensor& gates, const torch::Tensor& weight, const 
 // One direction's loop over a packed batch (PackedPositions): at position t only the first rows[t]
 // sentences step. Forward, the ones that ended keep their last state (their final); backward, the
 // ones that have not begun are still at h_0 = 0 when they do.
-void run_packed(const torch::Tensor& gates, const LoopWeight& weight_t, const torch::Tensor& bias,
-                const PackedPositions& positions, bool reverse, torch::Tensor& states, torch::Tensor& final) {
+void run_packed(const torch::Tensor& gates, const HiddenGates& hidden_product, const PackedPositions& positions,
+                bool reverse, torch::Tensor& states, torch::Tensor& final) {
   const auto steps = static_cast<int64_t>(positions.rows.size());
-  const int64_t batch = positions.rows.front(), size = weight_t.weight().size(0);
+  const int64_t batch = positions.rows.front(), size = gates.size(1) / 3;
   states = torch::empty({positions.total, size}, gates.options());
   torch::Tensor hidden = torch::zeros({batch, size}, gates.options());
   const torch::Tensor hidden_gates = torch::empty({batch, 3 * size}, gates.options());
   float* h = hidden.data_ptr<float>();
+  const bool kernel = kernels::use_kernel(kernels::Operation::kGruStep);
   for (int64_t i = 0; i < steps; ++i) {
     const auto t = static_cast<size_t>(position(i, steps, reverse));
     const int64_t rows = positions.rows[t], first = positions.offset[t];
-    weight_t.multiply(hidden.narrow(0, 0, rows), bias, hidden_gates.narrow(0, 0, rows));  // W_h h + b_h
-    kernels::gru_step(gates.data_ptr<float>() + first * 3 * size, hidden_gates.data_ptr<float>(), h, rows, size, h,
-                      nullptr);
+    hidden_product(hidden.narrow(0, 0, rows), hidden_gates.narrow(0, 0, rows));  // W_h h + b_h
+    if (kernel) {
+      kernels::gru_step(gates.data_ptr<float>() + first * 3 * size, hidden_gates.data_ptr<float>(), h, rows, size, h,
+                        nullptr);
+    } else {  // int8 at kernel level off (BiGruImpl::quantize_int8): the step in LibTorch's ops
+      const torch::Tensor running = hidden.narrow(0, 0, rows);
+      running.copy_(GruCellImpl::from_gates(gates.narrow(0, first, rows), hidden_gates.narrow(0, 0, rows), running));
+    }
     std::memcpy(states.data_ptr<float>() + first * size, h, static_cast<size_t>(rows * size) * sizeof(float));
   }
   final = hidden;
@@ -184,12 +191,11 @@ std::array<torch::Tensor, 4> fused_bigru_layer(const std::array<torch::Tensor, 2
 }
 
 std::array<torch::Tensor, 4> packed_bigru_layer(const std::array<torch::Tensor, 2>& input_gates,
-                                                const std::array<const LoopWeight*, 2>& weight_hh_t,
-                                                const std::array<torch::Tensor, 2>& bias_hh,
+                                                const std::array<HiddenGates, 2>& hidden_gates,
                                                 const PackedPositions& positions) {
   std::array<torch::Tensor, 2> states, finals;
   both_directions([&](size_t d) {
-    run_packed(input_gates[d].contiguous(), *weight_hh_t[d], bias_hh[d], positions, d == 1, states[d], finals[d]);
+    run_packed(input_gates[d].contiguous(), hidden_gates[d], positions, d == 1, states[d], finals[d]);
   });
   return {states[0], states[1], finals[0], finals[1]};
 }

@@ -13,11 +13,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace nmt {
-
-class LoopWeight;
 
 // For tensors the kernels take (kernels::use_kernel, kernels/dispatch.h).
 // input_gates [2][S, B, 3H] (forward, backward direction; W_i x + b_i), weight_hh [2][3H, H],
@@ -37,15 +36,18 @@ struct PackedPositions {
   int64_t total = 0;            // the packed rows: the real positions of the batch
 };
 
+// A loop's hidden product, out [R, 3H] = W_h hidden + b_h for hidden [R, H] (both with contiguous
+// rows), in float32 or in int8 (BiGruImpl); called on its direction's own thread.
+using HiddenGates = std::function<void(const torch::Tensor& hidden, const torch::Tensor& out)>;
+
 // Inference alone (nothing kept for a backward) over a packed batch: each step multiplies only
 // the rows of the sentences still running, so a batch of mixed lengths costs what its real
 // positions cost. The same states as fused_bigru_layer at the real positions.
-// input_gates [2][N, 3H] packed rows (forward, backward direction), weight_hh_t [2] W_h^T [H, 3H]
-// as loops multiply by it, bias_hh [2][3H]. Returns {forward states [N, H], backward states [N, H],
-// forward final [B, H], backward final [B, H]}, the finals in the packed order of the sentences.
+// input_gates [2][N, 3H] packed rows (forward, backward direction); hidden_gates [2], each
+// direction's product. Returns {forward states [N, H], backward states [N, H], forward final
+// [B, H], backward final [B, H]}, the finals in the packed order of the sentences.
 std::array<torch::Tensor, 4> packed_bigru_layer(const std::array<torch::Tensor, 2>& input_gates,
-                                                const std::array<const LoopWeight*, 2>& weight_hh_t,
-                                                const std::array<torch::Tensor, 2>& bias_hh,
+                                                const std::array<HiddenGates, 2>& hidden_gates,
                                                 const PackedPositions& positions);
 
 }  // namespace nmt

@@ -24,8 +24,10 @@ class EncoderImpl : public torch::nn::Module {
   EncoderOutput forward(const torch::Tensor& source, const torch::Tensor& lengths);
 
   int64_t output_size() const { return 2 * options_.hidden_size; }
-  // Translation in float32 on the CPU: the recurrent network's weights packed once (BiGruImpl).
+  // Translation on the CPU: the recurrent network's weights packed once, in float32 or in int8
+  // (BiGruImpl).
   void pack_float32() { rnn->pack_float32(); }
+  void quantize_int8() { rnn->quantize_int8(); }
 
   torch::nn::Embedding embedding{nullptr};
   BiGru rnn{nullptr};

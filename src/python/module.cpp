@@ -188,7 +188,8 @@ void bind_translator(py::module_& module) {
            "ensemble). checkpoint: best, "
            "last or a path, or a list (one per model, or several of one model). device: cpu or cuda. threads: CPU "
            "threads (0 = number of cores; set for the whole process). compute_type: default (int8 for an int8 export, "
-           "float32 otherwise), float32 or int8 (weights rounded to int8 and the decoder's products in int8, on the "
+           "float32 otherwise), float32 or int8 (weights rounded to int8 and the encoder's and decoder's products in "
+           "int8, on the "
            "CPU). shortlist: a "
            "lexical shortlist file from nmt shortlist (each batch's output layer covers only its candidates).")
       .def("translate_batch", &PyTranslator::translate_batch, "sentences"_a, py::kw_only(), "n_best"_a = 1,
