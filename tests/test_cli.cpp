@@ -42,6 +42,10 @@ TEST_CASE("cli: a bad choice lists the allowed values", "[cli]") {
   CommandResult result = run_nmt("train --attention luong --dump-config");
   CHECK(result.status != 0);
   CHECK_THAT(result.output, Catch::Contains("additive") && Catch::Contains("general") && Catch::Contains("none"));
+  // Checked before any model is read: serve refuses at once.
+  CommandResult batching = run_nmt("serve --model /nonexistent --batching streaming");
+  CHECK(batching.status != 0);
+  CHECK_THAT(batching.output, Catch::Contains("--batching") && Catch::Contains("{auto,continuous,static}"));
 }
 
 TEST_CASE("cli: missing files and devices give one-line errors", "[cli]") {

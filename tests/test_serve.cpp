@@ -215,7 +215,11 @@ TEST_CASE("serve: in int8 with a shortlist it answers what nmt translate answers
   const std::string shortlist = (work_directory() / "serve_shortlist.bin").string();
   REQUIRE(run_nmt("shortlist --model " + served_model() + " --output " + shortlist).status == 0);
   const std::string options = " --compute-type int8 --shortlist " + shortlist;
-  ServerProcess server(server_arguments({"--compute-type", "int8", "--shortlist", shortlist}), "serve_int8");
+  // auto batches greedy requests statically when there is a shortlist; continuous as asked.
+  const std::string batching = GENERATE("auto", "continuous");
+  INFO("--batching " << batching);
+  ServerProcess server(server_arguments({"--compute-type", "int8", "--shortlist", shortlist, "--batching", batching}),
+                       "serve_int8");
   REQUIRE(server.port > 0);
   httplib::Client client = client_for(server);
   const std::string input = (work_directory() / "serve_int8_input.txt").string();
@@ -230,7 +234,8 @@ TEST_CASE("serve: in int8 with a shortlist it answers what nmt translate answers
   const json answer = post(client, {{"text", kSentences}, {"beam_size", 3}});
   REQUIRE(answer["translations"].size() == kSentences.size());
   for (size_t i = 0; i < kSentences.size(); ++i) CHECK(answer["translations"][i]["text"] == expected[i]);
-  // Greedy: the request joins a continuous batch (search/continuous.h), whose shortlist is its own.
+  // Greedy: the request is a static batch of its own, or joins a continuous batch
+  // (search/continuous.h), whose shortlist is then its own too.
   CommandResult greedy = run_nmt("translate --model " + served_model() + " --input " + input + options +
                                  " --beam-size 1 --max-length 8 --quiet --threads 1");
   REQUIRE(greedy.status == 0);
@@ -243,6 +248,7 @@ TEST_CASE("serve: in int8 with a shortlist it answers what nmt translate answers
   const json status = json::parse(health->body);
   CHECK(status["compute_type"] == "int8");
   CHECK(status["shortlist"] == shortlist);
+  CHECK(status["continuous_batching"] == (batching == "continuous"));
 }
 
 TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, and the server stays up", "[serve]") {
@@ -333,14 +339,15 @@ TEST_CASE("serve: a beam the vocabulary cannot fill is refused at start, a searc
 }
 
 TEST_CASE("serve: concurrent clients are batched together and each gets its own translation", "[serve]") {
-  // Greedy requests join the running batch between steps; with --static-batches they wait for a
-  // batch of their own, as the other searches do.
+  // Greedy requests join the running batch between steps; with --batching static they wait for a
+  // batch of their own, as the other searches do. (The default, auto, is continuous without a
+  // shortlist.)
   const bool continuous = GENERATE(true, false);
-  INFO((continuous ? "continuous batching" : "--static-batches"));
+  INFO((continuous ? "continuous batching" : "--batching static"));
   // Two threads: two workers, each with its own batch.
   std::vector<std::string> arguments = {"--model", served_model(),  "--max-length", "8",           "--threads",
                                         "2",       "--max-wait-ms", "50",           "--beam-size", "1"};
-  if (!continuous) arguments.push_back("--static-batches");
+  if (!continuous) arguments.insert(arguments.end(), {"--batching", "static"});
   ServerProcess server(arguments);
   REQUIRE(server.port > 0);
   // Each sentence alone first: the reference.

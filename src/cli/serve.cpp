@@ -23,9 +23,13 @@ Command add_serve(CLI::App& program) {
   add("--port", options->port, "port to listen on (0: any free port)");
   add("--max-batch", options->max_batch, "sentences translated together, across requests");
   add("--max-wait-ms", options->max_wait_ms, "how long a request may wait for others to share its batch");
-  command->add_flag("--static-batches", options->static_batches,
-                    "greedy requests too are translated in whole batches (the others always are), instead of "
-                    "joining the running batch between two decoder steps");
+  command
+      ->add_option("--batching", options->batching,
+                   "how greedy requests are batched: continuous (joining the running batch between two decoder "
+                   "steps), static (in whole batches, as other searches always are), or auto (continuous, static "
+                   "with --shortlist)")
+      ->check(CLI::IsMember({"auto", "continuous", "static"}))
+      ->capture_default_str();
   add("--workers", options->workers,
       "batches translated at once, several on one thread each (0 = one per --threads on the CPU, one on a GPU)");
   add("--connections", options->connections, "requests read and answered at once (one thread each)");

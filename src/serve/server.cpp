@@ -148,7 +148,7 @@ BatchQueueOptions batch_queue_options(const ServeOptions& options, const torch::
   queue_options.workers = worker_count(options, device);
   queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
   queue_options.batching = options.translate.batching;
-  queue_options.continuous = !options.static_batches;
+  queue_options.continuous = continuous_batching(options);
   return queue_options;
 }
 
@@ -196,7 +196,7 @@ void answer_health(const Service& service, httplib::Response& response) {
                {"beam_size", service.options.translate.search.beam_size},
                {"compute_type", service.models.compute_type},
                {"shortlist", service.options.translate.shortlist},
-               {"continuous_batching", !service.options.static_batches},
+               {"continuous_batching", continuous_batching(service.options)},
                {"uptime_seconds", uptime},
                {"requests_served", service.requests_served.load()},
                {"requests_refused", service.requests_refused.load()},
@@ -371,6 +371,10 @@ void check_beam_fits(const ServeOptions& options, const TranslationModels& model
 }
 
 }  // namespace
+
+bool continuous_batching(const ServeOptions& options) {
+  return options.batching == "continuous" || (options.batching == "auto" && options.translate.shortlist.empty());
+}
 
 void serve(const ServeOptions& options) {
   check(options);
