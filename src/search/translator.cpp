@@ -134,8 +134,11 @@ SentenceConstraints encode_constraints(const std::string& line, const Vocabulary
 }
 
 std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
-                                               const std::function<void(size_t)>& progress,
-                                               const TargetGuides& guides) {
+                                               const std::function<void(size_t)>& progress, const TargetGuides& guides,
+                                               std::vector<std::vector<int64_t>> subwords) {
+  if (!subwords.empty() && subwords.size() != lines.size()) {
+    throw std::invalid_argument("Translator::translate: one list of subwords per line, or none");
+  }
   for (const LineGuide* guide : {&guides.prefixes, &guides.constraints}) {
     if (!guide->lines.empty() && guide->lines.size() != lines.size()) {
       throw std::invalid_argument(guide->name + " has " + std::to_string(guide->lines.size()) + " lines for " +
@@ -159,7 +162,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   BatchConstraints constraints(constrained ? lines.size() : 0);
   std::vector<int64_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
-    sources[i] = source_ids(lines[i], source_vocabulary_, translations[i]);
+    sources[i] = subwords.empty() ? source_ids(lines[i], source_vocabulary_, translations[i])
+                                  : source_ids(std::move(subwords[i]), source_vocabulary_, translations[i]);
     if (sources[i].empty()) continue;  // empty in, empty out
     order.push_back(static_cast<int64_t>(i));
     const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_);

@@ -53,9 +53,11 @@ class Translator {
   // One Translation per line, in input order. `progress(sentences_done)` runs after each batch.
   // With `guides`, each output starts with its line's prefix and contains its line's constraints;
   // a prefix or constraints that reach the line's output limit are an error naming the guide's
-  // name and line.
+  // name and line. `subwords`: each line's source ids as the source vocabulary's encode() gave
+  // them, which are then not encoded again (nmt serve encodes each line to check it), or none.
   std::vector<Translation> translate(const std::vector<std::string>& lines,
-                                     const std::function<void(size_t)>& progress = {}, const TargetGuides& guides = {});
+                                     const std::function<void(size_t)>& progress = {}, const TargetGuides& guides = {},
+                                     std::vector<std::vector<int64_t>> subwords = {});
 
  private:
   std::vector<std::vector<int64_t>> plan_batches(const std::vector<std::vector<int64_t>>& sources,

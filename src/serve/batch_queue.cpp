@@ -269,6 +269,14 @@ void BatchQueue::work() {
 
     std::vector<std::string> lines;
     for (const Request& request : batch) lines.insert(lines.end(), request.lines.begin(), request.lines.end());
+    // The lines' subwords when every request brought them, so that none is encoded again.
+    std::vector<std::vector<int64_t>> subwords;
+    const auto brought = [](const Request& request) { return request.subwords.size() == request.lines.size(); };
+    if (std::all_of(batch.begin(), batch.end(), brought)) {
+      for (Request& request : batch) {
+        for (std::vector<int64_t>& ids : request.subwords) subwords.push_back(std::move(ids));
+      }
+    }
     TargetGuides guides;
     guides.prefixes.lines = merged_guide(batch, &Request::prefixes);
     guides.constraints.lines = merged_guide(batch, &Request::constraints);
@@ -277,7 +285,7 @@ void BatchQueue::work() {
     try {
       Translator translator(ensemble_, models_.source_vocabulary(), models_.target_vocabulary(), batch.front().search,
                             options_.batching, device_, models_.shortlist);
-      translations = translator.translate(lines, {}, guides);
+      translations = translator.translate(lines, {}, guides, std::move(subwords));
     } catch (...) {
       error = std::current_exception();
     }

@@ -58,8 +58,8 @@ class BatchQueue {
 
   // Blocks until `lines` are translated (in their order); rethrows the search's exception.
   // prefixes, constraints: one line per line (search/translator.h, TargetGuides), or none.
-  // subwords: each line's source ids as the caller encoded them to check the request, which a
-  // continuous batch takes instead of encoding the line again; or none.
+  // subwords: each line's source ids as the caller encoded them to check the request, which the
+  // search takes instead of encoding the line again; or none.
   std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search,
                                      std::vector<std::string> prefixes = {}, std::vector<std::string> constraints = {},
                                      std::vector<std::vector<int64_t>> subwords = {});
