@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <functional>
+#include <set>
 #include <tuple>
 
 #include "helpers.h"
@@ -311,6 +312,42 @@ TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradien
     }
   }
   torch::set_num_threads(2);
+}
+
+TEST_CASE("prepared for translation, the keys are the prepared copy of the scorer's key map", "[model]") {
+  // A scorer whose keys are a linear map of the states alone (ScorerImpl::key_map) gets them from
+  // the decoder's prepared copy: int8's after quantize_int8(), packed float32's after pack_float32();
+  // the others' (cosine, location, dot without a map) stay their own.
+  std::set<std::string> mapped;
+  for (const std::string& attention : all_attention_types()) {
+    for (const int64_t decoder_hidden : {12, 10}) {  // 10: dot and cosine need a key map
+      INFO(attention << ", decoder " << decoder_hidden);
+      torch::manual_seed(17);
+      Seq2Seq model(tiny_model_options(attention, decoder_hidden), kVocab, kVocab);
+      model->eval();
+      torch::NoGradGuard no_grad;
+      const torch::Tensor states = torch::randn({2, 5, 12});
+      const torch::Tensor own = model->decoder->project_keys(states);
+      if (!own.defined()) continue;  // attention none
+      const ScorerImpl::KeyMap key_map = model->decoder->attention->key_map();
+      model->decoder->quantize_int8();
+      const torch::Tensor int8 = model->decoder->project_keys(states);
+      REQUIRE(int8.sizes() == own.sizes());
+      if (key_map.weight.defined()) {
+        mapped.insert(attention);
+        const Int8Linear linear(key_map.weight, key_map.bias);
+        CHECK(torch::equal(int8, linear(states.reshape({10, 12})).view(own.sizes())));
+        CHECK(!torch::equal(int8, own));
+        CHECK(torch::allclose(int8, own, 0, 0.05));
+      } else {
+        CHECK(torch::equal(int8, own));
+      }
+      model->decoder->pack_float32();
+      CHECK(torch::allclose(model->decoder->project_keys(states), own, 1e-5, 1e-6));
+    }
+  }
+  CHECK(mapped == std::set<std::string>{"additive", "additive+coverage", "dot", "general", "local-m", "local-p",
+                                        "multi-head", "scaled-dot"});
 }
 
 TEST_CASE("int8 BiGru: each product an int8 map of its weight, at every kernel level", "[model]") {

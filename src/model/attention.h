@@ -62,6 +62,14 @@ class ScorerImpl : public torch::nn::Module {
   // position's key is made from its own state alone (inference projects the real positions only:
   // Seq2SeqImpl::encode).
   virtual torch::Tensor project_keys(const torch::Tensor& states) = 0;
+  // W [K, C] and b [K] (or undefined) when project_keys() is the linear map states W^T + b and
+  // nothing more (additive, multi-head, general, dot with a key map, local-p's and local-m's
+  // content scorer), else an undefined W. Translation then makes the keys with its own prepared
+  // copy of the map (DecoderImpl::quantize_int8, pack_float32).
+  struct KeyMap {
+    torch::Tensor weight, bias;
+  };
+  virtual KeyMap key_map() const { return {}; }
   // Unnormalised scores of query [B, Q] against keys [B, S, K] -> [B, S] ([B, N, S] with heads).
   virtual torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) = 0;
   // The weights [B, S] ([B, N, S] with heads): by default the masked softmax of score().
@@ -117,6 +125,8 @@ class AttentionImpl : public torch::nn::Module {
   bool uses_position() const { return scorer_ && scorer_->uses_position(); }
   // The scorer's query_weight(), or undefined.
   torch::Tensor query_weight() const { return scorer_ ? scorer_->query_weight() : torch::Tensor(); }
+  // The scorer's key_map(), or none.
+  ScorerImpl::KeyMap key_map() const { return scorer_ ? scorer_->key_map() : ScorerImpl::KeyMap{}; }
   // The scorer's additive form (ScorerImpl::additive_form), or nothing.
   std::optional<AdditiveForm> additive_form() const { return scorer_ ? scorer_->additive_form() : std::nullopt; }
 

@@ -68,7 +68,13 @@ DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : 
   output_bias = register_parameter("output_bias", torch::zeros({options.vocab_size}));
 }
 
-torch::Tensor DecoderImpl::project_keys(const torch::Tensor& states) { return attention->project_keys(states); }
+torch::Tensor DecoderImpl::project_keys(const torch::Tensor& states) {
+  if (!prepared_ || !prepared_->keys || kernels::autograd_records({states})) return attention->project_keys(states);
+  const torch::Tensor keys = prepared_->keys(states.reshape({-1, states.size(-1)}));  // [N, K]
+  std::vector<int64_t> sizes = states.sizes().vec();
+  sizes.back() = keys.size(1);
+  return keys.view(sizes);
+}
 
 DecoderState DecoderImpl::initial_state(const EncodedSource& source) {
   const int64_t batch_size = source.summary.size(0);
@@ -105,6 +111,9 @@ std::shared_ptr<const StepWeights<Linear>> DecoderImpl::prepare() {
     weights->query = Linear(query, torch::Tensor());
   }
   weights->combine = Linear(combine->weight, torch::Tensor());
+  if (const ScorerImpl::KeyMap keys = attention->key_map(); keys.weight.defined()) {
+    weights->keys = Linear(keys.weight, keys.bias);
+  }
   weights->output = Linear(output_weight, output_bias);
   // Each map holds the weights it multiplies by, so that preparing again cannot pull them away.
   const auto map = [&weights](const Linear& linear) -> StepMap {
@@ -118,6 +127,7 @@ std::shared_ptr<const StepWeights<Linear>> DecoderImpl::prepare() {
   maps.steps.combine = map(weights->combine);
   maps.embedding_gates = map(weights->embedding_gates);
   maps.output = map(weights->output);
+  if (weights->keys) maps.keys = map(*weights->keys);
   maps.output_rows = [weights](const torch::Tensor& ids) -> StepMap {
     auto rows = std::make_shared<const Linear>(weights->output.rows(ids));
     return [rows](const torch::Tensor& x) { return (*rows)(x); };

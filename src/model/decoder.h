@@ -77,6 +77,7 @@ struct StepWeights {
   std::vector<Linear> hidden, layer_gates;
   std::optional<Linear> query;
   Linear combine, output;
+  std::optional<Linear> keys;  // the scorer's key_map(), where it has one
 };
 using Int8DecoderWeights = StepWeights<Int8Linear>;
 
@@ -94,7 +95,9 @@ class DecoderImpl : public torch::nn::Module {
  public:
   DecoderImpl(const DecoderOptions& options, int64_t encoder_size);
 
-  // Keys of the encoder states for EncodedSource::keys (once per batch).
+  // Keys of the encoder states for EncodedSource::keys (once per batch): the scorer's, or, in a
+  // decoder prepared for translation whose scorer has a key_map(), its prepared copy's (int8 after
+  // quantize_int8()).
   torch::Tensor project_keys(const torch::Tensor& states);
 
   // Initial state from the encoder summary: h_0 = tanh(W_b summary + b_b) for every layer, a_0 = 0
@@ -154,6 +157,7 @@ class DecoderImpl : public torch::nn::Module {
   struct PreparedMaps {
     StepMaps steps;
     StepMap embedding_gates, output;
+    StepMap keys;  // the scorer's key_map(); empty: its own project_keys()
     std::function<StepMap(const torch::Tensor& ids)> output_rows;
   };
   // Copies of the step's weights as maps of type Linear (Int8Linear, PackedLinear), kept by

@@ -47,6 +47,7 @@ class AdditiveScorerImpl : public ScorerImpl {
   }
 
   torch::Tensor query_weight() const override { return query_layer_->weight; }
+  KeyMap key_map() const override { return {key_layer_->weight, key_layer_->bias}; }
 
   bool uses_coverage() const override { return static_cast<bool>(coverage_layer_); }
 

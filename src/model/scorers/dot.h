@@ -20,6 +20,7 @@ class DotScorerImpl : public ScorerImpl {
   DotScorerImpl(const AttentionOptions& options, double scale);
 
   torch::Tensor project_keys(const torch::Tensor& states) override;
+  KeyMap key_map() const override { return key_map_ ? KeyMap{key_map_->weight, key_map_->bias} : KeyMap{}; }
   torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep& step) override;
 
  private:

@@ -18,6 +18,7 @@ class GeneralScorerImpl : public ScorerImpl {
   torch::Tensor project_keys(const torch::Tensor& states) override {
     return training_linear(states, key_layer_->weight, key_layer_->bias);  // [B, S, Q]
   }
+  KeyMap key_map() const override { return {key_layer_->weight, key_layer_->bias}; }
 
   torch::Tensor score(const torch::Tensor& query, const torch::Tensor& keys, const AttentionStep&) override {
     return batched_matvec(keys, query);  // [B, S]

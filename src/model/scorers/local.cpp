@@ -36,6 +36,7 @@ class LocalScorerImpl : public ScorerImpl {
   }
 
   torch::Tensor project_keys(const torch::Tensor& states) override { return content_->project_keys(states); }
+  KeyMap key_map() const override { return content_->key_map(); }
   bool uses_position() const override { return !predictive_; }  // local-m: p_t = t
 
   torch::Tensor query_weight() const override {  // W_p, local-p's

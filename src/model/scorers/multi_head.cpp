@@ -40,6 +40,7 @@ class MultiHeadScorerImpl : public ScorerImpl {
   }
 
   torch::Tensor query_weight() const override { return query_layer_->weight; }
+  KeyMap key_map() const override { return {key_layer_->weight, key_layer_->bias}; }
   int64_t heads() const override { return heads_; }
 
   std::optional<AdditiveForm> additive_form() const override {
