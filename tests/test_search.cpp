@@ -957,13 +957,17 @@ TEST_CASE("float32 packed for the CPU: the module's translations, and a whole sh
 
 TEST_CASE("int8: translations agree with float32 on nearly every sentence and a whole shortlist changes nothing",
           "[search]") {
+  // As translation loads a model in int8: the encoder's products and the decoder's (the keys' too).
   Seq2Seq model = small_model("additive"), quantized = small_model("additive");
+  quantized->encoder->quantize_int8();
   quantized->decoder->quantize_int8();
   REQUIRE(quantized->decoder->int8_weights()->query.has_value());  // the scorer's W s in int8 too
+  REQUIRE(quantized->decoder->int8_weights()->keys.has_value());
   // Scorers with and without a query projection of their own, made before inference mode (they train).
   std::vector<std::tuple<std::string, Seq2Seq, Seq2Seq>> scorers;
   for (const std::string type : {"multi-head", "local-p", "dot", "none"}) {
     scorers.emplace_back(type, small_model(type), small_model(type));
+    std::get<2>(scorers.back())->encoder->quantize_int8();
     std::get<2>(scorers.back())->decoder->quantize_int8();
   }
   torch::InferenceMode guard;

@@ -126,14 +126,16 @@ void BiGruImpl::pack_float32() {
   int8_ = false;
   const torch::Tensor& any = directions_.front().weight_hh;
   if (!any.is_cpu() || any.scalar_type() != torch::kFloat32) return;  // forward_packed() runs on none other
+  std::vector<PackedDirection> packed;                                // whole, or (an exception) none
   for (const Direction& direction : directions_) {
     auto input = std::make_shared<const PackedLinear>(direction.weight_ih, direction.bias_ih);
     auto hidden = std::make_shared<const LoopWeight>(direction.weight_hh.detach().t().contiguous());
     const torch::Tensor bias = direction.bias_hh.detach().clone();
-    packed_.push_back(
+    packed.push_back(
         {[input](const torch::Tensor& x) { return (*input)(x); },
          [hidden, bias](const torch::Tensor& h, const torch::Tensor& out) { hidden->multiply(h, bias, out); }});
   }
+  packed_ = std::move(packed);
 }
 
 void BiGruImpl::quantize_int8() {
@@ -141,18 +143,21 @@ void BiGruImpl::quantize_int8() {
   int8_ = false;
   const torch::Tensor& any = directions_.front().weight_hh;
   TORCH_CHECK(any.is_cpu(), "BiGru::quantize_int8: int8 runs on the CPU");
+  std::vector<PackedDirection> packed;  // whole, or (an exception) none
   for (const Direction& direction : directions_) {
     auto input = std::make_shared<const Int8Linear>(direction.weight_ih, direction.bias_ih);
     auto hidden = std::make_shared<const Int8Linear>(direction.weight_hh, direction.bias_hh);
-    packed_.push_back({[input](const torch::Tensor& x) { return (*input)(x); },
-                       [hidden](const torch::Tensor& h, const torch::Tensor& out) { (*hidden)(h, out); }});
+    packed.push_back({[input](const torch::Tensor& x) { return (*input)(x); },
+                      [hidden](const torch::Tensor& h, const torch::Tensor& out) { (*hidden)(h, out); }});
   }
+  packed_ = std::move(packed);
   int8_ = true;
 }
 
 bool BiGruImpl::takes_packed_path(const torch::Tensor& input) const {
+  const bool int8 = int8_ && input.is_cpu() && input.scalar_type() == torch::kFloat32;
   const bool kernels =
-      int8_ || kernels::use_kernel(kernels::Operation::kBiGruLayer, {input, directions_.front().weight_hh});
+      int8 || kernels::use_kernel(kernels::Operation::kBiGruLayer, {input, directions_.front().weight_hh});
   if (is_training() || !kernels) return false;
   const auto records = [](const Direction& direction) {
     return kernels::autograd_records({direction.weight_ih, direction.weight_hh, direction.bias_ih, direction.bias_hh});

@@ -69,7 +69,9 @@ DecoderImpl::DecoderImpl(const DecoderOptions& options, int64_t encoder_size) : 
 }
 
 torch::Tensor DecoderImpl::project_keys(const torch::Tensor& states) {
-  if (!prepared_ || !prepared_->keys || kernels::autograd_records({states})) return attention->project_keys(states);
+  if (!prepared_ || !prepared_->keys || is_training() || kernels::autograd_records({states})) {
+    return attention->project_keys(states);
+  }
   const torch::Tensor keys = prepared_->keys(states.reshape({-1, states.size(-1)}));  // [N, K]
   std::vector<int64_t> sizes = states.sizes().vec();
   sizes.back() = keys.size(1);

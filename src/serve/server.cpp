@@ -72,6 +72,9 @@ void check(const ServeOptions& options) {
   validate(options.translate.batching);
   if (options.port < 0 || options.port > 65535) throw std::invalid_argument("--port must be from 0 to 65535");
   if (options.max_batch < 1) throw std::invalid_argument("--max-batch must be at least 1");
+  if (options.batching != "auto" && options.batching != "continuous" && options.batching != "static") {
+    throw std::invalid_argument("--batching " + options.batching + ": auto, continuous or static");
+  }
   if (options.workers < 0 || options.workers > 256) {
     throw std::invalid_argument("--workers must be from 0 (one per CPU thread) to 256");
   }
