@@ -509,30 +509,33 @@ TEST_CASE("int8 quantization of activations: AVX2 gives the reference's bytes an
     return;
   }
   torch::manual_seed(42);
-  for (const int64_t depth : {1, 7, 8, 33, 64, 100, 512}) {
-    INFO(depth << " columns");
-    torch::Tensor x = 3 * torch::randn({6, depth});
-    x[1].zero_();                  // scale 1
-    x[2] = x[2].sign() * 0.5;      // every entry at 127 or -127 exactly, rounding ties below
-    if (depth > 3) x[3][2] = -50;  // the largest magnitude negative
-    x[4] *= 1e-30;                 // tiny scales
-    const int64_t padded = kernels::int8_depth(depth);
-    torch::Tensor expected = torch::full({6, padded}, 99, torch::kInt8), got = expected.clone();
-    torch::Tensor expected_scale = torch::empty({6}), got_scale = torch::empty({6});
-    kernels::quantize_int8_rows(x.data_ptr<float>(), depth, 6, depth, expected.data_ptr<int8_t>(),
-                                expected_scale.data_ptr<float>());
-    kernels::quantize_int8_rows_avx2(x.data_ptr<float>(), depth, 6, depth, got.data_ptr<int8_t>(),
-                                     got_scale.data_ptr<float>());
-    CHECK(torch::equal(got, expected));
-    CHECK(torch::equal(got_scale, expected_scale));
-    CHECK(torch::all(expected.narrow(1, depth, padded - depth) == 0).item<bool>());
-    CHECK(expected.abs().max().item<int>() <= 127);
+  for (const int32_t limit : {kernels::kInt8Limit, kernels::kInt8Avx2Limit}) {
+    for (const int64_t depth : {1, 7, 8, 33, 64, 100, 512}) {
+      INFO(depth << " columns, limit " << limit);
+      torch::Tensor x = 3 * torch::randn({6, depth});
+      x[1].zero_();                  // scale 1
+      x[2] = x[2].sign() * 0.5;      // every entry at the limit exactly, rounding ties below
+      if (depth > 3) x[3][2] = -50;  // the largest magnitude negative
+      x[4] *= 1e-30;                 // tiny scales
+      const int64_t padded = kernels::int8_depth(depth);
+      torch::Tensor expected = torch::full({6, padded}, 99, torch::kInt8), got = expected.clone();
+      torch::Tensor expected_scale = torch::empty({6}), got_scale = torch::empty({6});
+      kernels::quantize_int8_rows(x.data_ptr<float>(), depth, 6, depth, limit, expected.data_ptr<int8_t>(),
+                                  expected_scale.data_ptr<float>());
+      kernels::quantize_int8_rows_avx2(x.data_ptr<float>(), depth, 6, depth, limit, got.data_ptr<int8_t>(),
+                                       got_scale.data_ptr<float>());
+      CHECK(torch::equal(got, expected));
+      CHECK(torch::equal(got_scale, expected_scale));
+      CHECK(torch::all(expected.narrow(1, depth, padded - depth) == 0).item<bool>());
+      CHECK(expected.abs().max().item<int>() == limit);  // row 2 reaches it, none passes it
+      CHECK(expected_scale[0].item<float>() == x[0].abs().max().item<float>() / static_cast<float>(limit));
+    }
   }
   // Ties go to the even neighbour, as std::nearbyint: 2.5 -> 2, 3.5 -> 4 (scale 127 / 127 = 1); four
   // times over, so that the vector loop (32 at a time) and the scalar tail both meet them.
   const torch::Tensor ties = torch::tensor({127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, 1.5f, 0.0f, 4.5f}).repeat(4);
   torch::Tensor bytes = torch::empty({36}, torch::kInt8), scale = torch::empty({1});
-  kernels::quantize_int8_rows_avx2(ties.data_ptr<float>(), 36, 1, 36, bytes.data_ptr<int8_t>(),
+  kernels::quantize_int8_rows_avx2(ties.data_ptr<float>(), 36, 1, 36, kernels::kInt8Limit, bytes.data_ptr<int8_t>(),
                                    scale.data_ptr<float>());
   CHECK(torch::equal(bytes, torch::tensor({127, 2, 4, -2, -4, 0, 2, 0, 4}, torch::kInt8).repeat(4)));
 }
@@ -540,47 +543,60 @@ TEST_CASE("int8 quantization of activations: AVX2 gives the reference's bytes an
 TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums and outputs exactly", "[kernels]") {
   torch::manual_seed(41);
   using Kernel = void (*)(const kernels::Int8Product&, int64_t, int64_t);
-  std::vector<std::pair<std::string, Kernel>> fast;
-  if (kernels::avx2_kernels_available()) fast.emplace_back("avx2", kernels::int8_gemm_avx2);
-  if (kernels::vnni_kernels_available()) fast.emplace_back("vnni", kernels::int8_gemm_vnni);
+  struct Fast {
+    std::string name;
+    Kernel kernel;
+    int32_t limit;  // the activations' magnitude the kernel takes
+  };
+  std::vector<Fast> fast;
+  if (kernels::avx2_kernels_available()) fast.push_back({"avx2", kernels::int8_gemm_avx2, kernels::kInt8Avx2Limit});
+  if (kernels::vnni_kernels_available()) fast.push_back({"vnni", kernels::int8_gemm_vnni, kernels::kInt8Limit});
   // Ragged everything: rows around the kernels' blocks of 4, depths not a multiple of 4, columns
-  // past whole panels and blocks of 4 panels (64); the extreme values -127 and 127 included.
-  for (const int64_t m : {1, 3, 4, 5, 9}) {
-    for (const int64_t depth : {1, 6, 33, 256}) {
-      for (const int64_t columns : {1, 16, 17, 70, 130}) {
-        const int64_t padded = kernels::int8_depth(depth);
-        torch::Tensor q = torch::randint(-127, 128, {columns, depth}, torch::kInt8);
-        q.index_put_({0, 0}, -127);
-        torch::Tensor a = torch::zeros({m, padded}, torch::kInt8);
-        a.narrow(1, 0, depth).copy_(torch::randint(-127, 128, {m, depth}, torch::kInt8));
-        a.index_put_({0, 0}, 127);
-        torch::Tensor packed = torch::empty({kernels::int8_packed_size(columns, depth)}, torch::kInt8);
-        kernels::pack_int8_weight(q.data_ptr<int8_t>(), depth, columns, depth, packed.data_ptr<int8_t>());
-        const torch::Tensor sums = q.to(torch::kInt32).sum(1, false, torch::kInt32).contiguous();
-        const torch::Tensor ones_m = torch::ones({m}), ones_n = torch::ones({columns});
-        const torch::Tensor row_scale = torch::rand({m}) + 0.5, scale = torch::rand({columns}) + 0.5;
-        const torch::Tensor bias = torch::randn({columns});
-        // Unit scales and no bias: the outputs are the integer sums, exactly (all below 2^24).
-        const torch::Tensor exact =
-            a.narrow(1, 0, depth).to(torch::kInt64).mm(q.to(torch::kInt64).t()).to(torch::kFloat);
-        for (const bool scaled : {false, true}) {
-          const auto product = [&](torch::Tensor& c) {
-            return kernels::Int8Product{a.data_ptr<int8_t>(),
-                                        m,
-                                        packed.data_ptr<int8_t>(),
-                                        depth,
-                                        columns,
-                                        (scaled ? row_scale : ones_m).data_ptr<float>(),
-                                        (scaled ? scale : ones_n).data_ptr<float>(),
-                                        scaled ? bias.data_ptr<float>() : nullptr,
-                                        sums.data_ptr<int32_t>(),
-                                        c.data_ptr<float>(),
-                                        columns};
-          };
-          torch::Tensor reference = torch::full({m, columns}, 7.0f);
-          kernels::int8_gemm_reference(product(reference), 0, columns);
-          if (!scaled) REQUIRE(torch::equal(reference, exact));
-          for (const auto& [name, kernel] : fast) {
+  // past whole panels and blocks of 4 panels (64); the extreme values included: the first row's
+  // first pair at the activations' limit against weights at 127, the largest pair of products the
+  // AVX2 kernel adds in int16 (2 * 127 * 127 once shifted), and -127 against -limit.
+  for (const auto& [name, kernel, limit] : fast) {
+    for (const int64_t m : {1, 3, 4, 5, 9}) {
+      for (const int64_t depth : {1, 6, 33, 256}) {
+        for (const int64_t columns : {1, 16, 17, 70, 130}) {
+          const int64_t padded = kernels::int8_depth(depth);
+          torch::Tensor q = torch::randint(-127, 128, {columns, depth}, torch::kInt8);
+          torch::Tensor a = torch::zeros({m, padded}, torch::kInt8);
+          a.narrow(1, 0, depth).copy_(torch::randint(-limit, limit + 1, {m, depth}, torch::kInt8));
+          a.index_put_({0, 0}, limit);
+          q.index_put_({0, 0}, 127);
+          if (depth > 1) {
+            a.index_put_({0, 1}, limit);
+            q.index_put_({0, 1}, 127);
+          }
+          if (m > 1) a.index_put_({1, 0}, -limit);
+          if (columns > 1) q.index_put_({1, 0}, -127);
+          torch::Tensor packed = torch::empty({kernels::int8_packed_size(columns, depth)}, torch::kInt8);
+          kernels::pack_int8_weight(q.data_ptr<int8_t>(), depth, columns, depth, packed.data_ptr<int8_t>());
+          const torch::Tensor sums = q.to(torch::kInt32).sum(1, false, torch::kInt32).contiguous();
+          const torch::Tensor ones_m = torch::ones({m}), ones_n = torch::ones({columns});
+          const torch::Tensor row_scale = torch::rand({m}) + 0.5, scale = torch::rand({columns}) + 0.5;
+          const torch::Tensor bias = torch::randn({columns});
+          // Unit scales and no bias: the outputs are the integer sums, exactly (all below 2^24).
+          const torch::Tensor exact =
+              a.narrow(1, 0, depth).to(torch::kInt64).mm(q.to(torch::kInt64).t()).to(torch::kFloat);
+          for (const bool scaled : {false, true}) {
+            const auto product = [&](torch::Tensor& c) {
+              return kernels::Int8Product{a.data_ptr<int8_t>(),
+                                          m,
+                                          packed.data_ptr<int8_t>(),
+                                          depth,
+                                          columns,
+                                          (scaled ? row_scale : ones_m).data_ptr<float>(),
+                                          (scaled ? scale : ones_n).data_ptr<float>(),
+                                          scaled ? bias.data_ptr<float>() : nullptr,
+                                          sums.data_ptr<int32_t>(),
+                                          c.data_ptr<float>(),
+                                          columns};
+            };
+            torch::Tensor reference = torch::full({m, columns}, 7.0f);
+            kernels::int8_gemm_reference(product(reference), 0, columns);
+            if (!scaled) REQUIRE(torch::equal(reference, exact));
             INFO(name << ": " << m << " rows, depth " << depth << ", " << columns << " columns, scaled " << scaled);
             torch::Tensor c = torch::full({m, columns}, 7.0f);
             kernel(product(c), 0, columns);
@@ -598,27 +614,49 @@ TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums an
   }
 }
 
-TEST_CASE("int8 linear maps: within the quantization bound of float32, the same at every kernel level", "[kernels]") {
+TEST_CASE("int8 linear maps: within the quantization bound of float32, the reference's sums at every kernel level",
+          "[kernels]") {
   torch::manual_seed(43);
-  const torch::Tensor weight = torch::randn({70, 45}), bias = torch::randn({70});
-  torch::Tensor x = torch::randn({11, 45});
+  const int64_t depth = 45;
+  const torch::Tensor weight = torch::randn({70, depth}), bias = torch::randn({70});
+  torch::Tensor x = torch::randn({11, depth});
   x.index_put_({3}, 0.0f);  // a row of zeros: scale 1, output the bias
   const Int8Linear linear(weight, bias);
-  const torch::Tensor y = linear(x);
-  // x = t a + e with |e| <= t / 2 and W = s q + d with |d| <= s / 2, per row, so
-  // |x.w - (t a).(s q)| <= (t / 2) |w|_1 + (s / 2) (|x|_1 + K t / 2).
-  const torch::Tensor t = x.abs().amax(1, true) / 127, s = weight.abs().amax(1) / 127;  // [M, 1], [N]
-  const torch::Tensor bound = t / 2 * weight.abs().sum(1) + s / 2 * (x.abs().sum(1, true) + 45 * t / 2);
-  CHECK((y - torch::addmm(bias, x, weight.t())).abs().le(bound + 1e-5).all().item<bool>());
-  CHECK(torch::allclose(y[3], bias));
-  CHECK(torch::allclose(linear.dequantized_weight(), weight, 0, s.max().item<float>() / 2 + 1e-6));
-  // A shortlist's rows: those columns of the whole map, exactly.
-  const torch::Tensor ids = torch::tensor({0, 5, 17, 18, 69}, torch::kInt64);
-  CHECK(torch::equal(linear.rows(ids)(x), y.index_select(1, ids)));
+  // The map as the reference computes it with the activations quantized to `limit`.
+  const auto reference = [&](int32_t limit) {
+    const QuantizedRows rows = quantize_rows(weight);
+    torch::Tensor packed = torch::empty({kernels::int8_packed_size(70, depth)}, torch::kInt8);
+    kernels::pack_int8_weight(rows.values.data_ptr<int8_t>(), depth, 70, depth, packed.data_ptr<int8_t>());
+    torch::Tensor a = torch::empty({11, kernels::int8_depth(depth)}, torch::kInt8), t = torch::empty({11});
+    kernels::quantize_int8_rows(x.data_ptr<float>(), depth, 11, depth, limit, a.data_ptr<int8_t>(),
+                                t.data_ptr<float>());
+    torch::Tensor y = torch::empty({11, 70});
+    kernels::int8_gemm_reference(
+        {a.data_ptr<int8_t>(), 11, packed.data_ptr<int8_t>(), depth, 70, t.data_ptr<float>(),
+         rows.scales.data_ptr<float>(), bias.data_ptr<float>(), nullptr, y.data_ptr<float>(), 70},
+        0, 70);
+    return y;
+  };
   for (const KernelLevel level : {KernelLevel::kOff, KernelLevel::kAvx2, KernelLevel::kAvx512}) {
     if (level > kernels::supported_kernel_level()) continue;
     INFO(kernels::to_string(level));
     kernels::ScopedKernelLevel scoped(level);
-    CHECK(torch::equal(linear(x), y));
+    // 8-bit activations without kernels and with VNNI; 7 bits for the AVX2 kernel (vpmaddubsw).
+    const bool vnni = level == KernelLevel::kAvx512 && kernels::vnni_kernels_available();
+    const int32_t limit = Int8Linear::activation_limit();
+    CHECK(limit == (level == KernelLevel::kOff || vnni ? 127 : 63));
+    const torch::Tensor y = linear(x);
+    CHECK(torch::equal(y, reference(limit)));
+    // x = t a + e with |e| <= t / 2 and W = s q + d with |d| <= s / 2, per row, so
+    // |x.w - (t a).(s q)| <= (t / 2) |w|_1 + (s / 2) (|x|_1 + K t / 2).
+    const torch::Tensor t = x.abs().amax(1, true) / limit, s = weight.abs().amax(1) / 127;  // [M, 1], [N]
+    const torch::Tensor bound = t / 2 * weight.abs().sum(1) + s / 2 * (x.abs().sum(1, true) + depth * t / 2);
+    CHECK((y - torch::addmm(bias, x, weight.t())).abs().le(bound + 1e-5).all().item<bool>());
+    CHECK(torch::allclose(y[3], bias));
+    // A shortlist's rows: those columns of the whole map, exactly.
+    const torch::Tensor ids = torch::tensor({0, 5, 17, 18, 69}, torch::kInt64);
+    CHECK(torch::equal(linear.rows(ids)(x), y.index_select(1, ids)));
   }
+  const torch::Tensor s = weight.abs().amax(1) / 127;
+  CHECK(torch::allclose(linear.dequantized_weight(), weight, 0, s.max().item<float>() / 2 + 1e-6));
 }

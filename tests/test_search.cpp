@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "helpers.h"
+#include "kernels/dispatch.h"
 #include "search/continuous.h"
 #include "search/forced_decoding.h"
 #include "search/memory.h"
@@ -974,16 +975,22 @@ TEST_CASE("int8: translations agree with float32 on nearly every sentence and a 
   std::vector<int64_t> lengths_list;
   for (int64_t i = 0; i < 200; ++i) lengths_list.push_back(2 + i % 7);
   auto [source, lengths] = random_source(lengths_list, kSearchVocab, 93);
-  for (const int beam : {1, 4}) {
-    INFO("beam " << beam);
-    const SearchOptions options = fixed_shape_options(beam, 1.0, 1);
-    const SearchResult full = search(model, source, lengths, options);
-    const SearchResult int8 = search(quantized, source, lengths, options);
-    int64_t same = 0;
-    for (size_t b = 0; b < full.size(); ++b) same += full[b][0].tokens == int8[b][0].tokens ? 1 : 0;
-    CHECK(same >= 190);  // 95%
-    check_same_hypotheses(
-        search_in_vocabulary(quantized, torch::arange(kSearchVocab, torch::kInt64), source, lengths, options), int8);
+  // At every kernel level: 8-bit activations without kernels and with VNNI, 7 bits with AVX2.
+  for (const kernels::KernelLevel level :
+       {kernels::KernelLevel::kOff, kernels::KernelLevel::kAvx2, kernels::KernelLevel::kAvx512}) {
+    if (level > kernels::supported_kernel_level()) continue;
+    kernels::ScopedKernelLevel scoped(level);
+    for (const int beam : {1, 4}) {
+      INFO(kernels::to_string(level) << ", beam " << beam);
+      const SearchOptions options = fixed_shape_options(beam, 1.0, 1);
+      const SearchResult full = search(model, source, lengths, options);
+      const SearchResult int8 = search(quantized, source, lengths, options);
+      int64_t same = 0;
+      for (size_t b = 0; b < full.size(); ++b) same += full[b][0].tokens == int8[b][0].tokens ? 1 : 0;
+      CHECK(same >= 190);  // 95%
+      check_same_hypotheses(
+          search_in_vocabulary(quantized, torch::arange(kSearchVocab, torch::kInt64), source, lengths, options), int8);
+    }
   }
   // The step is int8's: a quantized model scores differently from the float one.
   const SearchOptions greedy = fixed_shape_options(1, 1.0, 1);

@@ -28,17 +28,19 @@ void pack_int8_weight(const int8_t* q, int64_t ldq, int64_t rows, int64_t depth,
   }
 }
 
-void quantize_int8_rows(const float* x, int64_t ldx, int64_t m, int64_t depth, int8_t* a, float* row_scale) {
+void quantize_int8_rows(const float* x, int64_t ldx, int64_t m, int64_t depth, int32_t limit, int8_t* a,
+                        float* row_scale) {
   const int64_t padded = int8_depth(depth);
   for (int64_t i = 0; i < m; ++i) {
     const float* row = x + i * ldx;
     float largest = 0;
     for (int64_t k = 0; k < depth; ++k) largest = std::max(largest, std::fabs(row[k]));
-    const float scale = largest > 0 ? largest / 127.0f : 1.0f;
+    const float bound = static_cast<float>(limit);
+    const float scale = largest > 0 ? largest / bound : 1.0f;
     const float inverse = 1.0f / scale;
     int8_t* out = a + i * padded;
     for (int64_t k = 0; k < depth; ++k) {
-      out[k] = static_cast<int8_t>(std::clamp(std::nearbyint(row[k] * inverse), -127.0f, 127.0f));
+      out[k] = static_cast<int8_t>(std::clamp(std::nearbyint(row[k] * inverse), -bound, bound));
     }
     std::fill(out + depth, out + padded, int8_t{0});
     row_scale[i] = scale;

@@ -1,6 +1,7 @@
 // The AVX2 int8 product (kernels/int8_gemm.h): 4 rows by one panel of 16 columns, two 8-lane
-// halves, with vpmaddubsw on |a| and q carrying a's sign (each pair of products at most
-// 2 * 127 * 127, within int16), then vpmaddwd into int32.
+// halves. vpmaddubsw multiplies the activations shifted to unsigned (a + 64, at most 127) by the
+// weights and adds each pair (at most 2 * 127 * 127, within int16); vpmaddwd by ones adds the
+// pairs into int32; 64 times each column's weight sum is taken off before the scales.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -15,11 +16,13 @@ namespace nmt::kernels {
 
 namespace {
 
+constexpr int32_t kShift = kInt8Avx2Limit + 1;
+
 template <int Rows>
 void panel_avx2(const Int8Product& product, int64_t first_row, int64_t panel, int64_t column_end) {
   const int64_t padded = int8_depth(product.depth), groups = padded / kInt8Group;
   const int8_t* weights = product.packed + panel * kInt8PanelRows * padded;
-  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1), shift = _mm256_set1_epi8(kShift);
   __m256i sums[Rows][2];
   for (int r = 0; r < Rows; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_si256();
   for (int64_t g = 0; g < groups; ++g) {
@@ -28,35 +31,46 @@ void panel_avx2(const Int8Product& product, int64_t first_row, int64_t panel, in
     for (int r = 0; r < Rows; ++r) {
       int32_t four;
       __builtin_memcpy(&four, product.a + (first_row + r) * padded + g * kInt8Group, sizeof four);
-      const __m256i a = _mm256_set1_epi32(four);
-      const __m256i magnitude = _mm256_abs_epi8(a);
-      sums[r][0] = _mm256_add_epi32(sums[r][0],
-                                    _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(low, a)), ones));
-      sums[r][1] = _mm256_add_epi32(
-          sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(high, a)), ones));
+      const __m256i u = _mm256_add_epi8(_mm256_set1_epi32(four), shift);
+      sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(u, low), ones));
+      sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(u, high), ones));
     }
   }
+  // As the reference: the exact sum as a float, times (row scale times column scale), plus the bias.
   const int64_t column = panel * kInt8PanelRows;
   const int64_t width = std::min<int64_t>(kInt8PanelRows, column_end - column);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i mask[2], correction[2];
+  __m256 scale[2], bias[2];
+  for (int h = 0; h < 2; ++h) {
+    mask[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(width - 8 * h)), lane);
+    const int64_t at = column + 8 * h;
+    correction[h] =
+        _mm256_mullo_epi32(_mm256_maskload_epi32(product.column_sums + at, mask[h]), _mm256_set1_epi32(kShift));
+    scale[h] = _mm256_maskload_ps(product.scale + at, mask[h]);
+    bias[h] = product.bias ? _mm256_maskload_ps(product.bias + at, mask[h]) : _mm256_setzero_ps();
+  }
   for (int r = 0; r < Rows; ++r) {
     const int64_t row = first_row + r;
-    alignas(32) int32_t dots[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(dots), sums[r][0]);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(dots + 8), sums[r][1]);
+    const __m256 row_scale = _mm256_set1_ps(product.row_scale[row]);
     float* c = product.c + row * product.ldc + column;
-    for (int64_t j = 0; j < width; ++j) {
-      const float scaled = static_cast<float>(dots[j]) * (product.row_scale[row] * product.scale[column + j]);
-      c[j] = product.bias ? scaled + product.bias[column + j] : scaled;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dots = _mm256_cvtepi32_ps(_mm256_sub_epi32(sums[r][h], correction[h]));
+      __m256 out = _mm256_mul_ps(dots, _mm256_mul_ps(row_scale, scale[h]));
+      if (product.bias) out = _mm256_add_ps(out, bias[h]);
+      _mm256_maskstore_ps(c + 8 * h, mask[h], out);
     }
   }
 }
 
 }  // namespace
 
-void quantize_int8_rows_avx2(const float* x, int64_t ldx, int64_t m, int64_t depth, int8_t* a, float* row_scale) {
+void quantize_int8_rows_avx2(const float* x, int64_t ldx, int64_t m, int64_t depth, int32_t limit, int8_t* a,
+                             float* row_scale) {
   const int64_t padded = int8_depth(depth);
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 low = _mm256_set1_ps(-127.0f), high = _mm256_set1_ps(127.0f);
+  const float bound = static_cast<float>(limit);
+  const __m256 low = _mm256_set1_ps(-bound), high = _mm256_set1_ps(bound);
   // packs_epi32 and packs_epi16 interleave 128-bit lanes: this puts the 4-byte groups back in order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t i = 0; i < m; ++i) {
@@ -71,7 +85,7 @@ void quantize_int8_rows_avx2(const float* x, int64_t ldx, int64_t m, int64_t dep
     for (const float lane : lanes) largest = std::max(largest, lane);
     for (; k < depth; ++k) largest = std::max(largest, std::fabs(row[k]));
     // As quantize_int8_rows: the same scale, product, rounding (to nearest, ties to even) and clamp.
-    const float scale = largest > 0 ? largest / 127.0f : 1.0f;
+    const float scale = largest > 0 ? largest / bound : 1.0f;
     const float inverse = 1.0f / scale;
     const __m256 inverse8 = _mm256_set1_ps(inverse);
     const auto quantized = [&](int64_t at) {
@@ -86,7 +100,7 @@ void quantize_int8_rows_avx2(const float* x, int64_t ldx, int64_t m, int64_t dep
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_permutevar8x32_epi32(words, order));
     }
     for (; k < depth; ++k) {
-      out[k] = static_cast<int8_t>(std::clamp(std::nearbyint(row[k] * inverse), -127.0f, 127.0f));
+      out[k] = static_cast<int8_t>(std::clamp(std::nearbyint(row[k] * inverse), -bound, bound));
     }
     std::fill(out + depth, out + padded, int8_t{0});
     row_scale[i] = scale;
@@ -104,7 +118,7 @@ void int8_gemm_avx2(const Int8Product& product, int64_t column_begin, int64_t co
 #else
 
 void int8_gemm_avx2(const Int8Product&, int64_t, int64_t) { throw std::logic_error("int8_gemm_avx2: not built"); }
-void quantize_int8_rows_avx2(const float*, int64_t, int64_t, int64_t, int8_t*, float*) {
+void quantize_int8_rows_avx2(const float*, int64_t, int64_t, int64_t, int32_t, int8_t*, float*) {
   throw std::logic_error("quantize_int8_rows_avx2: not built");
 }
 

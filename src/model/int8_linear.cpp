@@ -53,6 +53,22 @@ Int8Linear Int8Linear::rows(const torch::Tensor& ids) const {
 
 torch::Tensor Int8Linear::dequantized_weight() const { return dequantize_rows({quantized_, scale_}); }
 
+namespace {
+
+enum class Int8Kernel { kReference, kAvx2, kVnni };
+
+Int8Kernel int8_kernel() {
+  if (!kernels::use_kernel(kernels::Operation::kInt8Products)) return Int8Kernel::kReference;
+  const bool vnni = kernels::kernel_level() == kernels::KernelLevel::kAvx512 && kernels::vnni_kernels_available();
+  return vnni ? Int8Kernel::kVnni : Int8Kernel::kAvx2;
+}
+
+}  // namespace
+
+int32_t Int8Linear::activation_limit() {
+  return int8_kernel() == Int8Kernel::kAvx2 ? kernels::kInt8Avx2Limit : kernels::kInt8Limit;
+}
+
 torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
   torch::Tensor out = torch::empty({input.size(0), out_features()}, torch::kFloat32);
   (*this)(input, out);
@@ -70,12 +86,17 @@ void Int8Linear::operator()(const torch::Tensor& input, const torch::Tensor& out
               "Int8Linear: out [", m, ", ", columns, "] float32 on the CPU with contiguous rows expected");
   const torch::Tensor a = torch::empty({m, kernels::int8_depth(depth)}, torch::kInt8);
   const torch::Tensor row_scale = torch::empty({m}, torch::kFloat32);
-  const bool kernels_on = kernels::use_kernel(kernels::Operation::kInt8Products);
-  const auto quantize = kernels_on ? kernels::quantize_int8_rows_avx2 : kernels::quantize_int8_rows;
+  const Int8Kernel which = int8_kernel();
+  const auto kernel = which == Int8Kernel::kVnni   ? kernels::int8_gemm_vnni
+                      : which == Int8Kernel::kAvx2 ? kernels::int8_gemm_avx2
+                                                   : kernels::int8_gemm_reference;
+  const auto quantize =
+      which == Int8Kernel::kReference ? kernels::quantize_int8_rows : kernels::quantize_int8_rows_avx2;
+  const int32_t limit = which == Int8Kernel::kAvx2 ? kernels::kInt8Avx2Limit : kernels::kInt8Limit;
   const int64_t padded = kernels::int8_depth(depth);
   at::parallel_for(0, m, std::max<int64_t>(1, (int64_t{1} << 14) / depth), [&](int64_t begin, int64_t end) {
-    quantize(x.data_ptr<float>() + begin * depth, depth, end - begin, depth, a.data_ptr<int8_t>() + begin * padded,
-             row_scale.data_ptr<float>() + begin);
+    quantize(x.data_ptr<float>() + begin * depth, depth, end - begin, depth, limit,
+             a.data_ptr<int8_t>() + begin * padded, row_scale.data_ptr<float>() + begin);
   });
   const kernels::Int8Product product{a.data_ptr<int8_t>(),
                                      m,
@@ -88,11 +109,6 @@ void Int8Linear::operator()(const torch::Tensor& input, const torch::Tensor& out
                                      column_sums_.data_ptr<int32_t>(),
                                      out.data_ptr<float>(),
                                      out.stride(0)};
-  auto kernel = kernels::int8_gemm_reference;
-  if (kernels_on) {
-    const bool vnni = kernels::kernel_level() == kernels::KernelLevel::kAvx512 && kernels::vnni_kernels_available();
-    kernel = vnni ? kernels::int8_gemm_vnni : kernels::int8_gemm_avx2;
-  }
   // Blocks of panels per thread, each worth at least about 2^16 multiply-adds.
   const int64_t panels = kernels::int8_panels(columns);
   const int64_t per_panel = std::max<int64_t>(1, m * kernels::int8_depth(depth) * kernels::kInt8PanelRows);

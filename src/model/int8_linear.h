@@ -1,7 +1,8 @@
 // A linear map y = x W^T + b in int8, for decoding with compute type int8: W quantized once per
 // output row (symmetric, a float scale each), x per row at every call, the products summed in
-// int32 by the kernels of kernels/int8_gemm.h (AVX-512 VNNI, AVX2, or the plain reference with
-// NMT_KERNELS=off; all three give the same sums). Inference only, on the CPU, float32 in and out.
+// int32 by the kernels of kernels/int8_gemm.h: AVX-512 VNNI, or the plain reference with
+// NMT_KERNELS=off, the same floats, the activations in 8 bits; or AVX2, the activations in 7 bits
+// (int8_gemm.h says why). Inference only, on the CPU, float32 in and out.
 //
 // Shapes: M rows of input, K input features, N output features.
 #pragma once
@@ -35,6 +36,10 @@ class Int8Linear {
   // W as the products see it: the int8 rows times their scales [N, K].
   torch::Tensor dequantized_weight() const;
 
+  // The largest activation magnitude the products take at the kernel level in force (the input's
+  // rows are quantized to it): 127, or 63 for the AVX2 kernel.
+  static int32_t activation_limit();
+
   int64_t out_features() const { return quantized_.size(0); }
   int64_t in_features() const { return quantized_.size(1); }
 
@@ -46,7 +51,7 @@ class Int8Linear {
   torch::Tensor scale_;        // [N] float32, max |W_n| / 127
   torch::Tensor bias_;         // [N] float32, or undefined
   torch::Tensor packed_;       // the kernels' panels (kernels/int8_gemm.h), int8
-  torch::Tensor column_sums_;  // [N] int32, sum_k q[n, k] (the VNNI kernel's correction)
+  torch::Tensor column_sums_;  // [N] int32, sum_k q[n, k] (the VNNI and AVX2 kernels' correction)
 };
 
 }  // namespace nmt
