@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/int8_gemm.h"
 
@@ -18,11 +19,13 @@ namespace {
 
 constexpr int32_t kShift = kInt8Avx2Limit + 1;
 
+// `shifted`: the activations plus 64, as unsigned bytes [m, int8_depth(depth)].
 template <int Rows>
-void panel_avx2(const Int8Product& product, int64_t first_row, int64_t panel, int64_t column_end) {
+void panel_avx2(const Int8Product& product, const uint8_t* shifted, int64_t first_row, int64_t panel,
+                int64_t column_end) {
   const int64_t padded = int8_depth(product.depth), groups = padded / kInt8Group;
   const int8_t* weights = product.packed + panel * kInt8PanelRows * padded;
-  const __m256i ones = _mm256_set1_epi16(1), shift = _mm256_set1_epi8(kShift);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256i sums[Rows][2];
   for (int r = 0; r < Rows; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_si256();
   for (int64_t g = 0; g < groups; ++g) {
@@ -30,8 +33,8 @@ void panel_avx2(const Int8Product& product, int64_t first_row, int64_t panel, in
     const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + g * 64 + 32));
     for (int r = 0; r < Rows; ++r) {
       int32_t four;
-      __builtin_memcpy(&four, product.a + (first_row + r) * padded + g * kInt8Group, sizeof four);
-      const __m256i u = _mm256_add_epi8(_mm256_set1_epi32(four), shift);
+      __builtin_memcpy(&four, shifted + (first_row + r) * padded + g * kInt8Group, sizeof four);
+      const __m256i u = _mm256_set1_epi32(four);
       sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(u, low), ones));
       sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(u, high), ones));
     }
@@ -61,6 +64,22 @@ void panel_avx2(const Int8Product& product, int64_t first_row, int64_t panel, in
       _mm256_maskstore_ps(c + 8 * h, mask[h], out);
     }
   }
+}
+
+// The activations plus 64 as unsigned bytes [m, int8_depth(depth)], made once per call rather than
+// in every panel: the calling thread's buffer, valid until its next call.
+const uint8_t* shifted_activations(const Int8Product& product) {
+  thread_local std::vector<uint8_t> buffer;
+  const int64_t bytes = product.m * int8_depth(product.depth);
+  if (static_cast<int64_t>(buffer.size()) < bytes) buffer.resize(static_cast<size_t>(bytes));
+  const __m256i shift = _mm256_set1_epi8(kShift);
+  int64_t k = 0;
+  for (; k + 32 <= bytes; k += 32) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(product.a + k));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(buffer.data() + k), _mm256_add_epi8(a, shift));
+  }
+  for (; k < bytes; ++k) buffer[static_cast<size_t>(k)] = static_cast<uint8_t>(product.a[k] + kShift);
+  return buffer.data();
 }
 
 }  // namespace
@@ -108,10 +127,11 @@ void quantize_int8_rows_avx2(const float* x, int64_t ldx, int64_t m, int64_t dep
 }
 
 void int8_gemm_avx2(const Int8Product& product, int64_t column_begin, int64_t column_end) {
+  const uint8_t* shifted = shifted_activations(product);
   for (int64_t panel = column_begin / kInt8PanelRows; panel * kInt8PanelRows < column_end; ++panel) {
     int64_t row = 0;
-    for (; row + 4 <= product.m; row += 4) panel_avx2<4>(product, row, panel, column_end);
-    for (; row < product.m; ++row) panel_avx2<1>(product, row, panel, column_end);
+    for (; row + 4 <= product.m; row += 4) panel_avx2<4>(product, shifted, row, panel, column_end);
+    for (; row < product.m; ++row) panel_avx2<1>(product, shifted, row, panel, column_end);
   }
 }
 
