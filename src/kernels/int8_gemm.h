@@ -11,7 +11,7 @@
 //     int32, 64 * sum_k q[n, k] taken off after. vpmaddubsw adds each pair of products in int16,
 //     saturating: with |a| <= 63 a pair is at most 2 * 127 * 127, so the activations are quantized
 //     to L = 63 (7 bits, as fbgemm's reduce_range does for the same instruction). The sign trick
-//     that keeps 8 bits (|a| times q carrying a's sign) costs a third more instructions;
+//     that keeps 8 bits (|a| times q carrying a's sign) adds abs and sign to the three instructions;
 //   - a plain reference, behind NMT_KERNELS=off; L = 127.
 // Reached through kernels/dispatch.h (Operation::kInt8Products) and model/int8_linear.h only.
 //
