@@ -63,11 +63,13 @@ Int8Kernel int8_kernel() {
   return vnni ? Int8Kernel::kVnni : Int8Kernel::kAvx2;
 }
 
+int32_t limit_of(Int8Kernel kernel) {
+  return kernel == Int8Kernel::kAvx2 ? kernels::kInt8Avx2Limit : kernels::kInt8Limit;
+}
+
 }  // namespace
 
-int32_t Int8Linear::activation_limit() {
-  return int8_kernel() == Int8Kernel::kAvx2 ? kernels::kInt8Avx2Limit : kernels::kInt8Limit;
-}
+int32_t Int8Linear::activation_limit() { return limit_of(int8_kernel()); }
 
 torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
   torch::Tensor out = torch::empty({input.size(0), out_features()}, torch::kFloat32);
@@ -92,7 +94,7 @@ void Int8Linear::operator()(const torch::Tensor& input, const torch::Tensor& out
                                                    : kernels::int8_gemm_reference;
   const auto quantize =
       which == Int8Kernel::kReference ? kernels::quantize_int8_rows : kernels::quantize_int8_rows_avx2;
-  const int32_t limit = which == Int8Kernel::kAvx2 ? kernels::kInt8Avx2Limit : kernels::kInt8Limit;
+  const int32_t limit = limit_of(which);
   const int64_t padded = kernels::int8_depth(depth);
   at::parallel_for(0, m, std::max<int64_t>(1, (int64_t{1} << 14) / depth), [&](int64_t begin, int64_t end) {
     quantize(x.data_ptr<float>() + begin * depth, depth, end - begin, depth, limit,
