@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The deep checks, beside scripts/test.sh's fast suite: the Catch2 cases tagged [slow] (kill loops,
-# distributed kill and stop cases, anything over 10 s), a real full disk
+# distributed kill and stop cases, anything over 10 s), on a CPU with AVX-512 the fast suite again
+# with the kernels of a CPU without it (NMT_KERNELS=avx2: int8's 7-bit path), a real full disk
 # (scripts/faults/disk_full.sh, root only), nmt serve's page in headless chromium
 # (scripts/page_test.sh), the Python module installed with pip into a fresh virtual environment
 # and tested there (scripts/python_package.sh), the suite under AddressSanitizer and
@@ -16,11 +17,16 @@ source "$root/scripts/checks.sh"
 
 if run_check build env -u NMT_LIBTORCH -u NMT_BUILD_DIR "$root/scripts/build.sh" nmt nmt_tests nmt_page_check; then
   run_check slow-cases ctest --test-dir "$root/build" -L slow --output-on-failure -j 2
+  if grep -qw avx512f /proc/cpuinfo; then
+    run_check avx2-kernels env NMT_KERNELS=avx2 ctest --test-dir "$root/build" -LE slow --output-on-failure -j 2
+  else
+    skip_check avx2-kernels "no AVX-512 on this CPU: the fast suite already ran its AVX2 kernels"
+  fi
   run_check disk-full "$root/scripts/faults/disk_full.sh" "$root/build/nmt"
   run_check page "$root/scripts/page_test.sh"
   run_check python-package "$root/scripts/python_package.sh"
 else
-  for name in slow-cases disk-full page python-package; do skip_check "$name" "not run: the build failed"; done
+  for name in slow-cases avx2-kernels disk-full page python-package; do skip_check "$name" "not run: the build failed"; done
 fi
 run_check sanitizers "$root/scripts/sanitize.sh"
 run_check fuzz "$root/scripts/fuzz.sh" "${NMT_FUZZ_SECONDS:-30}"
