@@ -1,5 +1,6 @@
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <set>
@@ -449,6 +450,8 @@ TEST_CASE("the fused training pass of the decoder equals the per-step path, valu
     WARN("this CPU has no AVX2: there is no fused decoder pass to compare");
     return;
   }
+  // The kernels on, also when the suite runs under NMT_KERNELS=off.
+  const kernels::ScopedKernelLevel kernels_on(std::max(kernels::kernel_level(), kernels::KernelLevel::kAvx2));
   // Every scorer: the additive form (additive, with coverage, multi-head) on the loop's kernels,
   // the others through their recorded forward().
   for (const std::string& type : all_attention_types()) {

@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "config/train_config.h"
 #include "helpers.h"
 #include "inference/model.h"
+#include "kernels/dispatch.h"
 #include "kernels/row_kernels.h"
 #include "model/bf16_products.h"
 #include "model/dropout.h"
@@ -151,6 +153,7 @@ TEST_CASE("output layer loss: same value and gradients as the output layer then 
   CHECK_THROWS_WITH(output_layer_loss(hidden, weight, {}, torch::tensor({1, 4}, torch::kInt64), 0.1),
                     Catch::Contains("outside the vocabulary"));
   if (kernels::avx2_kernels_available()) {  // the fused backward uses its buffer up: a second one is refused
+    const kernels::ScopedKernelLevel kernels_on(std::max(kernels::kernel_level(), kernels::KernelLevel::kAvx2));
     torch::Tensor loss = output_layer_loss(hidden, weight, {}, torch::tensor({1, 3}, torch::kInt64), 0.1);
     loss.backward({}, /*retain_graph=*/true);
     CHECK_THROWS_WITH(loss.backward(), Catch::Contains("second time"));
