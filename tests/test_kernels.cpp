@@ -310,7 +310,8 @@ TEST_CASE("packed float32 maps for decoding: BLAS's values, the same bits in any
   CHECK(torch::allclose(reference(x), torch::nn::functional::linear(x, weight, bias), 1e-5, 1e-5));
 }
 
-TEST_CASE("bf16 products on AMX tiles: the rounded factors' float32 sums, from 1 and 2 threads", "[kernels]") {
+TEST_CASE("bf16 products on AMX tiles and with AVX512_BF16: the rounded factors' float32 sums, from 1 and 2 threads",
+          "[kernels]") {
   torch::manual_seed(37);
   const auto rounded = [](const torch::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat32); };
   // The plain reference rounds as LibTorch does (to nearest, ties to even).
@@ -319,8 +320,9 @@ TEST_CASE("bf16 products on AMX tiles: the rounded factors' float32 sums, from 1
   kernels::bf16_reference(a.data_ptr<float>(), 37, b.data_ptr<float>(), 19, 37, 19, 5, nullptr, 0,
                           plain.data_ptr<float>(), 19);
   CHECK(torch::allclose(plain, rounded(a).mm(rounded(b)), 1e-5, 1e-5));
-  if (!kernels::amx_kernels_available() || kernels::kernel_level() != KernelLevel::kAvx512) {
-    WARN("no AMX here: a LoopWeight made for bf16 multiplies in float32");
+  const bool amx = kernels::amx_kernels_available(), avx512_bf16 = kernels::avx512_bf16_kernels_available();
+  if (!(amx || avx512_bf16) || kernels::kernel_level() != KernelLevel::kAvx512) {
+    WARN("no AMX or AVX512_BF16 here: a LoopWeight made for bf16 multiplies in float32");
     const Bf16ProductsScope bf16(true);
     torch::Tensor out = torch::empty({5, 19});
     LoopWeight(b).multiply(a, {}, out);
@@ -366,6 +368,18 @@ TEST_CASE("bf16 products on AMX tiles: the rounded factors' float32 sums, from 1
         torch::Tensor alone = torch::empty({rows, 70});
         packed.multiply(x, bias, alone);
         CHECK(torch::equal(shared, alone));
+        // A CPU with both runs the tiles in a LoopWeight: the vdpbf16ps kernel, called directly,
+        // over the same packed panels.
+        if (amx && avx512_bf16) {
+          std::vector<uint16_t> panels(kernels::packed_bf16_size(depth, 70));
+          kernels::pack_weight_bf16(weight.data_ptr<float>(), 70, depth, 70, panels.data());
+          torch::Tensor dot = torch::full({rows, 70}, 7.0f);
+          kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 32, 70,
+                                    bias.data_ptr<float>(), 0, dot.data_ptr<float>() + 32, 70);
+          kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 0, 32,
+                                    bias.data_ptr<float>(), 0, dot.data_ptr<float>(), 70);
+          CHECK(torch::allclose(dot, alone, 1e-5, 1e-5));
+        }
       }
     }
   }

@@ -49,6 +49,20 @@ bool bf16_kernels_available() {
 #endif
 }
 
+bool avx512_bf16_kernels_available() {
+#if NMT_BF16_KERNELS
+  static const bool available = [] {
+    // CPUID leaf 7, subleaf 1: AVX512_BF16 is EAX bit 5 (read directly, as AMX's bits below).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!bf16_kernels_available() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || eax < 1) return false;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
 bool amx_kernels_available() {
 #if NMT_BF16_KERNELS
   static const bool available = [] {

@@ -1,6 +1,7 @@
-// Compiled with -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl (CMakeLists.txt): the
-// conversions run only after bf16_kernels_available() has said yes, the packing and the tile
-// product only after amx_kernels_available(). No standard containers or algorithms here: their
+// Compiled with -mamx-tile -mamx-bf16 -mavx512bf16 -mavx512f -mavx512bw -mavx512vl (CMakeLists.txt):
+// the conversions and the packing run only after bf16_kernels_available() has said yes, the tile
+// product only after amx_kernels_available(), the vdpbf16ps one after
+// avx512_bf16_kernels_available(). No standard containers or algorithms here: their
 // code, compiled with these flags, could be the copy the linker keeps for the whole program.
 #include "kernels/bf16_kernels.h"
 
@@ -65,6 +66,18 @@ const uint16_t* round_rows(const float* a, int64_t lda, int64_t rows, int64_t de
   return out.values;
 }
 
+// What both products do first: check the column range, then round a's rows into this thread's
+// buffer (round_rows); null when there is nothing to multiply.
+const uint16_t* checked_rounded_rows(const float* a, int64_t lda, int64_t depth, int64_t columns, int64_t rows,
+                                     int64_t column_begin, int64_t column_end) {
+  if (column_begin < 0 || column_begin % kBf16Panel != 0 || column_end > columns) {
+    throw std::invalid_argument("gemm_bf16: column range must start on a panel and end within the weight");
+  }
+  if (rows <= 0 || column_begin >= column_end) return nullptr;
+  thread_local RoundedRows buffer;
+  return round_rows(a, lda, rows, depth, padded_bf16_depth(depth), buffer);
+}
+
 // c's rows [0, rows) and columns [0, width) of the tile sums in `sums` (16 x 16 floats), plus init.
 void store_tile(const float* sums, int64_t rows, int64_t width, const float* init, int64_t init_ld, float* c,
                 int64_t ldc) {
@@ -75,6 +88,59 @@ void store_tile(const float* sums, int64_t rows, int64_t width, const float* ini
     _mm512_mask_storeu_ps(c + r * ldc, mask, value);
   }
 }
+
+// kRows rows by kPanels panels (16 or 32 columns) of c, as gemm_packed_avx512's blocks
+// (packed_gemm.cpp) but over pairs of depths: per pair, kPanels loads of the weight (each lane a
+// column's two bfloat16), kRows broadcasts of a row's two, kRows * kPanels vdpbf16ps. `a` holds
+// rounded rows of the padded depth; the last panel stores only the columns in `last_mask`.
+template <int kRows, int kPanels>
+void dot_block(const uint16_t* a, const uint16_t* panel, int64_t padded_depth, const float* init, int64_t init_ld,
+               float* c, int64_t ldc, __mmask16 last_mask) {
+  const int64_t panel_values = padded_depth * kBf16Panel;
+  __m512 sum[kRows][kPanels];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 2
+    for (int p = 0; p < kPanels; ++p) {
+      const __mmask16 mask = p == kPanels - 1 ? last_mask : __mmask16{0xFFFF};
+      sum[r][p] =
+          init != nullptr ? _mm512_maskz_loadu_ps(mask, init + r * init_ld + p * kBf16Panel) : _mm512_setzero_ps();
+    }
+  }
+  for (int64_t k = 0; k < padded_depth; k += 2) {
+    __m512bh weight[kPanels];
+#pragma GCC unroll 2
+    for (int p = 0; p < kPanels; ++p) {
+      weight[p] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel + p * panel_values + k * kBf16Panel));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      int32_t pair = 0;
+      std::memcpy(&pair, a + r * padded_depth + k, sizeof pair);
+      const __m512bh value = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+#pragma GCC unroll 2
+      for (int p = 0; p < kPanels; ++p) sum[r][p] = _mm512_dpbf16_ps(sum[r][p], value, weight[p]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 2
+    for (int p = 0; p < kPanels; ++p) {
+      const __mmask16 mask = p == kPanels - 1 ? last_mask : __mmask16{0xFFFF};
+      _mm512_mask_storeu_ps(c + r * ldc + p * kBf16Panel, mask, sum[r][p]);
+    }
+  }
+}
+
+using DotBlock = void (*)(const uint16_t*, const uint16_t*, int64_t, const float*, int64_t, float*, int64_t, __mmask16);
+
+constexpr int kDotRows = 8;
+
+// kDotBlocks[panels - 1][rows - 1]
+constexpr DotBlock kDotBlocks[2][kDotRows] = {{dot_block<1, 1>, dot_block<2, 1>, dot_block<3, 1>, dot_block<4, 1>,
+                                               dot_block<5, 1>, dot_block<6, 1>, dot_block<7, 1>, dot_block<8, 1>},
+                                              {dot_block<1, 2>, dot_block<2, 2>, dot_block<3, 2>, dot_block<4, 2>,
+                                               dot_block<5, 2>, dot_block<6, 2>, dot_block<7, 2>, dot_block<8, 2>}};
 
 }  // namespace
 
@@ -116,13 +182,9 @@ void pack_weight_bf16(const float* b, int64_t ldb, int64_t depth, int64_t column
 void gemm_bf16_amx(const float* a, int64_t lda, const uint16_t* packed, int64_t depth, int64_t columns, int64_t rows,
                    int64_t column_begin, int64_t column_end, const float* init, int64_t init_ld, float* c,
                    int64_t ldc) {
-  if (column_begin < 0 || column_begin % kBf16Panel != 0 || column_end > columns) {
-    throw std::invalid_argument("gemm_bf16_amx: column range must start on a panel and end within the weight");
-  }
-  if (rows <= 0 || column_begin >= column_end) return;
+  const uint16_t* rounded = checked_rounded_rows(a, lda, depth, columns, rows, column_begin, column_end);
+  if (rounded == nullptr) return;
   const int64_t padded_depth = padded_bf16_depth(depth);
-  thread_local RoundedRows buffer;
-  const uint16_t* rounded = round_rows(a, lda, rows, depth, padded_depth, buffer);
   static const TileConfig config;
   _tile_loadconfig(&config);
   alignas(64) float sums[4][kTileRows * kBf16Panel];
@@ -170,6 +232,27 @@ void gemm_bf16_amx(const float* a, int64_t lda, const uint16_t* packed, int64_t 
   _tile_release();
 }
 
+void gemm_bf16_avx512(const float* a, int64_t lda, const uint16_t* packed, int64_t depth, int64_t columns, int64_t rows,
+                      int64_t column_begin, int64_t column_end, const float* init, int64_t init_ld, float* c,
+                      int64_t ldc) {
+  const uint16_t* rounded = checked_rounded_rows(a, lda, depth, columns, rows, column_begin, column_end);
+  if (rounded == nullptr) return;
+  const int64_t padded_depth = padded_bf16_depth(depth);
+  // Columns outside, rows inside: a pair of panels is reused by every block of rows.
+  for (int64_t column = column_begin; column < column_end; column += 2 * kBf16Panel) {
+    const int64_t width = column_end - column < 2 * kBf16Panel ? column_end - column : 2 * kBf16Panel;
+    const int panels = width > kBf16Panel ? 2 : 1;
+    const __mmask16 last_mask = first_lanes(width - (panels - 1) * kBf16Panel);
+    const uint16_t* panel = packed + column / kBf16Panel * padded_depth * kBf16Panel;
+    for (int64_t row = 0; row < rows; row += kDotRows) {
+      const int64_t count = rows - row < kDotRows ? rows - row : kDotRows;
+      kDotBlocks[panels - 1][count - 1](rounded + row * padded_depth, panel, padded_depth,
+                                        init != nullptr ? init + row * init_ld + column : nullptr, init_ld,
+                                        c + row * ldc + column, ldc, last_mask);
+    }
+  }
+}
+
 #else  // not x86-64: bf16_kernels_available() says no, and these are never called
 
 void round_to_bf16(const float*, uint16_t*, int64_t) { throw std::logic_error("round_to_bf16: not built"); }
@@ -182,6 +265,10 @@ void pack_weight_bf16(const float*, int64_t, int64_t, int64_t, uint16_t*) {
 void gemm_bf16_amx(const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
                    int64_t, float*, int64_t) {
   throw std::logic_error("gemm_bf16_amx: not built");
+}
+void gemm_bf16_avx512(const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
+                      int64_t, float*, int64_t) {
+  throw std::logic_error("gemm_bf16_avx512: not built");
 }
 
 #endif  // NMT_BF16_KERNELS

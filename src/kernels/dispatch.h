@@ -66,8 +66,9 @@ enum class Operation {
   // step in DecoderImpl::forward, the same file (whose steps ask for their own operations).
   kDecoderLoop,
   // LoopWeight (model/loop_weight.cpp): the packed products of kernels/packed_gemm.h (the AVX-512
-  // kernel at level avx512, the AVX2 one at avx2; in a bf16 training step on a CPU with AMX, the
-  // tile kernel of kernels/bf16_kernels.h), or at::addmm (the BLAS) in LoopWeight::multiply.
+  // kernel at level avx512, the AVX2 one at avx2; in a bf16 training step at level avx512, the
+  // tile kernel of kernels/bf16_kernels.h on a CPU with AMX, else its AVX512_BF16 one), or
+  // at::addmm (the BLAS) in LoopWeight::multiply.
   kPackedProducts,
   // Int8Linear (model/int8_linear.cpp), compute type int8: the AVX-512 VNNI kernel of
   // kernels/int8_gemm.h at level avx512 on a CPU with VNNI, else the AVX2 one; or the plain int8

@@ -21,7 +21,8 @@ LoopWeight::LoopWeight(const torch::Tensor& weight) : plain_(weight.contiguous()
   if (!kernels::use_kernel(kernels::Operation::kPackedProducts, {plain_})) return;
   const int64_t depth = plain_.size(0), width = plain_.size(1);
   avx512_ = kernels::kernel_level() == kernels::KernelLevel::kAvx512;
-  bf16_ = avx512_ && bf16_products() && kernels::amx_kernels_available();
+  amx_ = avx512_ && bf16_products() && kernels::amx_kernels_available();
+  bf16_ = amx_ || (avx512_ && bf16_products() && kernels::avx512_bf16_kernels_available());
   if (bf16_) {
     packed_ = torch::empty({kernels::packed_bf16_size(depth, width)}, plain_.options().dtype(torch::kBFloat16));
     const int64_t panels = (width + kernels::kBf16Panel - 1) / kernels::kBf16Panel;
@@ -68,10 +69,10 @@ void LoopWeight::multiply(const torch::Tensor& x, const torch::Tensor& init, con
               "expected");
   TORCH_CHECK(!x.is_alias_of(out), "LoopWeight: x and out must not share memory (out is written block by block)");
   if (bf16_) {
-    kernels::gemm_bf16_amx(x.data_ptr<float>(), x.stride(0), packed_bits(), plain_.size(0), columns(), x.size(0),
-                           range.first, range.second, init.defined() ? init.data_ptr<float>() : nullptr,
-                           init.defined() && init.dim() == 2 ? init.stride(0) : 0, out.data_ptr<float>(),
-                           out.stride(0));
+    const auto gemm = amx_ ? kernels::gemm_bf16_amx : kernels::gemm_bf16_avx512;
+    gemm(x.data_ptr<float>(), x.stride(0), packed_bits(), plain_.size(0), columns(), x.size(0), range.first,
+         range.second, init.defined() ? init.data_ptr<float>() : nullptr,
+         init.defined() && init.dim() == 2 ? init.stride(0) : 0, out.data_ptr<float>(), out.stride(0));
     return;
   }
   const auto gemm = avx512_ ? kernels::gemm_packed_avx512 : kernels::gemm_packed_avx2;

@@ -3,8 +3,9 @@
 // when the LoopWeight is made, for the kernel of the level then in force (kernels/packed_gemm.h);
 // a BLAS call would repack all of it on every step. With NMT_KERNELS=off (kernels/dispatch.h)
 // OpenBLAS multiplies by a contiguous copy, the reference.
-// Made while a training step computes in bf16 (model/bf16_products.h) on a CPU with AMX, the weight
-// is packed as bfloat16 for the tile kernel of kernels/bf16_kernels.h instead.
+// Made while a training step computes in bf16 (model/bf16_products.h) on a CPU with AMX or
+// AVX512_BF16, the weight is packed as bfloat16 for the tile kernel of kernels/bf16_kernels.h, or
+// its vdpbf16ps kernel, instead.
 // Used inside the fused loops (decoder_fused.cpp, bigru_fused.cpp), one LoopWeight per pass.
 #pragma once
 
@@ -44,7 +45,8 @@ class LoopWeight {
   torch::Tensor plain_;   // [depth, columns], contiguous
   torch::Tensor packed_;  // kernels::pack_weight_*'s panels; undefined for the reference
   bool avx512_ = false;   // packed for (and multiplied by) the AVX-512 kernel, else the AVX2 one
-  bool bf16_ = false;     // packed as bfloat16 for the AMX kernel (packed_ holds its bits)
+  bool bf16_ = false;     // packed as bfloat16 (packed_ holds its bits) for a bf16 kernel:
+  bool amx_ = false;      // the AMX one, else the AVX512_BF16 one
 };
 
 // Columns [range.first, range.second) of a matrix (or a vector's elements), as a view.
