@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "helpers.h"
@@ -368,17 +369,25 @@ TEST_CASE("bf16 products on AMX tiles and with AVX512_BF16: the rounded factors'
         torch::Tensor alone = torch::empty({rows, 70});
         packed.multiply(x, bias, alone);
         CHECK(torch::equal(shared, alone));
-        // A CPU with both runs the tiles in a LoopWeight: the vdpbf16ps kernel, called directly,
-        // over the same packed panels.
-        if (amx && avx512_bf16) {
+        // The vdpbf16ps kernel called directly over the same packed panels (a CPU with AMX too runs
+        // the tiles in a LoopWeight), by column blocks starting on an odd panel and an even one.
+        if (avx512_bf16) {
           std::vector<uint16_t> panels(kernels::packed_bf16_size(depth, 70));
           kernels::pack_weight_bf16(weight.data_ptr<float>(), 70, depth, 70, panels.data());
           torch::Tensor dot = torch::full({rows, 70}, 7.0f);
-          kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 32, 70,
-                                    bias.data_ptr<float>(), 0, dot.data_ptr<float>() + 32, 70);
-          kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 0, 32,
-                                    bias.data_ptr<float>(), 0, dot.data_ptr<float>(), 70);
+          for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 16}, {16, 48}, {48, 70}}) {
+            kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, begin, end,
+                                      bias.data_ptr<float>(), 0, dot.data_ptr<float>(), 70);
+          }
           CHECK(torch::allclose(dot, alone, 1e-5, 1e-5));
+          // a matrix to add, and none
+          torch::Tensor with_matrix = torch::empty({rows, 70}), plain = torch::empty({rows, 70});
+          kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 0, 70,
+                                    matrix.data_ptr<float>(), 70, with_matrix.data_ptr<float>(), 70);
+          kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 0, 70, nullptr, 0,
+                                    plain.data_ptr<float>(), 70);
+          CHECK(torch::allclose(with_matrix, expected, 1e-5, 1e-5));
+          CHECK(torch::allclose(plain + matrix, expected, 1e-5, 1e-5));
         }
       }
     }

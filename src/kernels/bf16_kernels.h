@@ -10,9 +10,9 @@
 // The weight is rounded and packed once per loop (pack_weight_bf16); each step rounds its few rows
 // of activations the same way and multiplies them, on AMX tiles (Intel Sapphire Rapids and later:
 // 16 x 16 float32 sums per tile over 32 bfloat16 products each) or, on a CPU with AVX512_BF16 and no
-// AMX (AMD Zen 4), with vdpbf16ps (16 float32 sums per instruction, over 2 products each). Both read
-// the same packed panels. bf16_reference gives the same product in plain C++, summed in another
-// order (the tests').
+// AMX (AMD Zen 4, Intel Cooper Lake), with vdpbf16ps (16 float32 sums per instruction, over 2
+// products each). Both read the same packed panels. bf16_reference gives the same product in plain
+// C++, summed in another order (the tests').
 //
 // Shapes as kernels/packed_gemm.h: a [rows, depth] row-major with leading dimension lda; the weight
 // b [depth, columns] row-major; c [rows, columns] with leading dimension ldc.
