@@ -381,13 +381,13 @@ TEST_CASE("bf16 products on AMX tiles and with AVX512_BF16: the rounded factors'
           }
           CHECK(torch::allclose(dot, alone, 1e-5, 1e-5));
           // a matrix to add, and none
-          torch::Tensor with_matrix = torch::empty({rows, 70}), plain = torch::empty({rows, 70});
+          torch::Tensor with_matrix = torch::empty({rows, 70}), no_init = torch::empty({rows, 70});
           kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 0, 70,
                                     matrix.data_ptr<float>(), 70, with_matrix.data_ptr<float>(), 70);
           kernels::gemm_bf16_avx512(x.data_ptr<float>(), depth, panels.data(), depth, 70, rows, 0, 70, nullptr, 0,
-                                    plain.data_ptr<float>(), 70);
+                                    no_init.data_ptr<float>(), 70);
           CHECK(torch::allclose(with_matrix, expected, 1e-5, 1e-5));
-          CHECK(torch::allclose(plain + matrix, expected, 1e-5, 1e-5));
+          CHECK(torch::allclose(no_init + matrix, expected, 1e-5, 1e-5));
         }
       }
     }

@@ -21,8 +21,9 @@ bool bf16_kernels_available();
 // Those and AVX512_BF16 (AMD Zen 4, Intel Cooper Lake and Sapphire Rapids and later): the vdpbf16ps
 // product of kernels/bf16_kernels.h.
 bool avx512_bf16_kernels_available();
-// Those of bf16_kernels_available() and AMX-TILE and AMX-BF16, with the operating system's leave to use tile data
-// (Linux grants it once asked, arch_prctl): the tile product of kernels/bf16_kernels.h.
+// Those of bf16_kernels_available() and AMX-TILE and AMX-BF16, with the operating system's leave
+// to use tile data (Linux grants it once asked, arch_prctl): the tile product of
+// kernels/bf16_kernels.h.
 bool amx_kernels_available();
 
 }  // namespace nmt::kernels
