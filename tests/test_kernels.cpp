@@ -580,9 +580,10 @@ TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums an
   if (kernels::avx2_kernels_available()) fast.push_back({"avx2", kernels::int8_gemm_avx2, kernels::kInt8Avx2Limit});
   if (kernels::vnni_kernels_available()) fast.push_back({"vnni", kernels::int8_gemm_vnni, kernels::kInt8Limit});
   // Ragged everything: rows around the kernels' blocks of 4, depths not a multiple of 4, columns
-  // past whole panels and blocks of 4 panels (64); the extreme values included: the first row's
-  // first pair at the activations' limit against weights at 127, the largest pair of products the
-  // AVX2 kernel adds in int16 (2 * 127 * 127 once shifted), and -127 against -limit.
+  // past whole panels and blocks of 4 panels (64); the extreme values included: the first row at
+  // the activations' limit in depths 0, 1, 4 and 5 against weights at 127 and at -127, the largest
+  // and smallest sums the AVX2 kernel adds in int16 (two pairs of two groups: +-4 * 63 * 127 once
+  // shifted), and -127 against -limit.
   for (const auto& [name, kernel, limit] : fast) {
     for (const int64_t m : {1, 3, 4, 5, 9}) {
       for (const int64_t depth : {1, 6, 33, 256}) {
@@ -591,14 +592,13 @@ TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums an
           torch::Tensor q = torch::randint(-127, 128, {columns, depth}, torch::kInt8);
           torch::Tensor a = torch::zeros({m, padded}, torch::kInt8);
           a.narrow(1, 0, depth).copy_(torch::randint(-limit, limit + 1, {m, depth}, torch::kInt8));
-          a.index_put_({0, 0}, limit);
-          q.index_put_({0, 0}, 127);
-          if (depth > 1) {
-            a.index_put_({0, 1}, limit);
-            q.index_put_({0, 1}, 127);
+          for (const int64_t k : {0, 1, 4, 5}) {
+            if (k >= depth) break;
+            a.index_put_({0, k}, limit);
+            q.index_put_({0, k}, 127);
+            if (columns > 1) q.index_put_({1, k}, -127);
           }
           if (m > 1) a.index_put_({1, 0}, -limit);
-          if (columns > 1) q.index_put_({1, 0}, -127);
           torch::Tensor packed = torch::empty({kernels::int8_packed_size(columns, depth)}, torch::kInt8);
           kernels::pack_int8_weight(q.data_ptr<int8_t>(), depth, columns, depth, packed.data_ptr<int8_t>());
           const torch::Tensor sums = q.to(torch::kInt32).sum(1, false, torch::kInt32).contiguous();
@@ -669,10 +669,10 @@ TEST_CASE("int8 linear maps: within the quantization bound of float32, the refer
     if (level > kernels::supported_kernel_level()) continue;
     INFO(kernels::to_string(level));
     kernels::ScopedKernelLevel scoped(level);
-    // 8-bit activations without kernels and with VNNI; 7 bits for the AVX2 kernel (vpmaddubsw).
+    // 8-bit activations without kernels and with VNNI; 6 bits for the AVX2 kernel (vpmaddubsw).
     const bool vnni = level == KernelLevel::kAvx512 && kernels::vnni_kernels_available();
     const int32_t limit = Int8Linear::activation_limit();
-    CHECK(limit == (level == KernelLevel::kOff || vnni ? 127 : 63));
+    CHECK(limit == (level == KernelLevel::kOff || vnni ? 127 : 31));
     const torch::Tensor y = linear(x);
     CHECK(torch::equal(y, reference(limit)));
     // x = t a + e with |e| <= t / 2 and W = s q + d with |d| <= s / 2, per row, so

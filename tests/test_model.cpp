@@ -368,7 +368,7 @@ TEST_CASE("int8 BiGru: each product an int8 map of its weight, at every kernel l
   const BiGruImpl::Output float32 = rnn(input, lengths);
   rnn->quantize_int8();
   auto weights = rnn->named_parameters();
-  // At every kernel level, the equations at that level: the activations have 7 bits with the AVX2
+  // At every kernel level, the equations at that level: the activations have 6 bits with the AVX2
   // kernel (Int8Linear::activation_limit); without kernels the GRU step runs in LibTorch's ops.
   for (const kernels::KernelLevel level :
        {kernels::KernelLevel::kOff, kernels::KernelLevel::kAvx2, kernels::KernelLevel::kAvx512}) {

@@ -975,7 +975,7 @@ TEST_CASE("int8: translations agree with float32 on nearly every sentence and a 
   std::vector<int64_t> lengths_list;
   for (int64_t i = 0; i < 200; ++i) lengths_list.push_back(2 + i % 7);
   auto [source, lengths] = random_source(lengths_list, kSearchVocab, 93);
-  // At every kernel level: 8-bit activations without kernels and with VNNI, 7 bits with AVX2.
+  // At every kernel level: 8-bit activations without kernels and with VNNI, 6 bits with AVX2.
   for (const kernels::KernelLevel level :
        {kernels::KernelLevel::kOff, kernels::KernelLevel::kAvx2, kernels::KernelLevel::kAvx512}) {
     if (level > kernels::supported_kernel_level()) continue;

@@ -72,7 +72,7 @@ enum class Operation {
   kPackedProducts,
   // Int8Linear (model/int8_linear.cpp), compute type int8: the AVX-512 VNNI kernel of
   // kernels/int8_gemm.h at level avx512 on a CPU with VNNI, else the AVX2 one; or the plain int8
-  // reference in the same header (the same integer sums; the AVX2 kernel's activations have 7 bits,
+  // reference in the same header (the same integer sums; the AVX2 kernel's activations have 6 bits,
   // Int8Linear::activation_limit).
   kInt8Products,
   // FusedAdam::step (train/fused_adam.cpp): kernels/adam_kernel.h, or torch::optim::Adam::step,

@@ -7,11 +7,14 @@
 // same activations:
 //   - AVX-512 VNNI (vpdpbusd): u8 x s8 products of 4 depths a lane, the activations shifted to
 //     unsigned (a + 128) and 128 * sum_k q[n, k] taken off after; L = 127;
-//   - AVX2: vpmaddubsw on the activations shifted to unsigned (a + 64) and q, then vpmaddwd into
-//     int32, 64 * sum_k q[n, k] taken off after. vpmaddubsw adds each pair of products in int16,
-//     saturating: with |a| <= 63 a pair is at most 2 * 127 * 127, so the activations are quantized
-//     to L = 63 (7 bits, as fbgemm's reduce_range does for the same instruction). The sign trick
-//     that keeps 8 bits (|a| times q carrying a's sign) adds abs and sign to the three instructions;
+//   - AVX2: vpmaddubsw on the activations shifted to unsigned (a + 32) and q, two groups of
+//     depths added in int16, then vpmaddwd into int32, 32 * sum_k q[n, k] taken off after.
+//     vpmaddubsw adds each pair of products in int16, saturating, and the two groups' pairs add in
+//     int16 too: with |a| <= 31 that is at most 4 * 63 * 127 = 32004, so the activations are
+//     quantized to L = 31 (6 bits). With L = 63 (7 bits, as fbgemm's reduce_range) only one
+//     group fits, and each vpmaddubsw needs its own vpmaddwd: four multiplying instructions per
+//     64 multiply-adds of a row instead of three (performance.md has what that costs). The sign
+//     trick that keeps 8 bits (|a| times q carrying a's sign) adds abs and sign to the instructions;
 //   - a plain reference, behind NMT_KERNELS=off; L = 127.
 // Reached through kernels/dispatch.h (Operation::kInt8Products) and model/int8_linear.h only.
 //
@@ -39,7 +42,7 @@ void pack_int8_weight(const int8_t* q, int64_t ldq, int64_t rows, int64_t depth,
 
 // The largest activation magnitude L each kernel takes (above).
 constexpr int32_t kInt8Limit = 127;
-constexpr int32_t kInt8Avx2Limit = 63;
+constexpr int32_t kInt8Avx2Limit = 31;
 
 // Quantizes x [m, depth] (row stride ldx) per row to [-limit, limit]: a [m, int8_depth(depth)]
 // (padding zero) and each row's scale t = max|x_row| / limit (1 for a row of zeros). Rounds to

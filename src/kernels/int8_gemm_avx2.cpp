@@ -1,7 +1,8 @@
 // The AVX2 int8 product (kernels/int8_gemm.h): 4 rows by one panel of 16 columns, two 8-lane
-// halves. vpmaddubsw multiplies the activations shifted to unsigned (a + 64, at most 127) by the
-// weights and adds each pair (at most 2 * 127 * 127, within int16); vpmaddwd by ones adds the
-// pairs into int32; 64 times each column's weight sum is taken off before the scales.
+// halves. vpmaddubsw multiplies the activations shifted to unsigned (a + 32, at most 63) by the
+// weights and adds each pair (at most 2 * 63 * 127); two groups' pairs add in int16 (at most
+// 32004); vpmaddwd by ones adds those into int32; 32 times each column's weight sum is taken off
+// before the scales.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,7 +20,7 @@ namespace {
 
 constexpr int32_t kShift = kInt8Avx2Limit + 1;
 
-// `shifted`: the activations plus 64, as unsigned bytes [m, int8_depth(depth)].
+// `shifted`: the activations plus 32, as unsigned bytes [m, int8_depth(depth)].
 template <int Rows>
 void panel_avx2(const Int8Product& product, const uint8_t* shifted, int64_t first_row, int64_t panel,
                 int64_t column_end) {
@@ -28,7 +29,28 @@ void panel_avx2(const Int8Product& product, const uint8_t* shifted, int64_t firs
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i sums[Rows][2];
   for (int r = 0; r < Rows; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_si256();
-  for (int64_t g = 0; g < groups; ++g) {
+  // Two groups a step: each vpmaddubsw pair is at most 2 * 63 * 127, so two add within int16.
+  // An odd last group goes alone (below).
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    const int8_t* at = weights + g * 64;
+    const __m256i low0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+    const __m256i high0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32));
+    const __m256i low1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 64));
+    const __m256i high1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 96));
+    for (int r = 0; r < Rows; ++r) {
+      int32_t first, second;
+      const uint8_t* u = shifted + (first_row + r) * padded + g * kInt8Group;
+      __builtin_memcpy(&first, u, sizeof first);
+      __builtin_memcpy(&second, u + kInt8Group, sizeof second);
+      const __m256i u0 = _mm256_set1_epi32(first), u1 = _mm256_set1_epi32(second);
+      const __m256i low = _mm256_add_epi16(_mm256_maddubs_epi16(u0, low0), _mm256_maddubs_epi16(u1, low1));
+      const __m256i high = _mm256_add_epi16(_mm256_maddubs_epi16(u0, high0), _mm256_maddubs_epi16(u1, high1));
+      sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(low, ones));
+      sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(high, ones));
+    }
+  }
+  for (; g < groups; ++g) {
     const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + g * 64));
     const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + g * 64 + 32));
     for (int r = 0; r < Rows; ++r) {
@@ -66,7 +88,7 @@ void panel_avx2(const Int8Product& product, const uint8_t* shifted, int64_t firs
   }
 }
 
-// The activations plus 64 as unsigned bytes [m, int8_depth(depth)], made once per call rather than
+// The activations plus 32 as unsigned bytes [m, int8_depth(depth)], made once per call rather than
 // in every panel: the calling thread's buffer, valid until its next call.
 const uint8_t* shifted_activations(const Int8Product& product) {
   thread_local std::vector<uint8_t> buffer;

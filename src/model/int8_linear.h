@@ -1,7 +1,7 @@
 // A linear map y = x W^T + b in int8, for decoding with compute type int8: W quantized once per
 // output row (symmetric, a float scale each), x per row at every call, the products summed in
 // int32 by the kernels of kernels/int8_gemm.h: AVX-512 VNNI, or the plain reference with
-// NMT_KERNELS=off, the same floats, the activations in 8 bits; or AVX2, the activations in 7 bits
+// NMT_KERNELS=off, the same floats, the activations in 8 bits; or AVX2, the activations in 6 bits
 // (int8_gemm.h says why). Inference only, on the CPU, float32 in and out.
 //
 // Shapes: M rows of input, K input features, N output features.
@@ -37,7 +37,7 @@ class Int8Linear {
   torch::Tensor dequantized_weight() const;
 
   // The largest activation magnitude the products take at the kernel level in force (the input's
-  // rows are quantized to it): 127, or 63 for the AVX2 kernel.
+  // rows are quantized to it): 127, or 31 for the AVX2 kernel.
   static int32_t activation_limit();
 
   int64_t out_features() const { return quantized_.size(0); }
