@@ -1,4 +1,4 @@
-// The AVX2 int8 product (kernels/int8_gemm.h): 4 rows by one panel of 16 columns, two 8-lane
+// The AVX2 int8 product (kernels/int8_gemm.h): 3 rows by one panel of 16 columns, two 8-lane
 // halves. vpmaddubsw multiplies the activations shifted to unsigned (a + 32, at most 63) by the
 // weights and adds each pair (at most 2 * 63 * 127); two groups' pairs add in int16 (at most
 // 32004); vpmaddwd by ones adds those into int32; 32 times each column's weight sum is taken off
@@ -151,9 +151,12 @@ void quantize_int8_rows_avx2(const float* x, int64_t ldx, int64_t m, int64_t dep
 void int8_gemm_avx2(const Int8Product& product, int64_t column_begin, int64_t column_end) {
   const uint8_t* shifted = shifted_activations(product);
   for (int64_t panel = column_begin / kInt8PanelRows; panel * kInt8PanelRows < column_end; ++panel) {
+    // Blocks of 3 rows: 6 sums, 4 weight vectors and the broadcasts fit the 16 registers (with 4
+    // rows the sums spill to the stack).
     int64_t row = 0;
-    for (; row + 4 <= product.m; row += 4) panel_avx2<4>(product, shifted, row, panel, column_end);
-    for (; row < product.m; ++row) panel_avx2<1>(product, shifted, row, panel, column_end);
+    for (; row + 3 <= product.m; row += 3) panel_avx2<3>(product, shifted, row, panel, column_end);
+    if (product.m - row == 2) panel_avx2<2>(product, shifted, row, panel, column_end);
+    if (product.m - row == 1) panel_avx2<1>(product, shifted, row, panel, column_end);
   }
 }
 
