@@ -494,7 +494,7 @@ TEST_CASE("cli: score gives a translation its --with-scores score, bad files nam
   int read_back_alike = 0;
   for (size_t i = 0; i < searched.size(); ++i) {
     INFO("line " << i + 1 << ": " << searched[i] << " scored " << forced[i]);
-    char name[32];
+    char name[48];
     std::snprintf(name, sizeof name, "forty.txt.%05zu.json", i + 1);
     const auto search_pieces = nlohmann::json::parse(read_file((fs::path(searched_dir) / name).string()))
                                    .at("target_tokens")
