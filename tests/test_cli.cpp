@@ -481,8 +481,12 @@ TEST_CASE("cli: score gives a translation its --with-scores score, bad files nam
                           " --beam-size 5 --with-scores --quiet --attention-dir " + searched_dir)
                       .output);
   REQUIRE(searched.size() == 40);
+  std::vector<std::string> texts;  // each line's text, after its score and a tab
   std::string searched_texts;
-  for (const std::string& line : searched) searched_texts += line.substr(line.find('\t') + 1) + "\n";
+  for (const std::string& line : searched) {
+    texts.push_back(line.substr(line.find('\t') + 1));
+    searched_texts += texts.back() + "\n";
+  }
   write_file_atomic(hypotheses, searched_texts);
   const std::string forced_scores = (work_directory() / "forced.txt").string();
   REQUIRE(
@@ -500,7 +504,7 @@ TEST_CASE("cli: score gives a translation its --with-scores score, bad files nam
                                    .at("target_tokens")
                                    .get<std::vector<std::string>>();
     std::vector<std::string> text_pieces;
-    for (const int64_t id : vocabulary.encode(searched[i].substr(searched[i].find('\t') + 1))) {
+    for (const int64_t id : vocabulary.encode(texts[i])) {
       text_pieces.push_back(vocabulary.piece(id));
     }
     text_pieces.emplace_back("</s>");

@@ -579,11 +579,11 @@ TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums an
   std::vector<Fast> fast;
   if (kernels::avx2_kernels_available()) fast.push_back({"avx2", kernels::int8_gemm_avx2, kernels::kInt8Avx2Limit});
   if (kernels::vnni_kernels_available()) fast.push_back({"vnni", kernels::int8_gemm_vnni, kernels::kInt8Limit});
-  // Ragged everything: rows around the kernels' blocks of 4, depths not a multiple of 4, columns
-  // past whole panels and blocks of 4 panels (64); the extreme values included: the first row at
-  // the activations' limit in depths 0, 1, 4 and 5 against weights at 127 and at -127, the largest
-  // and smallest sums the AVX2 kernel adds in int16 (two pairs of two groups: +-4 * 63 * 127 once
-  // shifted), and -127 against -limit.
+  // Ragged everything: rows around the kernels' blocks (3 rows for AVX2, 4 for VNNI), depths not a
+  // multiple of 4, columns past whole panels and blocks of 4 panels (64); the extreme values
+  // included: the first row at the activations' limit in depths 0, 1, 4 and 5 against weights at
+  // 127 and at -127, the largest and smallest sums the AVX2 kernel adds in int16 (two pairs of two
+  // groups: +-4 * 63 * 127 once shifted), and -127 against -limit.
   for (const auto& [name, kernel, limit] : fast) {
     for (const int64_t m : {1, 3, 4, 5, 9}) {
       for (const int64_t depth : {1, 6, 33, 256}) {
