@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -801,6 +802,42 @@ TEST_CASE("cli: shortlist writes a model's list for translate and another model'
   INFO(quantized.output);
   REQUIRE(quantized.status == 0);
   CHECK(split_lines(quantized.output).size() == 3);
+  // On the CPU a batch holds at most the shortlist's batch_sentences sentences, whatever --batch-size
+  // says; 0 leaves --batch-size alone. Seven lines of one length: one batch, or pieces of 2.
+  const std::string seven = (work_directory() / "shortlist_seven.txt").string();
+  write_file_atomic(seven,
+                    "the dog eats .\nthe cat eats .\na frog sees .\nthe dog sees .\na cat eats .\n"
+                    "the frog eats .\na dog sees .\n");
+  const std::string capped = (work_directory() / "shortlist_capped.bin").string();
+  const std::string uncapped = (work_directory() / "shortlist_uncapped.bin").string();
+  REQUIRE(run_nmt("shortlist --model " + model_dir + " --output " + capped + " --batch-sentences 2").status == 0);
+  REQUIRE(run_nmt("shortlist --model " + model_dir + " --output " + uncapped + " --batch-sentences 0").status == 0);
+  const auto batches = [&](const std::string& list, int batch_size) {
+    CommandResult run = run_nmt("translate --model " + model_dir + " --input " + seven + " --shortlist " + list +
+                                    " --beam-size 2 --max-length 8 --quiet --batch-size " + std::to_string(batch_size),
+                                "SPDLOG_LEVEL=debug");
+    INFO(run.output);
+    REQUIRE(run.status == 0);
+    std::vector<std::string> sizes, texts;
+    for (const std::string& line : split_lines(run.output)) {
+      const size_t at = line.find("for a batch of ");
+      if (at != std::string::npos)
+        sizes.push_back(line.substr(at));
+      else if (line.find("shortlist:") == std::string::npos && line.find('[') == std::string::npos)
+        texts.push_back(line);
+    }
+    std::sort(sizes.begin(), sizes.end());
+    return std::make_pair(sizes, texts);
+  };
+  const auto [capped_sizes, capped_texts] = batches(capped, 64);
+  CHECK(capped_sizes == std::vector<std::string>{"for a batch of 1 sentences", "for a batch of 2 sentences",
+                                                 "for a batch of 2 sentences", "for a batch of 2 sentences"});
+  CHECK(batches(uncapped, 64).first == std::vector<std::string>{"for a batch of 7 sentences"});
+  const auto [pairs_sizes, pairs_texts] = batches(uncapped, 2);
+  CHECK(pairs_sizes == capped_sizes);
+  CHECK(capped_texts.size() == 7);
+  CHECK(pairs_texts == capped_texts);  // the same batches search the same lists
+
   CommandResult int16 = run_nmt("translate --model " + model_dir + " --input " + input + " --compute-type int16");
   CHECK(int16.status != 0);
   CHECK_THAT(int16.output, Catch::Contains("--compute-type") && Catch::Contains("int16"));

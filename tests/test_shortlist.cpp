@@ -73,6 +73,17 @@ TEST_CASE("shortlist: the file round trip, and damaged, foreign and mismatched f
   for (int64_t s = 0; s < vocabulary.size(); ++s) CHECK(read.translations(s) == built.translations(s));
   CHECK(read.frequent() == built.frequent());
   CHECK(read.pairs_counted() == 4);
+  CHECK(read.sizes().batch_sentences == ShortlistSizes{}.batch_sentences);
+  Shortlist::build(hand_corpus(), vocabulary, vocabulary, {2, 1, 100, 3}, "hand").write(path);
+  CHECK(Shortlist::read(path).sizes().batch_sentences == 3);
+  // A file from before the key (made for batches of --batch-size): the key renamed, the same length.
+  std::string without_key = read_file(path);
+  const size_t key = without_key.find("\"batch_sentences\"");
+  REQUIRE(key != std::string::npos);
+  without_key[key + 1] = 'B';
+  write_file_atomic(path, without_key);
+  CHECK(Shortlist::read(path).sizes().batch_sentences == 0);
+  built.write(path);
   CHECK_NOTHROW(read.check_vocabularies(vocabulary, vocabulary, "models/hand/best.ckpt"));
   // Other vocabularies: the error names the file, the model it was made for and the one given.
   CHECK_THROWS_WITH(read.check_vocabularies(vocabulary, other, "models/other/best.ckpt"),

@@ -25,6 +25,11 @@ Command add_shortlist(CLI::App& program) {
   command->add_option("--frequent", job->sizes.frequent, "most frequent target subwords, in every batch's list")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  command
+      ->add_option("--batch-sentences", job->sizes.batch_sentences,
+                   "sentences a CPU batch holds at most when translating through it (0 = translate's --batch-size)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command->add_option("--max-pairs", job->sizes.max_pairs, "training pairs counted at most, evenly spread")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -111,8 +111,9 @@ std::string hex(uint64_t value) {
 Shortlist Shortlist::build(const TokenCorpus& corpus, const Vocabulary& source_vocabulary,
                            const Vocabulary& target_vocabulary, const ShortlistSizes& sizes,
                            const std::string& origin) {
-  if (sizes.translations < 0 || sizes.frequent < 0 || sizes.max_pairs < 1) {
-    throw std::invalid_argument("shortlist: --translations and --frequent must be >= 0 and --max-pairs >= 1");
+  if (sizes.translations < 0 || sizes.frequent < 0 || sizes.max_pairs < 1 || sizes.batch_sentences < 0) {
+    throw std::invalid_argument(
+        "shortlist: --translations, --frequent and --batch-sentences must be >= 0 and --max-pairs >= 1");
   }
   Shortlist shortlist;
   shortlist.source_ = {source_vocabulary.size(), vocabulary_checksum(source_vocabulary)};
@@ -192,6 +193,7 @@ void Shortlist::write(const std::string& path) const {
                                  {"translations", sizes_.translations},
                                  {"frequent", sizes_.frequent},
                                  {"max_pairs", sizes_.max_pairs},
+                                 {"batch_sentences", sizes_.batch_sentences},
                                  {"pairs", pairs_},
                                  {"frequent_ids", frequent_.size()},
                                  {"list_ids", lists_.size()},
@@ -235,7 +237,8 @@ Shortlist Shortlist::read(const std::string& path) {
     shortlist.source_ = stamp(header.at("source_vocabulary"));
     shortlist.target_ = stamp(header.at("target_vocabulary"));
     shortlist.sizes_ = {header.at("translations").get<int64_t>(), header.at("frequent").get<int64_t>(),
-                        header.at("max_pairs").get<int64_t>()};
+                        header.at("max_pairs").get<int64_t>(), header.value("batch_sentences", int64_t{0})};
+    if (shortlist.sizes_.batch_sentences < 0) reader.damaged("batch_sentences below 0");
     shortlist.pairs_ = header.at("pairs").get<int64_t>();
     shortlist.origin_ = header.at("made_for").get<std::string>();
     const auto frequent_ids = header.at("frequent_ids").get<uint64_t>();

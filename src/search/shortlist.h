@@ -12,8 +12,8 @@
 //
 // File layout (little-endian): "NMTSLST1", a uint64 format version, a uint64 length and the header
 // as JSON (both vocabularies' sizes and checksums, the sizes, the pairs counted, where it was made
-// from); the frequent ids (uint32), the offsets of each source id's list (uint32, source size + 1),
-// the lists' ids (uint32); the end mark "NMTSEND1". Written to a temporary file and renamed.
+// from, the batch size it was sized for); the frequent ids (uint32), the offsets of each source id's list (uint32,
+// source size + 1), the lists' ids (uint32); the end mark "NMTSEND1". Written to a temporary file and renamed.
 #pragma once
 
 #include <torch/types.h>
@@ -31,10 +31,15 @@ namespace nmt {
 constexpr uint64_t kShortlistVersion = 1;
 
 struct ShortlistSizes {
-  // Chosen on Multi30k's val (scripts/study/shortlist_sizes.py, docs/performance.md).
-  int64_t translations = 20;    // target subwords kept per source subword
-  int64_t frequent = 200;       // most frequent target subwords, in every batch's list
+  // Chosen together on Multi30k's val (scripts/study/shortlist_sizes.py, docs/performance.md).
+  int64_t translations = 50;    // target subwords kept per source subword
+  int64_t frequent = 500;       // most frequent target subwords, in every batch's list
   int64_t max_pairs = 2000000;  // training pairs counted at most (evenly spread over the corpus)
+  // Sentences a batch holds at most when a CPU translates through the shortlist (0: as many as
+  // --batch-size says). A batch's list is the union of its sentences' lists, so the output layer
+  // grows with the batch; longer lists over fewer sentences give the same BLEU faster. A file
+  // written without this key (made for batches of 64) reads as 0.
+  int64_t batch_sentences = 8;
 };
 
 class Shortlist {

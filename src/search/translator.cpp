@@ -63,11 +63,22 @@ std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std
       },
       static_cast<size_t>(batching_.batch_size),
       batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
+  // A shortlist's lists were sized for batches of at most batch_sentences on the CPU (shortlist.h).
+  const auto shortlist_cap =
+      shortlist_ && device_.is_cpu() ? static_cast<size_t>(shortlist_->sizes().batch_sentences) : size_t{0};
   std::vector<std::vector<int64_t>> batches;
   for (const std::vector<int64_t>& batch : by_size) {
     for (auto& piece : split_for_memory(batch, source_lengths, model_, target_vocabulary_.size(),
                                         rows_per_sentence(search_), int64_t{batching_.max_search_memory} << 20)) {
-      batches.push_back(std::move(piece));
+      if (shortlist_cap == 0 || piece.size() <= shortlist_cap) {
+        batches.push_back(std::move(piece));
+        continue;
+      }
+      for (size_t first = 0; first < piece.size(); first += shortlist_cap) {
+        const size_t last = std::min(piece.size(), first + shortlist_cap);
+        batches.emplace_back(piece.begin() + static_cast<std::ptrdiff_t>(first),
+                             piece.begin() + static_cast<std::ptrdiff_t>(last));
+      }
     }
   }
   return batches;

@@ -46,7 +46,8 @@ struct TargetGuides {
 class Translator {
  public:
   // `model`: one Seq2Seq, or an Ensemble of models that share the vocabularies. With a `shortlist`
-  // (checked against the vocabularies), each batch searches over its union (search/shortlist.h).
+  // (checked against the vocabularies), each batch searches over its union (search/shortlist.h),
+  // and on a CPU a batch holds at most the shortlist's batch_sentences sentences.
   Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
              BatchingOptions batching, torch::Device device, std::shared_ptr<const Shortlist> shortlist = nullptr);
 

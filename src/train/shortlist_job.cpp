@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <string>
 
 #include "inference/checkpoint_format.h"
 #include "inference/model.h"
@@ -48,8 +49,12 @@ std::string make_shortlist(const ShortlistJob& job, spdlog::logger& log) {
   const Shortlist shortlist =
       Shortlist::build(prepared.corpus, model.source_vocabulary, model.target_vocabulary, job.sizes, checkpoint);
   shortlist.write(output);
-  log.info("wrote {}: the {} most frequent target subwords and up to {} per source subword, from {} pairs", output,
-           shortlist.frequent().size(), job.sizes.translations, shortlist.pairs_counted());
+  log.info(
+      "wrote {}: the {} most frequent target subwords and up to {} per source subword, from {} pairs; CPU batches "
+      "of {}",
+      output, shortlist.frequent().size(), job.sizes.translations, shortlist.pairs_counted(),
+      job.sizes.batch_sentences > 0 ? "at most " + std::to_string(job.sizes.batch_sentences) + " sentences"
+                                    : std::string("--batch-size sentences"));
   return output;
 }
 
