@@ -11,9 +11,10 @@
 // `translations` best; ties go to the more frequent target subword, then the lower id.
 //
 // File layout (little-endian): "NMTSLST1", a uint64 format version, a uint64 length and the header
-// as JSON (both vocabularies' sizes and checksums, the sizes, the pairs counted, where it was made
-// from, the batch size it was sized for); the frequent ids (uint32), the offsets of each source id's list (uint32,
-// source size + 1), the lists' ids (uint32); the end mark "NMTSEND1". Written to a temporary file and renamed.
+// as JSON (both vocabularies' sizes and checksums, the sizes with the batch they were sized for,
+// the pairs counted, where it was made from); the frequent ids (uint32), the offsets of each source
+// id's list (uint32, source size + 1), the lists' ids (uint32); the end mark "NMTSEND1". Written to
+// a temporary file and renamed.
 #pragma once
 
 #include <torch/types.h>
