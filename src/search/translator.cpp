@@ -51,33 +51,28 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
 }
 
 // Batches of `order` (longest source first) by --batch-size, each cut further so that its search
-// holds at most --max-search-memory.
+// holds at most --max-search-memory, and on a CPU with a shortlist to at most the sentences its
+// lists were sized for (shortlist.h: batch_sentences).
 std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std::vector<int64_t>>& sources,
                                                            const std::vector<int64_t>& order) const {
   std::vector<int64_t> source_lengths(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) source_lengths[i] = static_cast<int64_t>(sources[i].size());
-  const std::vector<std::vector<int64_t>> by_size = cut_batches(
-      order,
-      [&](int64_t index) {
-        return PaddedLengths{sources[index].size(), 0};
-      },
-      static_cast<size_t>(batching_.batch_size),
-      batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
-  // A shortlist's lists were sized for batches of at most batch_sentences on the CPU (shortlist.h).
+  const auto lengths = [&](int64_t index) { return PaddedLengths{sources[index].size(), 0}; };
+  const std::vector<std::vector<int64_t>> by_size =
+      cut_batches(order, lengths, static_cast<size_t>(batching_.batch_size),
+                  batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
   const auto shortlist_cap =
       shortlist_ && device_.is_cpu() ? static_cast<size_t>(shortlist_->sizes().batch_sentences) : size_t{0};
   std::vector<std::vector<int64_t>> batches;
   for (const std::vector<int64_t>& batch : by_size) {
     for (auto& piece : split_for_memory(batch, source_lengths, model_, target_vocabulary_.size(),
                                         rows_per_sentence(search_), int64_t{batching_.max_search_memory} << 20)) {
-      if (shortlist_cap == 0 || piece.size() <= shortlist_cap) {
+      if (shortlist_cap == 0) {
         batches.push_back(std::move(piece));
         continue;
       }
-      for (size_t first = 0; first < piece.size(); first += shortlist_cap) {
-        const size_t last = std::min(piece.size(), first + shortlist_cap);
-        batches.emplace_back(piece.begin() + static_cast<std::ptrdiff_t>(first),
-                             piece.begin() + static_cast<std::ptrdiff_t>(last));
+      for (auto& part : cut_batches(piece, lengths, shortlist_cap, BatchCost::kSentences)) {
+        batches.push_back(std::move(part));
       }
     }
   }
