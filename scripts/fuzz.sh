@@ -35,7 +35,11 @@ for name in "${targets[@]}"; do
   mkdir -p "$corpus"
   [ "$name" = checkpoint ] && cp "$work/model/best.ckpt" "$corpus/"
   echo "fuzz: $name for $seconds s"
-  if ! "$build/fuzz_$name" "$corpus" "$root/tests/fuzz/$name" -max_total_time="$seconds" -timeout=20 \
+  # The request reader takes bodies of up to 2 MiB, as a hostile client sends (deep nesting, long
+  # strings); the other targets keep libFuzzer's default length.
+  max_len=()
+  [ "$name" = request ] && max_len=(-max_len=2097152)
+  if ! "$build/fuzz_$name" "$corpus" "$root/tests/fuzz/$name" "${max_len[@]}" -max_total_time="$seconds" -timeout=20 \
     -rss_limit_mb=4096 -artifact_prefix="$build/crashes/${name}_" > "$work/$name.log" 2>&1; then
     tail -40 "$work/$name.log"
     echo "fuzz: $name FAILED; the input is in $build/crashes/" >&2

@@ -14,6 +14,7 @@
 
 #include "process_helpers.h"
 #include "serve/batch_queue.h"
+#include "serve/request.h"
 #include "text/corpus.h"
 
 using namespace nmt;
@@ -293,13 +294,17 @@ TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, 
       {R"({"text": ["a", "b", "c", "d", "e"]})", 413, "text has 5 sentences; the limit is 4"},
       {R"({"text": [")" + std::string(101, 'x') + R"("]})", 413, "text[0] has 101 bytes; the limit is 100"},
       {R"({"text": ")" + std::string(3000, 'x') + R"("})", 413, "limit of 2000 bytes"},
-      {std::string(1500, '['), 400, "malformed JSON"},
+      {std::string(1500, '['), 400, "nests deeper than 8 levels"},
+      {R"({"text": "a", "beam_size": [[[[[[[[[[1]]]]]]]]]]})", 400, "nests deeper than 8 levels"},
+      {R"({"text": "a", "beam_size": ")" + std::string(1000, 'z') + R"("})", 400,
+       "beam_size must be an integer from 1 to 8, got string"},
   };
   for (const Case& bad : cases) {
     INFO(bad.body.substr(0, 80));
     httplib::Result result = client.Post("/translate", bad.body, "application/json");
     REQUIRE(result);
     CHECK(result->status == bad.status);
+    CHECK(result->body.size() < 300);  // a message names the field; it never echoes the value
     const json answer = json::parse(result->body);
     CHECK_THAT(answer["error"].get<std::string>(), Catch::Contains(bad.names));
   }
@@ -461,7 +466,7 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
 
   // A request line and headers over 64 KiB: 431.
   std::string long_head = "GET /health HTTP/1.1\r\nX: ";
-  long_head.resize(64 * 1024 + 1, 'a');
+  long_head.resize(64 * 1024 + 100, 'a');
   CHECK(answers_until_closed(server.port, long_head).rfind("HTTP/1.1 431 ", 0) == 0);
 
   // Requests that arrive together on a kept-alive connection are each answered, in order.
@@ -480,9 +485,9 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
   const json status = json::parse(client.Get("/health")->body);
   CHECK(status["requests_refused"] == 8 + 1 + 1);  // the 408s, the 431 and the 404
 
-  // A bad request line gets one 400 and the connection closes: the headers httplib did not read
-  // are never answered as requests of their own.
-  const std::string bad_answer = answers_until_closed(server.port, "PROPFIND / HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n");
+  // A bad request line gets one 400 and the connection closes: the headers after it are never
+  // answered as requests of their own.
+  const std::string bad_answer = answers_until_closed(server.port, "GET / HTTP/1.1 x\r\nHost: x\r\nA: b\r\n\r\n");
   CHECK(bad_answer.rfind("HTTP/1.1 400 ", 0) == 0);
   CHECK(bad_answer.find("HTTP/1.1 ", 1) == std::string::npos);
   CHECK(server.stop() == 0);
@@ -520,6 +525,211 @@ TEST_CASE("serve: SIGTERM answers the request in flight, then exits 0, a port in
   httplib::Client late("127.0.0.1", server.port);
   late.set_connection_timeout(2);
   CHECK_FALSE(late.Get("/health"));
+}
+
+// The status of an answer's first line ("HTTP/1.1 413 ..." gives 413), or 0.
+int status_of(const std::string& answer) {
+  return answer.rfind("HTTP/1.1 ", 0) == 0 && answer.size() >= 12 ? std::atoi(answer.substr(9, 3).c_str()) : 0;
+}
+
+// A POST /translate request line and headers: `framing` (a Content-Length or Transfer-Encoding
+// line) and `extra` headers, each line ending in CRLF, then the blank line.
+std::string head_of(const std::string& framing, const std::string& extra = "") {
+  return "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + framing + extra + "\r\n";
+}
+
+TEST_CASE("serve: the request reader refuses deep nesting and floods of values, and never echoes them", "[serve]") {
+  serve::RequestLimits limits;
+  limits.max_body_bytes = size_t{4} << 20;
+  const auto refusal = [&](const std::string& body) {
+    try {
+      serve::parse_translate_request(body, SearchOptions{}, limits);
+    } catch (const serve::RequestError& error) {
+      CHECK(error.status() == 400);
+      return std::string(error.what());
+    }
+    FAIL("accepted: " << body.substr(0, 80));
+    return std::string();
+  };
+  // 300,000 levels in a number field: the message once serialised the value, recursing once per
+  // level, and the answering thread's stack overflowed.
+  const std::string deep = R"({"text": "a", "beam_size": )" + std::string(300000, '[') + std::string(300000, ']') + "}";
+  CHECK_THAT(refusal(deep), Catch::Contains("nests deeper than 8 levels"));
+  // A megabyte string where a number goes, and a field name as long: named by type and cut.
+  const std::string long_value = R"({"text": "a", "attention": ")" + std::string(1 << 20, 'v') + R"("})";
+  const std::string message = refusal(long_value);
+  CHECK_THAT(message, Catch::Contains("attention must be true or false, got string"));
+  const std::string long_name = R"({"text": "a", ")" + std::string(100000, 'n') + R"(": 1})";
+  const std::string name_message = refusal(long_name);
+  CHECK_THAT(name_message, Catch::Contains("cut at 40 bytes"));
+  CHECK(name_message.size() < 200);
+  // More values than any request within the limits has: refused while they are read.
+  limits.max_sentences = 4;
+  std::string flood = R"({"text": [)";
+  for (int i = 0; i < 10000; ++i) flood += (i > 0 ? ",0" : "0");
+  CHECK_THAT(refusal(flood + "]}"), Catch::Contains("more than") && Catch::Contains("values"));
+}
+
+TEST_CASE("serve: bodies are bounded whatever their framing, and compressed or non-JSON bodies are refused",
+          "[serve]") {
+  ServerProcess server(server_arguments(
+      {"--max-body-bytes", "600000", "--max-body-memory", "1", "--request-timeout", "1", "--header-timeout", "1"}));
+  REQUIRE(server.port > 0);
+
+  // An endless chunked body: 413 once its decoded bytes pass the limit, long before its end. (It
+  // was read whole, 64 MB of it, before the 413.)
+  {
+    const int socket = open_connection(server.port, head_of("Transfer-Encoding: chunked\r\n"));
+    REQUIRE(socket >= 0);
+    const timeval timeout{5, 0};
+    ::setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+    const std::string chunk = "4000\r\n" + std::string(0x4000, 'a') + "\r\n";
+    size_t sent = 0;
+    for (; sent < (size_t{64} << 20); sent += 0x4000) {
+      pollfd ready{socket, POLLIN, 0};
+      if (::poll(&ready, 1, 0) > 0) break;  // the answer has come
+      if (::send(socket, chunk.data(), chunk.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(chunk.size())) break;
+    }
+    bool closed = false;
+    const std::string answer = read_until_closed(socket, 10, closed);
+    ::close(socket);
+    INFO(answer);
+    CHECK(status_of(answer) == 413);
+    CHECK_THAT(answer, Catch::Contains("--max-body-bytes"));
+    CHECK(sent < (size_t{16} << 20));
+  }
+  // Compressed bodies are refused from their headers: nothing is inflated.
+  for (const std::string& framing : {std::string("Content-Length: 1000\r\nContent-Encoding: gzip\r\n"),
+                                     std::string("Content-Length: 1000\r\nContent-Encoding: br\r\n"),
+                                     std::string("Transfer-Encoding: gzip, chunked\r\n")}) {
+    INFO(framing);
+    const auto start = std::chrono::steady_clock::now();
+    const std::string answer = answers_until_closed(server.port, head_of(framing));
+    CHECK(status_of(answer) == 415);
+    CHECK(seconds_since(start) < 0.9);  // without waiting for the body, nor for --request-timeout
+  }
+  // POST /translate takes JSON only: a form or text/plain body is what another site's page can
+  // make a browser send without asking.
+  for (const std::string& type : {std::string("text/plain"), std::string("application/x-www-form-urlencoded")}) {
+    const std::string answer =
+        answers_until_closed(server.port, "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: " + type +
+                                              "\r\nContent-Length: 17\r\n\r\n{\"text\": \"a b\"} ");
+    CHECK(status_of(answer) == 415);
+    CHECK_THAT(answer, Catch::Contains("application/json") && Catch::Contains(type));
+  }
+  // A body that trickles: 408 at --request-timeout from the request's first byte.
+  {
+    const int socket = open_connection(server.port, head_of("Content-Length: 100\r\n"));
+    REQUIRE(socket >= 0);
+    const auto start = std::chrono::steady_clock::now();
+    std::string answer;
+    for (int i = 0; i < 40 && answer.empty(); ++i) {
+      ::send(socket, "{", 1, MSG_NOSIGNAL);
+      bool closed = false;
+      answer = read_until_closed(socket, 0.1, closed);
+    }
+    bool closed = false;
+    answer += read_until_closed(socket, 5, closed);
+    ::close(socket);
+    CHECK(status_of(answer) == 408);
+    CHECK_THAT(answer, Catch::Contains("--request-timeout"));
+    CHECK(seconds_since(start) < 3);
+  }
+  // All bodies share --max-body-memory (1 MiB): a second body of 600,000 bytes does not fit beside
+  // one whose bytes are still coming, and gets 503 with Retry-After; once the first is gone, a
+  // request fits again.
+  {
+    const int holding = open_connection(server.port, head_of("Content-Length: 600000\r\n"));
+    REQUIRE(holding >= 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string busy = answers_until_closed(server.port, head_of("Content-Length: 600000\r\n"));
+    CHECK(status_of(busy) == 503);
+    CHECK_THAT(busy, Catch::Contains("Retry-After: 1"));
+    ::close(holding);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Expect: 100-continue (curl's way with bodies over 1 KiB) gets its 100 before the body is sent.
+  {
+    const std::string body = R"({"text": "The dog eats ."})";
+    const int socket = open_connection(
+        server.port, head_of("Content-Length: " + std::to_string(body.size()) + "\r\n", "Expect: 100-continue\r\n"));
+    REQUIRE(socket >= 0);
+    bool closed = false;
+    const std::string go_on = read_until_closed(socket, 0.5, closed);
+    CHECK(go_on == "HTTP/1.1 100 Continue\r\n\r\n");
+    ::send(socket, body.data(), body.size(), MSG_NOSIGNAL);
+    ::shutdown(socket, SHUT_WR);
+    const std::string answer = read_until_closed(socket, 10, closed);
+    ::close(socket);
+    CHECK(status_of(answer) == 200);
+  }
+  httplib::Client client = client_for(server);
+  CHECK(post(client, {{"text", "The dog eats ."}})["translations"].size() == 1);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: bodies that trickle hold no thread, and --connections caps requests in flight with 503", "[serve]") {
+  ServerProcess server(server_arguments({"--connections", "2", "--max-wait-ms", "1500", "--request-timeout", "20"}));
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  const json body = {{"text", kSentences[2]}};
+  const json alone = post(client, body)["translations"][0];
+  // 200 connections whose headers are in and whose bodies never finish (the server's 128 answering
+  // threads each waited on one, and a real request beside 140 of them got no answer in 30 s), and
+  // 100 with part of their headers.
+  std::vector<int> stalled;
+  for (int i = 0; i < 300; ++i) {
+    stalled.push_back(
+        open_connection(server.port, i < 200 ? head_of("Content-Length: 50\r\n") + "{" : kPartialRequest));
+    REQUIRE(stalled.back() >= 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(post(client, body)["translations"][0] == alone);
+  CHECK(seconds_since(start) < 3.0);  // --max-wait-ms 1500 of it batching
+  for (int socket : stalled) ::close(socket);
+
+  // Two requests in flight (each waiting 1.5 s for company): a third is refused at once.
+  std::vector<std::thread> in_flight;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 2; ++i) {
+    in_flight.emplace_back([&] {
+      httplib::Client own = client_for(server);
+      httplib::Result result = own.Post("/translate", body.dump(), "application/json");
+      if (result && result->status == 200) ++answered;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  httplib::Result busy = client_for(server).Post("/translate", body.dump(), "application/json");
+  REQUIRE(busy);
+  CHECK(busy->status == 503);
+  CHECK(busy->get_header_value("Retry-After") == "1");
+  CHECK_THAT(busy->body, Catch::Contains("--connections"));
+  for (auto& thread : in_flight) thread.join();
+  CHECK(answered == 2);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: an answer that could pass --max-answer-bytes is refused before its search", "[serve]") {
+  ServerProcess server(server_arguments({"--max-answer-bytes", "6000"}));
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  const std::vector<std::string> four(4, "Two wolves hear a shop on the hill .");
+  // Attention rows for four sentences could pass 6,000 bytes; the text alone cannot.
+  const json refused = post(client, {{"text", four}, {"attention", true}}, 413);
+  CHECK_THAT(refused["error"].get<std::string>(),
+             Catch::Contains("--max-answer-bytes 6000") && Catch::Contains("no attention"));
+  httplib::Result plain = client.Post("/translate", json{{"text", four}}.dump(), "application/json");
+  REQUIRE(plain);
+  CHECK(plain->status == 200);
+  // The bound holds: one sentence's answer with attention, alignment and n-best fits in it.
+  httplib::Result full =
+      client.Post("/translate", json{{"text", four[0]}, {"attention", true}, {"alignment", true}, {"n_best", 2}}.dump(),
+                  "application/json");
+  REQUIRE(full);
+  CHECK(full->status == 200);
+  CHECK(full->body.size() <= 6000);
+  CHECK(server.stop() == 0);
 }
 
 TEST_CASE("translate: a pipe gets each line's translation before its input is closed", "[serve][cli]") {

@@ -32,13 +32,22 @@ Command add_serve(CLI::App& program) {
       ->capture_default_str();
   add("--workers", options->workers,
       "batches translated at once, several on one thread each (0 = one per --threads on the CPU, one on a GPU)");
-  add("--connections", options->connections, "requests read and answered at once (one thread each)");
+  add("--connections", options->connections,
+      "requests being translated and answered at once (past this, 503 and Retry-After)");
   add("--max-waiting-connections", options->max_waiting_connections,
-      "connections waiting, without a thread, for their request line and headers or their next request; past "
-      "this the oldest is closed");
+      "connections waiting for a request, its headers or its body; past this the one waiting longest is closed");
   add("--header-timeout", options->header_timeout,
       "seconds from a request's first byte to the end of its headers (then 408 and closed)");
-  add("--max-body-bytes", options->limits.max_body_bytes, "largest request body");
+  add("--request-timeout", options->request_timeout,
+      "seconds from a request's first byte to the last byte of its body (then 408 and closed)");
+  add("--answer-timeout", options->answer_timeout,
+      "seconds to write a whole answer; a client reading slower is dropped");
+  add("--max-body-bytes", options->limits.max_body_bytes,
+      "largest request body, whatever its framing (Content-Length or chunked; compressed bodies are refused)");
+  add("--max-body-memory", options->max_body_memory,
+      "MiB of request bodies held at once over all connections (past this, 503)");
+  add("--max-answer-bytes", options->limits.max_answer_bytes,
+      "largest answer a request may ask for, bounded before its search (attention rows above all; past it, 413)");
   add("--max-sentences", options->limits.max_sentences, "most sentences in one request");
   add("--max-sentence-bytes", options->limits.max_sentence_bytes, "longest sentence");
   add("--max-beam-size", options->limits.max_beam_size, "largest beam_size a request may ask");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <map>
 #include <utility>
 
@@ -60,10 +61,8 @@ BatchQueue::~BatchQueue() {
   for (auto& worker : workers_) worker.join();
 }
 
-std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search,
-                                               std::vector<std::string> prefixes, std::vector<std::string> constraints,
-                                               std::vector<std::vector<int64_t>> subwords) {
-  std::future<std::vector<Translation>> result;
+void BatchQueue::submit(std::vector<std::string> lines, const SearchOptions& search, std::vector<std::string> prefixes,
+                        std::vector<std::string> constraints, std::vector<std::vector<int64_t>> subwords, Done done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) throw std::runtime_error("the server is stopping");
@@ -74,10 +73,25 @@ std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, c
     request.subwords = std::move(subwords);
     request.search = search;
     request.arrival = std::chrono::steady_clock::now();
-    result = request.result.get_future();
+    request.done = std::move(done);
   }
   arrived_.notify_all();
-  return result.get();
+}
+
+std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search,
+                                               std::vector<std::string> prefixes, std::vector<std::string> constraints,
+                                               std::vector<std::vector<int64_t>> subwords) {
+  std::promise<std::vector<Translation>> result;
+  std::future<std::vector<Translation>> answer = result.get_future();
+  submit(std::move(lines), search, std::move(prefixes), std::move(constraints), std::move(subwords),
+         [&result](std::vector<Translation> translations, std::exception_ptr error) {
+           if (error) {
+             result.set_exception(error);
+           } else {
+             result.set_value(std::move(translations));
+           }
+         });
+  return answer.get();
 }
 
 size_t BatchQueue::sentences_done() const {
@@ -140,11 +154,8 @@ bool BatchQueue::runs_continuously(const Request& request, const SearchOptions& 
 }
 
 void BatchQueue::answer(Request& request, std::vector<Translation> translations, const std::exception_ptr& error) {
-  if (error) {
-    request.result.set_exception(error);
-  } else {
-    request.result.set_value(std::move(translations));
-  }
+  if (error) translations.clear();
+  request.done(std::move(translations), error);
 }
 
 void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {

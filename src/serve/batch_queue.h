@@ -18,7 +18,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <future>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -56,10 +56,20 @@ class BatchQueue {
   BatchQueue(const BatchQueue&) = delete;
   BatchQueue& operator=(const BatchQueue&) = delete;
 
-  // Blocks until `lines` are translated (in their order); rethrows the search's exception.
+  // Called once, on a worker's thread, with the translations of a request's lines in their order,
+  // or with the search's exception (and no translations).
+  using Done = std::function<void(std::vector<Translation> translations, std::exception_ptr error)>;
+
+  // Queues `lines` and returns at once; `done` gets their translations. The server's connections
+  // wait for their answers this way, without a thread each.
   // prefixes, constraints: one line per line (search/translator.h, TargetGuides), or none.
   // subwords: each line's source ids as the caller encoded them to check the request, which the
   // search takes instead of encoding the line again; or none.
+  // Throws std::runtime_error once the queue is stopping.
+  void submit(std::vector<std::string> lines, const SearchOptions& search, std::vector<std::string> prefixes,
+              std::vector<std::string> constraints, std::vector<std::vector<int64_t>> subwords, Done done);
+
+  // submit() that blocks until `lines` are translated, and rethrows the search's exception.
   std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search,
                                      std::vector<std::string> prefixes = {}, std::vector<std::string> constraints = {},
                                      std::vector<std::vector<int64_t>> subwords = {});
@@ -78,7 +88,7 @@ class BatchQueue {
     std::vector<std::vector<int64_t>> subwords;  // one per line, or none
     SearchOptions search;
     std::chrono::steady_clock::time_point arrival;
-    std::promise<std::vector<Translation>> result;
+    Done done;
   };
   void work();
   // Whether `request` can join a continuous batch of `search`.

@@ -34,17 +34,59 @@ std::string without_prefix(const std::string& message) {
   return message.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? message.substr(end + 2) : message;
 }
 
+// What a message says of a value it refuses: a number or a boolean as written (a few bytes), any
+// other value by its type alone. A message never serialises a string, an array or an object: they
+// may be a megabyte long or nested a hundred thousand deep.
+std::string described(const json& value) {
+  return value.is_number() || value.is_boolean() ? value.dump() : std::string(value.type_name());
+}
+
+// A field's name for a message: at most 40 bytes of it, as a JSON string.
+std::string quoted_name(const std::string& name) {
+  constexpr size_t kShown = 40;
+  return name.size() <= kShown ? json(name).dump(-1, ' ', false, json::error_handler_t::replace)
+                               : json(name.substr(0, kShown)).dump(-1, ' ', false, json::error_handler_t::replace) +
+                                     " (cut at " + std::to_string(kShown) + " bytes)";
+}
+
 int integer_field(const json& value, const std::string& name, int low, int high) {
   if (!value.is_number_integer() || value.get<long long>() < low || value.get<long long>() > high) {
     refuse(name + " must be an integer from " + std::to_string(low) + " to " + std::to_string(high) + ", got " +
-           value.dump());
+           described(value));
   }
   return static_cast<int>(value.get<long long>());
 }
 
 bool boolean_field(const json& value, const std::string& name) {
-  if (!value.is_boolean()) refuse(name + " must be true or false, got " + value.dump());
+  if (!value.is_boolean()) refuse(name + " must be true or false, got " + described(value));
   return value.get<bool>();
+}
+
+// Parses `body`, refusing (400) a document nested deeper than kMaxDepth or with more values than
+// any request within `limits` has, while it is read: the values past the bound are never built.
+json parse_bounded(std::string_view body, const RequestLimits& limits) {
+  // {"constraints": [[phrase, ...], ...]} is the deepest a request goes: 3 levels.
+  constexpr int kMaxDepth = 8;
+  // text, prefix and constraints with limits.max_sentences entries each, and the scalars.
+  const size_t max_values = limits.max_sentences * (kMaxConstraintPhrases + 4) + 32;
+  size_t values = 0;
+  const json::parser_callback_t bound = [&](int depth, json::parse_event_t event, json&) {
+    if (depth > kMaxDepth) {
+      refuse("the JSON nests deeper than " + std::to_string(kMaxDepth) + " levels; a request needs at most 3");
+    }
+    if ((event == json::parse_event_t::value || event == json::parse_event_t::object_start ||
+         event == json::parse_event_t::array_start) &&
+        ++values > max_values) {
+      refuse("the JSON has more than " + std::to_string(max_values) + " values; a request of at most " +
+             std::to_string(limits.max_sentences) + " sentences (nmt serve --max-sentences) needs fewer");
+    }
+    return true;
+  };
+  try {
+    return json::parse(body, bound);
+  } catch (const json::exception& error) {  // parse_error, or out_of_range for a number like 1e400
+    refuse("malformed JSON: " + without_prefix(error.what()));
+  }
 }
 
 std::string sentence_field(const json& value, const std::string& name, const RequestLimits& limits) {
@@ -127,12 +169,7 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
   if (const size_t position = first_invalid_utf8(body); position != std::string_view::npos) {
     refuse("the body is not valid UTF-8 (byte " + std::to_string(position) + "); send text as UTF-8");
   }
-  json document;
-  try {
-    document = json::parse(body);
-  } catch (const json::exception& error) {  // parse_error, or out_of_range for a number like 1e400
-    refuse("malformed JSON: " + without_prefix(error.what()));
-  }
+  const json document = parse_bounded(body, limits);
   if (!document.is_object()) {
     refuse("the body must be a JSON object like {\"text\": [\"...\"]}, got " + std::string(document.type_name()));
   }
@@ -163,7 +200,7 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
     } else if (name == "alignment") {
       request.alignment = boolean_field(value, name);
     } else {
-      refuse("unknown field " + json(name).dump() + " (the fields are " + kFields + ")");
+      refuse("unknown field " + quoted_name(name) + " (the fields are " + kFields + ")");
     }
   }
   if (request.search.n_best > request.search.beam_size) {
@@ -205,6 +242,36 @@ void check_guides(const TranslateRequest& request, const std::vector<std::vector
   }
 }
 
+size_t longest_piece_json(const Vocabulary& vocabulary) {
+  size_t longest = 0;
+  for (int64_t id = 0; id < vocabulary.size(); ++id) {
+    longest = std::max(longest, json(vocabulary.piece(id)).dump(-1, ' ', false, json::error_handler_t::replace).size());
+  }
+  return std::max<size_t>(longest, 7);  // "</s>" and the like
+}
+
+size_t answer_bytes_bound(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
+                          size_t longest_source_piece, size_t longest_target_piece) {
+  // A weight rounded to 1e-4 is at most "0.1234" and its comma; an "i-j" pair of alignment and its
+  // space at most two 10-digit numbers and 2 bytes; a score at most 24 bytes; an entry's field
+  // names and punctuation less than 96.
+  constexpr size_t kWeight = 8, kPair = 22, kScore = 24, kEntry = 96;
+  size_t bound = 32;
+  for (const std::vector<int64_t>& subwords : source_subwords) {
+    const size_t columns = subwords.size() + 1;  // and the source's EOS
+    const size_t rows = static_cast<size_t>(max_output_length(static_cast<int64_t>(columns), request.search)) + 1;
+    const size_t text = rows * longest_target_piece + 2;
+    bound += kEntry + text + kScore;
+    if (request.search.n_best > 1) bound += static_cast<size_t>(request.search.n_best) * (kEntry + text + kScore);
+    if (request.alignment) bound += rows * kPair;
+    if (request.attention) {
+      bound += kEntry + columns * (longest_source_piece + 1) + rows * (longest_target_piece + 1) +
+               rows * (columns * kWeight + 2);
+    }
+  }
+  return bound;
+}
+
 nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
                                  const Vocabulary& target_vocabulary) {
   json entries = json::array();
@@ -234,7 +301,5 @@ nlohmann::json translations_json(const TranslateRequest& request, const std::vec
   }
   return {{"translations", std::move(entries)}};
 }
-
-std::string error_json(const std::string& message) { return json{{"error", message}}.dump(); }
 
 }  // namespace nmt::serve

@@ -20,10 +20,11 @@ namespace nmt::serve {
 
 // What one request may ask for; over a limit is a 413 answer naming it.
 struct RequestLimits {
-  size_t max_body_bytes = 1 << 20;   // the whole body (httplib refuses longer ones before reading)
-  size_t max_sentences = 256;        // entries of "text"
-  size_t max_sentence_bytes = 4096;  // one entry of "text", in bytes
-  int max_beam_size = 16;            // "beam_size" from 1 to this
+  size_t max_body_bytes = 1 << 20;             // the whole body (the server refuses longer ones before storing them)
+  size_t max_sentences = 256;                  // entries of "text"
+  size_t max_sentence_bytes = 4096;            // one entry of "text", in bytes
+  int max_beam_size = 16;                      // "beam_size" from 1 to this
+  size_t max_answer_bytes = size_t{32} << 20;  // the answer's bound (answer_bytes_bound), before the search
 };
 
 // A request the server cannot take: the HTTP status (4xx) and a one-line message naming the field.
@@ -61,12 +62,20 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
 void check_guides(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
                   const Vocabulary& target_vocabulary, bool backwards);
 
+// The longest of a vocabulary's pieces as a JSON string, quotes and escapes included: what one
+// token of an answer can cost.
+size_t longest_piece_json(const Vocabulary& vocabulary);
+
+// An upper bound on the bytes of the answer to `request` (translations_json), from each sentence's
+// source length and its output cap (max_output_length): checked against limits.max_answer_bytes
+// before the request joins a batch, so that no answer (attention rows above all) can grow without
+// bound. source_subwords: each sentence's ids; the longest pieces: longest_piece_json.
+size_t answer_bytes_bound(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
+                          size_t longest_source_piece, size_t longest_target_piece);
+
 // {"translations": [{"text", "score", "alignment"?, "attention"?, "n_best"?}, ...]}, one entry per
 // sentence of the request, in its order.
 nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
                                  const Vocabulary& target_vocabulary);
-
-// {"error": message}
-std::string error_json(const std::string& message);
 
 }  // namespace nmt::serve

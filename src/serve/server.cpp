@@ -1,11 +1,8 @@
-// The HTTP server of nmt serve (serve/server.h). serve() goes in steps: load the model (Service),
-// configure the server, add the routes and error handlers, bind, and listen until a signal.
+// The routes of nmt serve (serve/server.h); the connections are serve/http_server.h's. serve()
+// goes in steps: load the model (Service), make the routes, listen, and serve until a signal.
 #include "serve/server.h"
 
-#include <httplib.h>
-#include <netdb.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -19,7 +16,8 @@
 #include <cstring>
 #include <exception>
 #include <functional>
-#include <mutex>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -29,7 +27,7 @@
 #include "inference/model.h"
 #include "search/memory.h"
 #include "serve/batch_queue.h"
-#include "serve/connections.h"
+#include "serve/http_server.h"
 #include "serve/page.h"
 #include "util/runtime.h"
 
@@ -87,27 +85,50 @@ void check(const ServeOptions& options) {
   if (options.max_waiting_connections < 1 || options.max_waiting_connections > 65536) {
     throw std::invalid_argument("--max-waiting-connections must be from 1 to 65536");
   }
-  if (!(options.header_timeout > 0 && options.header_timeout <= 3600)) {
-    throw std::invalid_argument("--header-timeout must be more than 0 and at most 3600 seconds");
+  const auto check_seconds = [](double value, const char* name) {
+    if (!(value > 0 && value <= 3600)) {
+      throw std::invalid_argument(std::string(name) + " must be more than 0 and at most 3600 seconds");
+    }
+  };
+  check_seconds(options.header_timeout, "--header-timeout");
+  check_seconds(options.request_timeout, "--request-timeout");
+  check_seconds(options.answer_timeout, "--answer-timeout");
+  if (options.max_body_memory < 1 || options.max_body_memory > (size_t{1} << 20)) {
+    throw std::invalid_argument("--max-body-memory must be from 1 to 1048576 MiB");
   }
   const RequestLimits& limits = options.limits;
   if (limits.max_body_bytes < 16) throw std::invalid_argument("--max-body-bytes must be at least 16");
   if (limits.max_sentences < 1) throw std::invalid_argument("--max-sentences must be at least 1");
   if (limits.max_sentence_bytes < 1) throw std::invalid_argument("--max-sentence-bytes must be at least 1");
+  if (limits.max_answer_bytes < 1024) throw std::invalid_argument("--max-answer-bytes must be at least 1024");
+  if ((options.max_body_memory << 20) < limits.max_body_bytes) {
+    throw std::invalid_argument("--max-body-memory (" + std::to_string(options.max_body_memory) +
+                                " MiB) must hold at least one body of --max-body-bytes");
+  }
   if (limits.max_beam_size < options.translate.search.beam_size) {
     throw std::invalid_argument("--max-beam-size must be at least --beam-size (" +
                                 std::to_string(options.translate.search.beam_size) + ")");
   }
 }
 
-void answer_json(httplib::Response& response, int status, const json& body) {
-  response.status = status;
-  response.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), kJson);
+HttpAnswer json_answer(int status, const json& body) {
+  return {status, kJson, body.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
-void answer_error(httplib::Response& response, int status, const std::string& message) {
-  response.status = status;
-  response.set_content(error_json(message), kJson);
+HttpAnswer error_answer(int status, const std::string& message) { return {status, kJson, error_body(message)}; }
+
+// An exception's message, its first line (LibTorch's carry a backtrace after it).
+std::string exception_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& exception) {
+    const std::string what = exception.what_without_backtrace();
+    return what.substr(0, what.find('\n'));
+  } catch (const std::exception& exception) {
+    return exception.what();
+  } catch (...) {
+  }
+  return "internal error";
 }
 
 // What the handlers read and count: lives in serve() for as long as the server runs.
@@ -122,6 +143,7 @@ struct Service {
   Clock::time_point started;
   std::atomic<size_t> requests_served{0};
   std::atomic<size_t> requests_refused{0};
+  size_t longest_source_piece = 0, longest_target_piece = 0;  // answer_bytes_bound's
   BatchQueue queue;
 };
 
@@ -163,48 +185,44 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       checkpoint(joined_checkpoints(models)),
       threads(torch::get_num_threads()),
       started(Clock::now()),
+      longest_source_piece(longest_piece_json(models.source_vocabulary())),
+      longest_target_piece(longest_piece_json(models.target_vocabulary())),
       queue(models, batch_queue_options(options, device), device) {}
 
-// Limits, timeouts and the listening socket (written to `listening` when it is made); the
-// connections themselves are HttpServer's.
-void configure(httplib::Server& server, const ServeOptions& options, socket_t& listening) {
-  server.set_payload_max_length(options.limits.max_body_bytes);
-  // httplib's default adds SO_REUSEPORT, with which a second server on the same port would share
-  // its connections instead of being refused: SO_REUSEADDR alone.
-  server.set_socket_options([&listening](socket_t socket) {
-    const int yes = 1;
-    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listening = socket;
-  });
-  server.set_tcp_nodelay(true);  // answers are small: send them now, not after the client's ACK
-  server.set_keep_alive_max_count(1000);
-  server.set_keep_alive_timeout(2);  // how long an idle connection waits for a request
-  server.set_read_timeout(5);        // a client that stops sending a body is dropped after this
-  server.set_write_timeout(5);
+HttpLimits http_limits(const ServeOptions& options) {
+  HttpLimits limits;
+  limits.max_body_bytes = options.limits.max_body_bytes;
+  limits.max_body_memory = options.max_body_memory << 20;
+  limits.max_answering = static_cast<size_t>(options.connections);
+  limits.max_waiting = waiting_connections_that_fit(static_cast<size_t>(options.max_waiting_connections),
+                                                    static_cast<size_t>(options.connections));
+  limits.header_seconds = options.header_timeout;
+  limits.request_seconds = options.request_timeout;
+  limits.answer_seconds = options.answer_timeout;
+  return limits;
 }
 
 // GET /health.
-void answer_health(const Service& service, httplib::Response& response) {
+HttpAnswer health(const Service& service) {
   const double uptime = std::chrono::duration<double>(Clock::now() - service.started).count();
-  answer_json(response, 200,
-              {{"status", "ok"},
-               {"model", service.model_dirs},
-               {"checkpoint", service.checkpoint},
-               {"attention", service.models.attention()},
-               {"source_vocabulary", service.models.source_vocabulary().size()},
-               {"target_vocabulary", service.models.target_vocabulary().size()},
-               {"device", service.device.str()},
-               {"threads", service.threads},
-               {"workers", service.queue.workers()},
-               {"beam_size", service.options.translate.search.beam_size},
-               {"compute_type", service.models.compute_type},
-               {"shortlist", service.options.translate.shortlist},
-               {"continuous_batching", continuous_batching(service.options)},
-               {"uptime_seconds", uptime},
-               {"requests_served", service.requests_served.load()},
-               {"requests_refused", service.requests_refused.load()},
-               {"sentences_translated", service.queue.sentences_done()},
-               {"batches", service.queue.batches_done()}});
+  return json_answer(200, {{"status", "ok"},
+                           {"model", service.model_dirs},
+                           {"checkpoint", service.checkpoint},
+                           {"attention", service.models.attention()},
+                           {"source_vocabulary", service.models.source_vocabulary().size()},
+                           {"target_vocabulary", service.models.target_vocabulary().size()},
+                           {"device", service.device.str()},
+                           {"threads", service.threads},
+                           {"workers", service.queue.workers()},
+                           {"beam_size", service.options.translate.search.beam_size},
+                           {"compute_type", service.models.compute_type},
+                           {"shortlist", service.options.translate.shortlist},
+                           {"continuous_batching", continuous_batching(service.options)},
+                           {"uptime_seconds", uptime},
+                           {"requests_served", service.requests_served.load()},
+                           {"requests_refused", service.requests_refused.load()},
+                           {"sentences_translated", service.queue.sentences_done()},
+                           {"batches", service.queue.batches_done()}});
 }
 
 // Refuses a request with a sentence whose search alone would hold more than --max-search-memory
@@ -228,117 +246,115 @@ void check_search_memory(const Service& service, const TranslateRequest& request
   }
 }
 
-// POST /translate.
-void answer_translate(Service& service, const httplib::Request& http_request, httplib::Response& response) {
+// Refuses a request whose answer could pass --max-answer-bytes (answer_bytes_bound), before the
+// search.
+void check_answer_size(const Service& service, const TranslateRequest& request,
+                       const std::vector<std::vector<int64_t>>& source_subwords) {
+  const size_t bound =
+      answer_bytes_bound(request, source_subwords, service.longest_source_piece, service.longest_target_piece);
+  const size_t limit = service.options.limits.max_answer_bytes;
+  if (bound > limit) {
+    throw RequestError(413, "the answer could reach " + std::to_string((bound >> 20) + 1) + " MiB" +
+                                (request.attention ? " with its attention" : "") + ", more than the server's " +
+                                "--max-answer-bytes " + std::to_string(limit) + ": send fewer or shorter sentences" +
+                                (request.attention ? ", or no attention" : ""));
+  }
+}
+
+// POST /translate: checked here, then queued; the answer is written when its batch is done.
+void answer_translate(Service& service, const HttpRequest& http_request, const Respond& respond) {
   const ServeOptions& options = service.options;
   try {
-    TranslateRequest request = parse_translate_request(http_request.body, options.translate.search, options.limits);
-    if (request.search.return_attention && !service.models.has_attention()) {
+    auto request = std::make_shared<TranslateRequest>(
+        parse_translate_request(http_request.body, options.translate.search, options.limits));
+    if (request->search.return_attention && !service.models.has_attention()) {
       throw RequestError(400, "attention/alignment: this model was trained with attention none");
     }
     std::vector<std::vector<int64_t>> subwords;  // encoded once: checked here, translated by the queue
-    for (const std::string& text : request.text) subwords.push_back(service.models.source_vocabulary().encode(text));
-    check_search_memory(service, request, subwords);
-    check_guides(request, subwords, service.models.target_vocabulary(),
+    for (const std::string& text : request->text) subwords.push_back(service.models.source_vocabulary().encode(text));
+    check_search_memory(service, *request, subwords);
+    check_answer_size(service, *request, subwords);
+    check_guides(*request, subwords, service.models.target_vocabulary(),
                  service.models.ensemble().members().front()->options().reverse_target);
-    const std::vector<Translation> translations =
-        request.text.empty() ? std::vector<Translation>{}
-                             : service.queue.translate(request.text, request.search, request.prefix,
-                                                       request.constraints, std::move(subwords));
-    answer_json(response, 200, translations_json(request, translations, service.models.target_vocabulary()));
-    ++service.requests_served;
+    if (request->text.empty()) {
+      ++service.requests_served;
+      return respond(json_answer(200, translations_json(*request, {}, service.models.target_vocabulary())));
+    }
+    // On a worker's thread, which must not throw.
+    auto done = [&service, request, respond](std::vector<Translation> translations, std::exception_ptr error) {
+      try {
+        if (error) std::rethrow_exception(error);
+        HttpAnswer answer =
+            json_answer(200, translations_json(*request, translations, service.models.target_vocabulary()));
+        ++service.requests_served;
+        respond(std::move(answer));
+      } catch (...) {
+        const std::string message = exception_message(std::current_exception());
+        spdlog::error("POST /translate failed: {}", message);
+        respond(error_answer(500, message));
+      }
+    };
+    service.queue.submit(request->text, request->search, request->prefix, request->constraints, std::move(subwords),
+                         std::move(done));
   } catch (const RequestError& error) {
     ++service.requests_refused;
-    answer_error(response, error.status(), error.what());
+    respond(error_answer(error.status(), error.what()));
   }
 }
 
-// The endpoints, and the same endpoints with the wrong method.
-void add_routes(httplib::Server& server, Service& service) {
-  server.Get("/", [](const httplib::Request&, httplib::Response& response) {
-    response.set_content(page_html(), "text/html; charset=utf-8");
-  });
-  server.Get("/health",
-             [&service](const httplib::Request&, httplib::Response& response) { answer_health(service, response); });
-  server.Post("/translate", [&service](const httplib::Request& http_request, httplib::Response& response) {
-    answer_translate(service, http_request, response);
-  });
-  for (const char* path : {"/", "/health"}) {
-    server.Post(path, [path](const httplib::Request&, httplib::Response& response) {
-      answer_error(response, 405, std::string(path) + " takes GET");
-    });
-  }
-  server.Get("/translate", [](const httplib::Request&, httplib::Response& response) {
-    answer_error(response, 405, "/translate takes POST with a JSON body like {\"text\": [\"...\"]}");
-  });
+// A request's path or method for a message: at most 60 printable bytes of it.
+std::string shown(const std::string& text) {
+  std::string shown;
+  for (char c : text.substr(0, 60)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return text.size() > 60 ? shown + "..." : shown;
 }
 
-// The message of a status httplib answered without a body of ours.
-std::string http_error_message(const httplib::Request& request, const httplib::Response& response,
-                               const ServeOptions& options) {
-  std::string message = "HTTP " + std::to_string(response.status);
-  if (response.status == 404) {
-    message = "no such endpoint: " + request.method + " " + request.path +
-              " (the endpoints are GET /, GET /health and POST /translate)";
-  } else if (response.status == 413 &&
-             request.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
-    // httplib's own limit for form bodies (what curl -d sends without -H).
-    message =
-        "a body sent as application/x-www-form-urlencoded is limited to 8192 bytes: send it with "
-        "Content-Type: application/json";
-  } else if (response.status == 413) {
-    message = "the body is over the limit of " + std::to_string(options.limits.max_body_bytes) +
-              " bytes (nmt serve --max-body-bytes)";
-  } else if (response.status == 400) {
-    message = "malformed HTTP request";
-  }
-  return message;
+// The media type of a Content-Type value: before any ';', lowercased, trimmed.
+std::string media_type(std::string value) {
+  value = value.substr(0, value.find(';'));
+  value.erase(0, value.find_first_not_of(" \t"));
+  value.erase(value.find_last_not_of(" \t") + 1);
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  return value;
 }
 
-// An exception out of a handler: a 500 with its message.
-void answer_exception(httplib::Response& response, std::exception_ptr error) {
-  std::string message = "internal error";
-  try {
-    std::rethrow_exception(error);
-  } catch (const c10::Error& exception) {
-    const std::string what = exception.what_without_backtrace();
-    message = what.substr(0, what.find('\n'));
-  } catch (const std::exception& exception) {
-    message = exception.what();
-  } catch (...) {
-  }
-  spdlog::error("POST /translate failed: {}", message);
-  answer_error(response, 500, message);
+// The endpoints: what is refused before a body is read (an unknown path, the wrong method, a
+// /translate body that is not JSON), and the answers.
+HttpRoutes routes(Service& service) {
+  HttpRoutes routes;
+  routes.refuse = [](const HttpRequest& head) -> std::optional<HttpAnswer> {
+    if (head.path == "/translate") {
+      if (head.method != "POST") {
+        return error_answer(405, "/translate takes POST with a JSON body like {\"text\": [\"...\"]}");
+      }
+      // application/json only: a browser sends it cross-site only after a preflight that this
+      // server never grants, so no other site's page can make the operator's browser post here.
+      if (media_type(head.content_type) != kJson) {
+        return error_answer(
+            415, "POST /translate takes Content-Type: application/json, not " +
+                     (head.content_type.empty() ? std::string("none") : "\"" + shown(head.content_type) + "\"") +
+                     " (curl: -H 'Content-Type: application/json')");
+      }
+      return std::nullopt;
+    }
+    if (head.path == "/" || head.path == "/health") {
+      if (head.method != "GET") return error_answer(405, head.path + " takes GET");
+      return std::nullopt;
+    }
+    return error_answer(404, "no such endpoint: " + shown(head.method) + " " + shown(head.path) +
+                                 " (the endpoints are GET /, GET /health and POST /translate)");
+  };
+  routes.answer = [&service](HttpRequest request, Respond respond) {
+    if (request.path == "/") return respond({200, "text/html; charset=utf-8", page_html()});
+    if (request.path == "/health") return respond(health(service));
+    answer_translate(service, request, respond);
+  };
+  routes.refused = [&service] { ++service.requests_refused; };
+  return routes;
 }
 
-void add_error_handlers(httplib::Server& server, Service& service) {
-  // Statuses without a body of ours (an unknown path, a body over the limit, a malformed request
-  // line) get a JSON error too.
-  server.set_error_handler([&service](const httplib::Request& request, httplib::Response& response) {
-    if (!response.body.empty()) return;
-    ++service.requests_refused;
-    answer_error(response, response.status, http_error_message(request, response, service.options));
-  });
-  server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
-    answer_exception(response, std::move(error));
-  });
-}
-
-// Binds to options.host and options.port (any free port for 0) and returns the port.
-int bind_address(httplib::Server& server, const ServeOptions& options) {
-  int port = options.port;
-  const bool bound =
-      port == 0 ? (port = server.bind_to_any_port(options.host)) > 0 : server.bind_to_port(options.host, options.port);
-  if (!bound) {
-    throw std::runtime_error("cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                             " (the port is in use, or the address is not one of this machine's): choose another "
-                             "--port or --host");
-  }
-  return port;
-}
-
-// Serves until the first SIGINT or SIGTERM, then until every accepted connection is answered.
-void listen_until_signal(httplib::Server& server) {
+// Serves until the first SIGINT or SIGTERM, then until every request in flight is answered.
+void serve_until_signal(HttpServer& server) {
   std::atomic<bool> finished{false};
   std::thread stopper([&] {
     char byte = 0;
@@ -346,16 +362,9 @@ void listen_until_signal(httplib::Server& server) {
     }
     if (finished) return;
     spdlog::info("SIG{}: no new connections; answering the requests in flight, then exiting", sigabbrev_np(byte));
-    // listen_after_bind may not have started yet: stop() acts on a running server only.
-    while (!finished) {
-      if (server.is_running()) {
-        server.stop();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    server.stop();
   });
-  server.listen_after_bind();  // returns after stop(), once every accepted connection is answered
+  server.run();  // returns after stop(), once every request in flight is answered
   finished = true;
   const char wake = 0;
   [[maybe_unused]] ssize_t written = ::write(signal_pipe[1], &wake, 1);
@@ -388,27 +397,13 @@ void serve(const ServeOptions& options) {
   check_beam_fits(options, models);
   Service service(options, models, device);
 
-  ConnectionOptions connections;
-  connections.threads = static_cast<size_t>(options.connections);
-  connections.max_waiting = waiting_connections_that_fit(static_cast<size_t>(options.max_waiting_connections),
-                                                         static_cast<size_t>(options.connections));
-  connections.header_timeout_seconds = options.header_timeout;
-  connections.on_refused = [&service] { ++service.requests_refused; };
-  HttpServer server(std::move(connections));
-  socket_t listening = -1;
-  configure(server, options, listening);
-  add_routes(server, service);
-  add_error_handlers(server, service);
-  const int port = bind_address(server, options);
-  // httplib listens with a backlog of 5 connections: more clients connecting at once would see
-  // their connection attempts dropped and retried a second later. Linux takes a second listen()
-  // on the bound socket as a new backlog.
-  if (::listen(listening, SOMAXCONN) != 0) spdlog::warn("listen backlog: {}", std::strerror(errno));
+  HttpServer server(http_limits(options), routes(service));
+  const int port = server.listen(options.host, options.port);
   spdlog::info("nmt serve: {} ({} attention, {} and {} subwords) on {}", service.checkpoint, models.attention(),
                models.source_vocabulary().size(), models.target_vocabulary().size(), device.str());
   spdlog::info("listening on http://{}:{}/", options.host, port);
 
-  listen_until_signal(server);
+  serve_until_signal(server);
   spdlog::info("stopped: {} served, {} refused; {} sentences translated in {} batches", service.requests_served.load(),
                service.requests_refused.load(), service.queue.sentences_done(), service.queue.batches_done());
 }

@@ -1,11 +1,12 @@
-// `nmt serve`: a trained model behind HTTP and JSON (cpp-httplib, nlohmann/json).
-//   POST /translate  {"text": [...], "beam_size", "n_best", "attention", "alignment"} (serve/request.h)
+// `nmt serve`: a trained model behind HTTP and JSON (Boost.Beast, nlohmann/json).
+//   POST /translate  {"text": [...], "beam_size", "n_best", "attention", "alignment"} (serve/request.h),
+//                    with Content-Type: application/json
 //   GET  /health     the model, vocabulary sizes, device, uptime, requests served
 //   GET  /           a page to type sentences into and see each one's attention (serve/page.html)
-// Requests from all connections are translated together (serve/batch_queue.h). A connection waits
-// for its request line and headers without a thread, so that clients which send part of a request
-// and then nothing hold none (server.cpp, "Connections"). SIGINT or SIGTERM stops accepting
-// connections, answers what is in flight, and returns; a second one exits at once.
+// Requests from all connections are translated together (serve/batch_queue.h). Connections hold
+// no thread while they wait for a request, its body or its translation, and every limit holds
+// whatever a client sends (serve/http_server.h). SIGINT or SIGTERM stops accepting connections,
+// answers what is in flight, and returns; a second one exits at once.
 #pragma once
 
 #include <string>
@@ -27,12 +28,14 @@ struct ServeOptions {
   std::string batching = "auto";
   int workers = 0;        // batches translated at once (each on one thread when several); 0:
                           // one per CPU thread (--threads) on the CPU, one on a GPU
-  int connections = 128;  // requests read and answered at once, one thread each
+  int connections = 128;  // requests being translated and answered at once; past this, 503
   RequestLimits limits;
-  // A connection waits without a thread while its request line and headers arrive, and between
-  // requests (kept alive).
-  int max_waiting_connections = 1000;  // connections waiting at once; past this the oldest is closed
-  double header_timeout = 5;           // seconds from a request's first byte to its last header (408)
+  // Connections waiting for a request, its headers or its body; past this the oldest is closed.
+  int max_waiting_connections = 1000;
+  double header_timeout = 5;    // seconds from a request's first byte to its last header (408)
+  double request_timeout = 30;  // seconds from a request's first byte to its body's last (408)
+  double answer_timeout = 30;   // seconds to write a whole answer (then the connection is dropped)
+  size_t max_body_memory = 64;  // MiB of request bodies held at once, all connections (503 past it)
 };
 
 // Whether greedy requests are batched continuously: `batching` is "continuous", or "auto" without a

@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nmt::serve::RequestLimits limits;
   limits.max_sentences = 8;
   limits.max_sentence_bytes = 64;
+  limits.max_body_bytes = size_t{4} << 20;  // scripts/fuzz.sh gives inputs of up to 2 MiB: all are parsed
   try {
     const nmt::serve::TranslateRequest request =
         nmt::serve::parse_translate_request(body, nmt::SearchOptions{}, limits);

@@ -1,0 +1,95 @@
+// The HTTP/1.1 side of nmt serve, on Boost.Beast and Asio, built for clients that are hostile as
+// well as for those that are slow by accident (nginx and Envoy hold the same limits):
+//   - every body is bounded before it is stored, whatever its framing: a Content-Length over the
+//     limit is refused from the headers, a chunked body when its decoded bytes pass it; compressed
+//     bodies (Content-Encoding, or a Transfer-Encoding other than chunked) are refused, never
+//     inflated; all bodies held at once share one memory budget;
+//   - deadlines for a request's headers (from its first byte), for the whole request (headers and
+//     body), for the whole answer, and for the first byte of a kept-alive connection's next request;
+//   - a cap on connections that wait (for a request, its headers or its body: past it the one that
+//     has waited longest is closed) and on requests handled and answered at once (past it, 503);
+//   - no thread per connection: a connection that trickles costs its descriptor and its bytes.
+// The routes and what a request means are the caller's (serve/server.cpp); this file knows nothing
+// of translation.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace nmt::serve {
+
+struct HttpLimits {
+  size_t max_head_bytes = 64 * 1024;          // request line and headers (431 past it)
+  size_t max_body_bytes = 1 << 20;            // one body, decoded from its framing (413 past it)
+  size_t max_body_memory = size_t{64} << 20;  // bodies being read or handled, all connections (503)
+  size_t max_waiting = 1000;                  // connections waiting for a request, its headers or its body
+  size_t max_answering = 128;                 // requests being handled or answered at once (503 past it)
+  size_t max_requests = 1000;                 // answered on one kept-alive connection
+  double idle_seconds = 2;                    // for the first byte of a kept-alive connection's next request
+  double header_seconds = 5;                  // from a request's first byte to its blank line (408)
+  double request_seconds = 30;                // from a request's first byte to the last byte of its body (408)
+  double answer_seconds = 30;                 // to write a whole answer (then the connection is dropped)
+  size_t threads = 2;                         // running the connections (none blocks: translation is elsewhere)
+};
+
+struct HttpRequest {
+  std::string method;        // as sent: "GET", "POST", ...
+  std::string path;          // the target without its query
+  std::string content_type;  // the header's value, or ""
+  std::string body;          // empty until the whole request is in
+};
+
+struct HttpAnswer {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// Gives a request's answer: callable once, from any thread.
+using Respond = std::function<void(HttpAnswer answer)>;
+
+struct HttpRoutes {
+  // For a request whose headers are in (body still empty): an answer that refuses it before its
+  // body is read (404, 405, 415), or none.
+  std::function<std::optional<HttpAnswer>(const HttpRequest& head)> refuse;
+  // A whole request: answers it through `respond`, now or later. An exception it throws becomes a
+  // 500 with its message.
+  std::function<void(HttpRequest request, Respond respond)> answer;
+  // A request this file refused itself (408, 413, 415, 431, 503, a malformed request): for counting.
+  std::function<void()> refused;
+};
+
+// {"error": message}, with the message a JSON string. The server's own refusals use it too.
+std::string error_body(const std::string& message);
+
+class HttpServer {
+ public:
+  HttpServer(HttpLimits limits, HttpRoutes routes);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Listens on host:port (0: any free port) and returns the port. Throws std::runtime_error naming
+  // the address when it cannot.
+  int listen(const std::string& host, int port);
+  // Serves until stop(), then until every request whose headers were in has been answered.
+  void run();
+  // From any thread, a signal handler's thread included: no new connections; connections waiting
+  // for a request or its headers are closed; the others get their answer with "Connection: close".
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;  // keeps Asio out of this header
+};
+
+// Each connection holds a descriptor, and the soft limit is often 1024: it is raised toward the
+// hard limit so that `waiting` connections and `answering` requests fit beside the model's files;
+// where they cannot, fewer connections wait (the oldest are closed sooner), so that accept() does
+// not run out of descriptors. Returns how many may wait.
+size_t waiting_connections_that_fit(size_t waiting, size_t answering);
+
+}  // namespace nmt::serve
