@@ -45,6 +45,7 @@
 #include "text/special_tokens.h"
 #include "train/distributed.h"
 #include "train/setup.h"
+#include "util/blas_core.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -363,6 +364,7 @@ void bench_allreduce(DistributedOptions options, int64_t bytes, int64_t bucket_b
 }  // namespace
 
 int main(int argc, char** argv) {
+  nmt::restart_for_blas(argv);  // OpenBLAS's kernels for this CPU (util/blas_core.h)
   CLI::App app{"nmt_bench: measurements for scripts/bench/run.sh (one Markdown table row per run)"};
   app.require_subcommand(1);
   app.set_config("--config", "", "TOML configuration file ([train] section)");

@@ -3,13 +3,30 @@
 
 #include "kernels/bf16_kernels.h"
 
-#if NMT_BF16_KERNELS
 #include <cpuid.h>
+
+#if NMT_BF16_KERNELS
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
 
 namespace nmt::kernels {
+
+CpuFeatures cpu_features() {
+  __builtin_cpu_init();
+  CpuFeatures features;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  // The vendor string's first four bytes: "Auth" (AuthenticAMD) or "Hygo" (HygonGenuine).
+  features.amd = __get_cpuid(0, &eax, &ebx, &ecx, &edx) && (ebx == 0x68747541 || ebx == 0x6f677948);
+  features.avx = __builtin_cpu_supports("avx");
+  features.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  features.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  // CPUID leaf 7, subleaf 1: AVX512_BF16 is EAX bit 5.
+  features.avx512_bf16 = features.avx512 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && eax >= 1 &&
+                         __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
+  return features;
+}
 
 bool avx2_kernels_available() {
 #if NMT_AVX2_KERNELS

@@ -9,6 +9,17 @@
 
 namespace nmt::kernels {
 
+// What this CPU runs, whatever this build has: for choosing another library's kernels
+// (util/blas_core.h).
+struct CpuFeatures {
+  bool amd = false;  // AMD or Hygon: OpenBLAS names their AVX2 kernels "Zen"
+  bool avx = false;
+  bool avx2_fma = false;     // AVX2 and FMA
+  bool avx512 = false;       // AVX-512 F, BW, VL and DQ
+  bool avx512_bf16 = false;  // and AVX512_BF16
+};
+CpuFeatures cpu_features();
+
 bool avx2_kernels_available();
 
 // The same for the AVX-512 kernels (kernels/packed_gemm.h): this build has them and this CPU
