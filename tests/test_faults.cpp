@@ -351,3 +351,82 @@ TEST_CASE("faults: kill -9 at random moments, resume each time, same parameters 
   CHECK(resumed.progress.step == 24);
   CHECK(same_parameters(resumed, whole));
 }
+
+TEST_CASE("faults: --overwrite keeps the old run aside until the new one has a checkpoint", "[faults]") {
+  const fs::path dir = fresh("overwrite_aside");
+  const fs::path model = dir / "model";
+  REQUIRE(run_nmt(tiny_train_arguments(model.string(), 2, 2) + " --keep-checkpoints 1").status == 0);
+  REQUIRE(run_nmt("average --model " + model.string()).status == 0);
+  const std::map<std::string, std::string> before = checkpoint_bytes(model);
+  REQUIRE(before.count("averaged.ckpt") == 1);
+  // A new run that diverges at its first validation: the old model is still there, whole. (All of
+  // it was deleted as the new run started.)
+  const CommandResult diverged =
+      run_nmt(tiny_train_arguments(model.string(), 6, 2) + " --learning-rate 1e30 --overwrite");
+  INFO(diverged.output);
+  CHECK(diverged.status == 1);
+  CHECK(checkpoint_bytes(model / "previous-run") == before);
+  CHECK(fs::exists(model / "previous-run" / "config.toml"));
+  CHECK(fs::exists(model / "previous-run" / "vocab.joint.model"));
+  // Divergence reaches train.log, not only the console.
+  CHECK_THAT(read_file((model / "train.log").string()), Catch::Contains("training diverged at step 2"));
+  CHECK(run_nmt("translate --model " + (model / "previous-run").string() + " --input " + kToy +
+                "/dev.src --max-length 4 --threads 1")
+            .status == 0);
+  // A second --overwrite that saves nothing keeps the same old run aside.
+  CHECK(run_nmt(tiny_train_arguments(model.string(), 6, 2) + " --learning-rate 1e30 --overwrite").status == 1);
+  CHECK(checkpoint_bytes(model / "previous-run") == before);
+  // Once a new run has written a checkpoint, the old one goes.
+  const CommandResult replaced = run_nmt(tiny_train_arguments(model.string(), 2, 2) + " --overwrite");
+  INFO(replaced.output);
+  CHECK(replaced.status == 0);
+  CHECK_FALSE(fs::exists(model / "previous-run"));
+  CHECK_FALSE(fs::exists(model / "averaged.ckpt"));
+  CHECK(fs::exists(model / "best.ckpt"));
+
+  // A plain new run refuses a directory that holds only an averaged model (it once deleted it).
+  const fs::path averaged_only = dir / "averaged_only";
+  fs::create_directories(averaged_only);
+  fs::copy_file(model / "best.ckpt", averaged_only / "averaged.ckpt");
+  const std::string kept = read_file((averaged_only / "averaged.ckpt").string());
+  const CommandResult refused = run_nmt(tiny_train_arguments(averaged_only.string(), 2, 2));
+  CHECK(refused.status != 0);
+  CHECK_THAT(refused.output, Catch::Contains("already holds averaged.ckpt"));
+  CHECK(read_file((averaged_only / "averaged.ckpt").string()) == kept);
+}
+
+TEST_CASE("faults: --resume with another --learning-rate trains at it, and config.toml says so", "[faults]") {
+  const fs::path model = fresh("resume_rate") / "model";
+  REQUIRE(run_nmt(tiny_train_arguments(model.string(), 2, 2) + " --learning-rate 0.003").status == 0);
+  const CommandResult resumed =
+      run_nmt(tiny_train_arguments(model.string(), 4, 2) + " --learning-rate 0.0005 --resume --log-every 1");
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("learning-rate 0.0005 replaces the run's 0.003"));
+  // Step 3 ran at the new rate (it once ran at the stored 0.003 while config.toml said 5e-04).
+  std::string step_3;
+  for (const std::string& line : split_lines(read_file((model / "metrics.jsonl").string()))) {
+    if (line.find("\"event\":\"train\",\"step\":3,") != std::string::npos) step_3 = line;
+  }
+  CHECK_THAT(step_3, Catch::Contains("\"learning_rate\":0.0005"));
+  CHECK_THAT(read_file((model / "config.toml").string()), Catch::Contains("learning-rate = 5e-04"));
+  const TrainingCheckpoint last = load_training_checkpoint((model / "last.ckpt").string(), torch::kCPU);
+  CHECK(last.progress.learning_rate == Approx(0.0005));
+}
+
+TEST_CASE("faults: a checkpoint's model options are checked before a model is built from them", "[faults]") {
+  const fs::path model = fresh("checkpoint_options") / "model";
+  REQUIRE(run_nmt(tiny_train_arguments(model.string(), 2, 2) + " --attention multi-head --attention-heads 2").status ==
+          0);
+  const std::string best = (model / "best.ckpt").string();
+  TrainingCheckpoint state = load_training_checkpoint(best, torch::kCPU);
+  state.config.model.attention_heads = 0;
+  save_checkpoint(best, state, nullptr);
+  // Read in another process: before the check, the model's constructor divided by zero (SIGFPE).
+  const CommandResult result =
+      run_nmt("translate --model " + model.string() + " --input " + kToy + "/dev.src --threads 1");
+  INFO(result.output);
+  CHECK(result.status == 1);
+  CHECK_THAT(result.output, Catch::Contains(best + ": its model options are invalid") &&
+                                Catch::Contains("attention-heads") && Catch::Contains("must be at least 1"));
+}

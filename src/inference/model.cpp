@@ -14,6 +14,14 @@ namespace nmt {
 
 TranslationModel read_model(torch::serialize::InputArchive& archive, const ModelOptions& options,
                             const std::string& path, const torch::Device& device) {
+  // Checked as a config's are, before anything is built: a damaged or hand-edited checkpoint (its
+  // attention-heads 0, say) gets a message, not a division by zero in a constructor.
+  try {
+    validate(options);
+  } catch (const std::invalid_argument& error) {
+    throw std::runtime_error(path + ": its model options are invalid (" + error.what() +
+                             "); use another checkpoint or train again");
+  }
   TranslationModel model;
   model.options = options;
   model.source_vocabulary =

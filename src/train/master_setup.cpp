@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
@@ -27,7 +28,8 @@ void prepare_model_dir(const TrainConfig& config, const TrainRunOptions& run) {
   if (!run.resume && !run.overwrite) {
     // Any file a run writes (a run killed early may have best.ckpt but no last.ckpt; a user's folder
     // may have its own config.toml) is replaced only on request.
-    std::vector<std::string> names = {kLastCheckpoint, kBestCheckpoint, "config.toml", "train.log", "metrics.jsonl"};
+    std::vector<std::string> names = {kLastCheckpoint, kBestCheckpoint, kAveragedCheckpoint, "config.toml",
+                                      "train.log",     "metrics.jsonl", kReplacedRunDir};
     for (const std::string& step : step_checkpoints(config.model_dir)) names.push_back(fs::path(step).filename());
     for (const std::string& name : names) {
       if (fs::exists(dir / name)) {
@@ -41,15 +43,55 @@ void prepare_model_dir(const TrainConfig& config, const TrainRunOptions& run) {
     throw std::invalid_argument("--resume: " + (dir / kLastCheckpoint).string() +
                                 " does not exist; train without --resume first");
   }
-  if (!run.resume) {
-    for (const char* name : {"train.log", "metrics.jsonl", kBestCheckpoint, kLastCheckpoint, kAveragedCheckpoint}) {
-      fs::remove(dir / name);
-    }
-    remove_step_checkpoints_after(config.model_dir, -1);  // a new run must not average with the old one
+}
+
+// --overwrite: the old run's files move into model-dir/previous-run, where they stay until the new
+// run has written its first last.ckpt (discard_replaced_run): a new run that diverges or is killed
+// early leaves the old model, not nothing. The vocabularies are copied, not moved: the new run may
+// read them (a corpus prepared in model-dir). Returns what was moved, for the log.
+std::vector<std::string> move_run_aside(const TrainConfig& config) {
+  const fs::path dir(config.model_dir);
+  const fs::path aside = dir / kReplacedRunDir;
+  std::vector<std::string> names = {kLastCheckpoint, kBestCheckpoint, kAveragedCheckpoint, "config.toml",
+                                    "train.log",     "metrics.jsonl", "shortlist.bin"};
+  for (const std::string& step : step_checkpoints(config.model_dir)) names.push_back(fs::path(step).filename());
+  const bool any_checkpoint = std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+    return fs::path(name).extension() == ".ckpt" && fs::exists(dir / name);
+  });
+  std::vector<std::string> moved;
+  if (fs::exists(aside) && !any_checkpoint) {
+    // An earlier --overwrite that saved nothing: previous-run still holds the last model; what it
+    // left here (its log, its config) goes.
+    for (const std::string& name : names) fs::remove(dir / name);
+    return moved;
   }
+  if (!any_checkpoint && !fs::exists(dir / "config.toml")) return moved;  // nothing of a run here
+  fs::remove_all(aside);
+  fs::create_directories(aside);
+  for (const std::string& name : names) {
+    if (fs::exists(dir / name)) {
+      fs::rename(dir / name, aside / name);
+      moved.push_back(name);
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("vocab.", 0) == 0 && entry.path().extension() == ".model") {
+      fs::copy_file(entry.path(), aside / name, fs::copy_options::overwrite_existing);
+      moved.push_back(name + " (copied)");
+    }
+  }
+  return moved;
 }
 
 }  // namespace
+
+void discard_replaced_run(const std::string& model_dir, spdlog::logger& log) {
+  const fs::path aside = fs::path(model_dir) / kReplacedRunDir;
+  if (!fs::exists(aside)) return;
+  fs::remove_all(aside);
+  log.info("removed {}, the run this one replaced (--overwrite)", aside.string());
+}
 
 TrainingSetup set_up_master(const TrainConfig& config, const TrainRunOptions& run, std::optional<DirectoryLock>& lock,
                             std::optional<RunLog>& run_log) {
@@ -57,8 +99,15 @@ TrainingSetup set_up_master(const TrainConfig& config, const TrainRunOptions& ru
   fs::create_directories(config.model_dir);
   lock.emplace(config.model_dir);  // one run per model directory
   prepare_model_dir(config, run);
+  const std::vector<std::string> moved = run.overwrite ? move_run_aside(config) : std::vector<std::string>{};
   run_log.emplace(config.model_dir);
   spdlog::logger& log = run_log->logger();
+  if (!moved.empty()) {
+    std::string list;
+    for (const std::string& name : moved) list += (list.empty() ? "" : ", ") + name;
+    log.info("--overwrite: the old run's files are in {} until this run writes its first checkpoint: {}",
+             (fs::path(config.model_dir) / kReplacedRunDir).string(), list);
+  }
   std::set<fs::path> directories = {fs::path(config.model_dir), fs::path(prepared_corpus_path(config)).parent_path()};
   for (const fs::path& directory : directories) {
     for (const std::string& name : remove_stale_temporaries(directory.string())) {

@@ -16,6 +16,12 @@ namespace nmt {
 
 struct TrainRunOptions;
 
+// Where --overwrite keeps the replaced run's files until the new run's first checkpoint.
+inline constexpr const char* kReplacedRunDir = "previous-run";
+
+// Removes model_dir/previous-run, once the new run has written last.ckpt (rank 0).
+void discard_replaced_run(const std::string& model_dir, spdlog::logger& log);
+
 // The model directory checked and locked, the run set up, its configuration written. The lock and
 // the log live as long as `lock` and `run_log`.
 TrainingSetup set_up_master(const TrainConfig& config, const TrainRunOptions& run, std::optional<DirectoryLock>& lock,

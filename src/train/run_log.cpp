@@ -22,8 +22,16 @@ RunLog::RunLog(const std::string& model_dir) : metrics_path_((fs::path(model_dir
   logger_ = std::make_shared<spdlog::logger>("train", spdlog::sinks_init_list{console, file});
   logger_->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
   logger_->flush_on(spdlog::level::info);
+  file_only_ = std::make_shared<spdlog::logger>("train.log", file);
+  file_only_->set_pattern("[%Y-%m-%d %H:%M:%S] [%l] %v");
+  file_only_->flush_on(spdlog::level::err);
   metrics_.open(metrics_path_, std::ios::app);
   if (!metrics_) throw std::runtime_error(metrics_path_ + ": cannot open the metrics file for writing");
+}
+
+void RunLog::fatal(const std::exception& error) {
+  const std::string message = error.what();
+  file_only_->error("{}", message.substr(0, message.find('\n')));
 }
 
 void RunLog::write_metrics(const std::string& line) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -30,6 +31,10 @@ class RunLog {
   void update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double learning_rate,
               double elapsed_seconds);
 
+  // The error that ends the run, into train.log only (the console gets it from the caller): its
+  // first line, a LibTorch backtrace left out.
+  void fatal(const std::exception& error);
+
   // Logs a validation; the speed window restarts after it (validation time is not throughput).
   void validation(const TrainingProgress& progress, const ValidationResult& result, bool improved,
                   double old_learning_rate, double seconds, double elapsed_seconds);
@@ -38,6 +43,7 @@ class RunLog {
   void write_metrics(const std::string& line);
 
   std::shared_ptr<spdlog::logger> logger_;
+  std::shared_ptr<spdlog::logger> file_only_;  // train.log without the console
   std::ofstream metrics_;
   std::string metrics_path_;
   int log_every_ = 1;

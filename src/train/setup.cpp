@@ -289,8 +289,16 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   if (resume) {
     state = load_training_checkpoint(last_path, setup.device, kResumeNeedsLastCheckpoint);
     check_resumable(config, state.config, last_path);
-    log.info("resuming from {} at step {} (epoch {}, batch {})", last_path, state.progress.step,
-             state.progress.epoch + 1, state.progress.batch_in_epoch);
+    log.info("resuming from {} at step {} (epoch {}, batch {}, learning rate {:g})", last_path, state.progress.step,
+             state.progress.epoch + 1, state.progress.batch_in_epoch, state.progress.learning_rate);
+    // A learning-rate other than the run's own is applied from here on (its decays start again), so
+    // that config.toml and the checkpoints, which carry the new one, state the rate in use.
+    if (config.learning_rate != state.config.learning_rate) {
+      log.info("learning-rate {:g} replaces the run's {:g} (at {:g} after its decays) from step {}",
+               config.learning_rate, state.config.learning_rate, state.progress.learning_rate, state.progress.step);
+      state.progress.learning_rate = config.learning_rate;
+      state.progress.plateau_count = 0;
+    }
     prepared = open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary},
                                     /*trained_on_this_text=*/false, log);
   } else if (!config.init_from.empty()) {

@@ -17,6 +17,7 @@
 #include "text/batching.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
+#include "train/master_setup.h"
 #include "train/run_log.h"
 #include "train/schedule.h"
 #include "train/setup.h"
@@ -99,14 +100,12 @@ std::string last_good_checkpoints(const fs::path& dir) {
   return found[0] + " and " + found[1] + " hold the last good weights";
 }
 
-// The one-line error of a run that diverged at `step` (`why`): nothing is saved. --resume goes on
-// with last.ckpt's learning rate, not --learning-rate: a lower one needs a new run.
+// The one-line error of a run that diverged at `step` (`why`): nothing is saved.
 std::string divergence_message(const std::string& model_dir, int64_t step, const std::string& why) {
   const fs::path dir(model_dir);
   const std::string remedy =
       fs::exists(dir / kLastCheckpoint)
-          ? "lower learning-rate and start again with --overwrite, or set clip-norm and --resume (which keeps "
-            "last.ckpt's learning rate)"
+          ? "--resume with a lower --learning-rate or with clip-norm set, or start again with --overwrite"
           : "lower learning-rate or set clip-norm, then --overwrite";
   return "training diverged at step " + std::to_string(step) + ": " + why + "; nothing saved, " +
          last_good_checkpoints(dir) + ": " + remedy;
@@ -141,6 +140,7 @@ void save_checkpoints(const TrainingCheckpoint& state, FusedAdam& optimizer, boo
   const fs::path dir(state.config.model_dir);
   if (improved) save_checkpoint((dir / kBestCheckpoint).string(), state, nullptr);
   save_checkpoint((dir / kLastCheckpoint).string(), state, &optimizer);
+  discard_replaced_run(state.config.model_dir, log);  // --overwrite's old run: this one has a model now
   if (state.config.keep_checkpoints > 0) {
     save_checkpoint((dir / step_checkpoint_name(state.progress.step)).string(), state, nullptr);
     for (const auto& failure : prune_step_checkpoints(state.config.model_dir, state.config.keep_checkpoints)) {
@@ -314,13 +314,12 @@ void save_last_checkpoint(TrainingRun& run) {
   require_finite_weights(run.setup.state);
   save_checkpoint((fs::path(run.config.model_dir) / kLastCheckpoint).string(), run.setup.state,
                   run.setup.optimizer.get());
+  discard_replaced_run(run.config.model_dir, run.processes.log());
 }
 
-}  // namespace
-
-TrainSummary train(const TrainConfig& config, const TrainRunOptions& options) {
-  validate(config);
-  const std::unique_ptr<TrainingProcesses> processes = make_training_processes(options.distributed, config);
+// The run itself, once its processes are made.
+TrainSummary train_with(const TrainConfig& config, const TrainRunOptions& options,
+                        const std::unique_ptr<TrainingProcesses>& processes) {
   if (options.interrupted && processes->world_size() > 1) {
     throw std::invalid_argument("a run that can be interrupted between updates has one process, not " +
                                 std::to_string(processes->world_size()) + " (start several with nmt train)");
@@ -354,6 +353,20 @@ TrainSummary train(const TrainConfig& config, const TrainRunOptions& options) {
            format_duration(summary.seconds), to_string(config.best_metric), summary.best_score,
            (fs::path(config.model_dir) / kBestCheckpoint).string());
   return summary;
+}
+
+}  // namespace
+
+TrainSummary train(const TrainConfig& config, const TrainRunOptions& options) {
+  validate(config);
+  const std::unique_ptr<TrainingProcesses> processes = make_training_processes(options.distributed, config);
+  try {
+    return train_with(config, options, processes);
+  } catch (const std::exception& error) {
+    // A divergence, a full disk, a lost rank: train.log says how the run ended, not only the console.
+    if (RunLog* run_log = processes->run_log()) run_log->fatal(error);
+    throw;
+  }
 }
 
 }  // namespace nmt

@@ -22,7 +22,7 @@ class SingleProcess final : public TrainingProcesses {
     return set_up_master(config, run, lock_, run_log_);
   }
   spdlog::logger& log() override { return run_log_->logger(); }
-  RunLog* run_log() override { return &*run_log_; }
+  RunLog* run_log() override { return run_log_ ? &*run_log_ : nullptr; }
   void begin_update(int64_t /*step*/, const TokenCorpus& /*corpus*/,
                     const std::vector<std::vector<int64_t>>& /*batches*/, int64_t /*first*/,
                     int64_t /*count*/) override {}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The hostile-client benchmark of nmt serve on loopback (docs/serving.md, "Limits"):
+#   1. the targets under attack: 500 stalled heads, 500 trickling bodies, 200 endless chunked
+#      bodies and 200 gzip bombs held open for 30 s (scripts/bench/hostile_clients.py), while a
+#      real client sends a sentence every 200 ms: its answers' latency against 100 ms, and the
+#      server's resident memory growth against 256 MiB;
+#   2. well-behaved throughput: 64 clients with single sentences (build/nmt_load), with
+#      NMT_BASELINE_BINARY (another build's nmt) alternating with this build's, 3 runs each.
+# Usage: scripts/bench/hostile.sh [MODEL_DIR]   (default models/demo: scripts/demo.sh trains it)
+# Environment: NMT_BASELINE_BINARY (an nmt to compare throughput with), NMT_HOSTILE_SECONDS (30).
+# Needs a build (scripts/build.sh) and python3.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+model="${1:-models/demo}"
+input=data/toy/test.src
+[ -x build/nmt ] && [ -x build/nmt_load ] || { echo "bench: build/nmt or build/nmt_load not found; run scripts/build.sh" >&2; exit 1; }
+[ -f "$model/best.ckpt" ] || { echo "bench: $model/best.ckpt not found; run scripts/demo.sh or name a model" >&2; exit 1; }
+# 1,400 connections for the clients, as many for the server: above the usual soft limit of 1,024.
+ulimit -n "$(ulimit -Hn)"
+
+source scripts/serve_helpers.sh
+log="$(mktemp)"
+server=""
+trap '[ -n "$server" ] && kill "$server" 2> /dev/null; rm -f "$log"' EXIT
+stop_server() {
+  kill -TERM "$server"
+  wait "$server" || true
+  server=""
+}
+
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; model $model"
+echo
+start_server "$log" build/nmt --model "$model" --beam-size 1
+echo "nmt serve (defaults) under attack for ${NMT_HOSTILE_SECONDS:-30} s:"
+echo "| what | value | target |"
+echo "| --- | --- | --- |"
+python3 scripts/bench/hostile_clients.py --port "$port" --pid "$server" --seconds "${NMT_HOSTILE_SECONDS:-30}" \
+  --sentence "$(head -1 "$input")"
+stop_server
+grep -E "stopped" "$log" | sed 's/^.*\] //'
+
+echo
+echo "64 well-behaved clients, single sentences, greedy, alternating builds:"
+echo "| build | clients | requests | errors | sentences/s | p50 ms | p90 ms | p99 ms | max ms |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+builds=(build/nmt)
+[ -n "${NMT_BASELINE_BINARY:-}" ] && builds+=("$NMT_BASELINE_BINARY")
+for round in 1 2 3; do
+  for binary in "${builds[@]}"; do
+    start_server "$log" "$binary" --model "$model" --beam-size 1
+    build/nmt_load --port "$port" --input "$input" --clients 4 --requests 100 > /dev/null  # warm-up
+    build/nmt_load --port "$port" --input "$input" --clients 64 --requests 3000 --seconds 30 | sed "s#^#| $binary #"
+    stop_server
+  done
+done
