@@ -6,14 +6,16 @@ For --seconds, keeps open at once:
   --trickling connections whose headers are whole and whose body comes a byte a second
   --chunked   chunked bodies that never end (a 16 KiB chunk every 100 ms)
   --gzip      gzip bombs: a body of a few hundred KiB that inflates to --gzip-mib MiB of zeros
-Each reconnects when the server closes it. Meanwhile a real client sends one sentence on a new
-connection every 200 ms and times its answer, and the server's resident memory is read from
-/proc every 100 ms. Prints Markdown rows: | what | value | target |.
+Each reconnects when the server closes it (a gzip bomb a second after its answer). Meanwhile a real
+client, in a process of its own so that the attackers' work does not delay its reading, sends one
+sentence on a new connection every 200 ms and times its answer, and the server's resident memory
+is read from /proc every 100 ms. Prints Markdown rows: | what | value | target |.
 """
 import argparse
 import asyncio
 import gzip
 import json
+import multiprocessing
 import statistics
 import time
 
@@ -64,7 +66,7 @@ async def attacker(port, stop, counts, kind, bomb):
                 writer.write(bomb)
                 await writer.drain()
                 await asyncio.wait_for(reader.read(), timeout=10)
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(1)
         except (OSError, asyncio.TimeoutError):
             pass
         finally:
@@ -88,6 +90,13 @@ async def real_client(port, stop, sentence, latencies, failures):
         except (OSError, asyncio.TimeoutError) as error:
             failures.append(str(error))
         await asyncio.sleep(0.2)
+
+
+def real_client_process(port, seconds, sentence, results):
+    """The real client in a process of its own: (latencies, failures) into `results`."""
+    latencies, failures = [], []
+    asyncio.run(real_client(port, time.monotonic() + seconds, sentence, latencies, failures))
+    results.put((latencies, [repr(failure) for failure in failures]))
 
 
 async def memory_watch(pid, stop, samples):
@@ -124,10 +133,16 @@ async def main():
             if len(tasks) % 100 == 0:
                 await asyncio.sleep(0.05)  # connect in waves, as the listen backlog allows
     await asyncio.sleep(2)  # all of them connected before the real client is timed
-    latencies, samples = [], []
-    await asyncio.gather(real_client(args.port, stop, args.sentence, latencies, failures),
-                         memory_watch(args.pid, stop, samples))
+    results = multiprocessing.Queue()
+    real = multiprocessing.Process(target=real_client_process,
+                                   args=(args.port, stop - time.monotonic(), args.sentence, results))
+    real.start()
+    samples = []
+    await memory_watch(args.pid, stop, samples)
     await asyncio.gather(*tasks, return_exceptions=True)
+    latencies, real_failures = results.get()
+    real.join()
+    failures += real_failures
 
     def ms(values, q):
         return f"{statistics.quantiles(values, n=100)[q - 1]:.1f}" if len(values) >= 2 else "-"

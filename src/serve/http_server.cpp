@@ -46,7 +46,7 @@ std::string error_body(const std::string& message) {
 namespace {
 
 constexpr double kRefusalSeconds = 2;             // to write a refusal and drop what follows it
-constexpr size_t kLingerBytes = size_t{1} << 20;  // dropped at most after a refusal
+constexpr size_t kLingerBytes = 256 * 1024;      // dropped at most after a refusal
 constexpr size_t kBodyStep = 64 * 1024;           // a chunked body's budget is taken in these steps
 
 Clock::duration seconds(double value) {
