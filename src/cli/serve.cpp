@@ -45,7 +45,8 @@ Command add_serve(CLI::App& program) {
   add("--max-body-bytes", options->limits.max_body_bytes,
       "largest request body, whatever its framing (Content-Length or chunked; compressed bodies are refused)");
   add("--max-body-memory", options->max_body_memory,
-      "MiB of request bodies held at once over all connections (past this, 503)");
+      "MiB of request bodies held at once over all connections (past this the longest-waiting body is closed, "
+      "or 503)");
   add("--max-answer-bytes", options->limits.max_answer_bytes,
       "largest answer a request may ask for, bounded before its search (attention rows above all; past it, 413)");
   add("--max-sentences", options->limits.max_sentences, "most sentences in one request");

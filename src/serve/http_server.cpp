@@ -45,9 +45,9 @@ std::string error_body(const std::string& message) {
 
 namespace {
 
-constexpr double kRefusalSeconds = 2;             // to write a refusal and drop what follows it
-constexpr size_t kLingerBytes = 256 * 1024;      // dropped at most after a refusal
-constexpr size_t kBodyStep = 64 * 1024;           // a chunked body's budget is taken in these steps
+constexpr double kRefusalSeconds = 2;        // to write a refusal and drop what follows it
+constexpr size_t kLingerBytes = 256 * 1024;  // dropped at most after a refusal
+constexpr size_t kBodyStep = 64 * 1024;      // a chunked body's budget is taken in these steps
 
 Clock::duration seconds(double value) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
@@ -215,7 +215,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     // A chunked body takes its budget as it grows, in steps, counting what its string holds.
     const size_t capacity = parser_->get().body().capacity();
-    if (capacity > body_held_ && !take(std::max(capacity - body_held_, kBodyStep))) {
+    if (const size_t held = body_held_.load(); capacity > held && !take(std::max(capacity - held, kBodyStep))) {
       return refuse_busy("bodies being read");
     }
     read_body();
@@ -385,16 +385,39 @@ class Session : public std::enable_shared_from_this<Session> {
     waiting_ = false;
   }
 
+  // Takes `bytes` of the body budget; when they do not fit, the bodies that have waited longest
+  // are closed to make room, as connections past --max-waiting-connections are: bodies that
+  // trickle cannot hold the budget against requests that come whole.
   bool take(size_t bytes) {
-    if (!shared_.take_body_bytes(bytes)) return false;
+    if (!shared_.take_body_bytes(bytes) && !(make_room(bytes) && shared_.take_body_bytes(bytes))) return false;
     body_held_ += bytes;
     return true;
   }
 
-  void give_back_body_bytes() {
-    shared_.body_bytes.fetch_sub(body_held_);
-    body_held_ = 0;
+  bool make_room(size_t bytes) {
+    std::vector<std::shared_ptr<Session>> evicted;
+    {
+      std::lock_guard<std::mutex> lock(shared_.waiting_mutex);
+      for (auto entry = shared_.waiting.begin();
+           entry != shared_.waiting.end() && shared_.body_bytes.load() + bytes > shared_.limits.max_body_memory;) {
+        std::shared_ptr<Session> oldest = entry->lock();
+        // Its bytes are given back here, at once; its memory when it closes, on its own strand.
+        const size_t held = oldest && oldest.get() != this ? oldest->body_held_.exchange(0) : 0;
+        if (held == 0) {
+          ++entry;
+          continue;
+        }
+        shared_.body_bytes.fetch_sub(held);
+        oldest->waiting_ = false;
+        entry = shared_.waiting.erase(entry);
+        evicted.push_back(std::move(oldest));
+      }
+    }
+    for (auto& session : evicted) session->close_from_outside(true);
+    return !evicted.empty();
   }
+
+  void give_back_body_bytes() { shared_.body_bytes.fetch_sub(body_held_.exchange(0)); }
 
   static bool closed_by_client(const error_code& error) {
     return error == http::error::end_of_stream || error == net::error::eof || error == net::error::operation_aborted ||
@@ -425,10 +448,10 @@ class Session : public std::enable_shared_from_this<Session> {
   unsigned generation_ = 0;
   bool late_ = false;
   bool keep_alive_ = false;
-  bool counted_ = false;  // in shared_.answering
-  size_t body_held_ = 0;  // bytes of shared_.body_bytes this session holds
-  size_t requests_ = 0;   // answered on this connection
-  size_t dropped_ = 0;    // bytes dropped while lingering
+  bool counted_ = false;              // in shared_.answering
+  std::atomic<size_t> body_held_{0};  // bytes of shared_.body_bytes it holds (make_room takes them)
+  size_t requests_ = 0;               // answered on this connection
+  size_t dropped_ = 0;                // bytes dropped while lingering
   // In shared_.waiting (under its mutex).
   bool waiting_ = false;
   std::list<std::weak_ptr<Session>>::iterator waiting_entry_;

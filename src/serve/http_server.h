@@ -3,7 +3,8 @@
 //   - every body is bounded before it is stored, whatever its framing: a Content-Length over the
 //     limit is refused from the headers, a chunked body when its decoded bytes pass it; compressed
 //     bodies (Content-Encoding, or a Transfer-Encoding other than chunked) are refused, never
-//     inflated; all bodies held at once share one memory budget;
+//     inflated; all bodies held at once share one memory budget (past it, the bodies that have
+//     waited longest are closed to make room);
 //   - deadlines for a request's headers (from its first byte), for the whole request (headers and
 //     body), for the whole answer, and for the first byte of a kept-alive connection's next request;
 //   - a cap on connections that wait (for a request, its headers or its body: past it the one that
@@ -22,17 +23,19 @@
 namespace nmt::serve {
 
 struct HttpLimits {
-  size_t max_head_bytes = 64 * 1024;          // request line and headers (431 past it)
-  size_t max_body_bytes = 1 << 20;            // one body, decoded from its framing (413 past it)
-  size_t max_body_memory = size_t{64} << 20;  // bodies being read or handled, all connections (503)
-  size_t max_waiting = 1000;                  // connections waiting for a request, its headers or its body
-  size_t max_answering = 128;                 // requests being handled or answered at once (503 past it)
-  size_t max_requests = 1000;                 // answered on one kept-alive connection
-  double idle_seconds = 2;                    // for the first byte of a kept-alive connection's next request
-  double header_seconds = 5;                  // from a request's first byte to its blank line (408)
-  double request_seconds = 30;                // from a request's first byte to the last byte of its body (408)
-  double answer_seconds = 30;                 // to write a whole answer (then the connection is dropped)
-  size_t threads = 2;                         // running the connections (none blocks: translation is elsewhere)
+  size_t max_head_bytes = 64 * 1024;  // request line and headers (431 past it)
+  size_t max_body_bytes = 1 << 20;    // one body, decoded from its framing (413 past it)
+  // Bodies being read or handled, all connections: past it the longest-waiting bodies being read
+  // are closed, and 503 when none is left to close.
+  size_t max_body_memory = size_t{64} << 20;
+  size_t max_waiting = 1000;    // connections waiting for a request, its headers or its body
+  size_t max_answering = 128;   // requests being handled or answered at once (503 past it)
+  size_t max_requests = 1000;   // answered on one kept-alive connection
+  double idle_seconds = 2;      // for the first byte of a kept-alive connection's next request
+  double header_seconds = 5;    // from a request's first byte to its blank line (408)
+  double request_seconds = 30;  // from a request's first byte to the last byte of its body (408)
+  double answer_seconds = 30;   // to write a whole answer (then the connection is dropped)
+  size_t threads = 2;           // running the connections (none blocks: translation is elsewhere)
 };
 
 struct HttpRequest {
