@@ -10,6 +10,9 @@
 #include "cli_helpers.h"
 #include "process_helpers.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
+#include "train/fused_adam.h"
+#include "train/replicas.h"
 
 namespace nmt::testing {
 namespace {
@@ -170,3 +173,57 @@ TEST_CASE("distributed: a port in use, an absent master and half a torchrun envi
 }
 
 }  // namespace nmt::testing
+
+TEST_CASE("distributed: what the other ranks read from the store is checked before it is used", "[distributed]") {
+  // Anyone who reaches the store's port can write a key: a forged or damaged value is an error
+  // naming it, never a crash in LibTorch's unpickler or a NaN learning rate on every rank.
+  const ValidationDecision decision =
+      parse_decision(R"({"learning_rate": 0.001, "stop_reason": "", "divergence": ""})");
+  CHECK(decision.learning_rate == 0.001);
+  for (const std::string& bad :
+       {std::string(""), std::string("[]"),
+        std::string(R"({"learning_rate": -1, "stop_reason": "", "divergence": ""})"),
+        std::string(R"({"learning_rate": null, "stop_reason": "", "divergence": ""})"),
+        std::string(R"({"learning_rate": 1e400, "stop_reason": "", "divergence": ""})"),
+        std::string(R"({"learning_rate": 0.1, "stop_reason": ")") + std::string(5000, 'x') + R"(", "divergence": ""})",
+        std::string(R"({"learning_rate": 0.1, "stop_reason": ""})")}) {
+    INFO(bad.substr(0, 80));
+    CHECK_THROWS_WITH(parse_decision(bad), Catch::Contains("validation decision read from the rendezvous store"));
+  }
+  CHECK(parse_setup(R"({"step": 4, "epoch": 1, "batch_in_epoch": 2, "learning_rate": 0.5})").step == 4);
+  CHECK_THROWS_WITH(parse_setup(R"({"step": -4, "epoch": 1, "batch_in_epoch": 2, "learning_rate": 0.5})"),
+                    Catch::Contains("rank 0's setup read from the rendezvous store is not valid"));
+
+  // The optimizer state goes through the checkpoint's zip and CRC check first.
+  torch::manual_seed(1);
+  torch::Tensor weight = torch::randn({16, 8}, torch::requires_grad());
+  FusedAdam optimizer({weight}, torch::optim::AdamOptions(1e-3));
+  weight.sum().backward();
+  optimizer.step();
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream stream;
+  archive.save_to(stream);
+  const std::string bytes = stream.str();
+  torch::Tensor copy = weight.detach().clone().requires_grad_();
+  FusedAdam received({copy}, torch::optim::AdamOptions(1e-3));
+  CHECK_NOTHROW(load_optimizer_bytes(bytes, received, torch::kCPU));
+  // One byte changed in the first tensor's data (the zip entry "…/data/0"), which LibTorch loads
+  // without a word.
+  const size_t name = bytes.find("data/0");
+  REQUIRE(name != std::string::npos);
+  const size_t header = bytes.rfind(std::string("PK\x03\x04", 4), name);
+  REQUIRE(header != std::string::npos);
+  const auto field = [&](size_t at) {
+    return static_cast<size_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<size_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  const size_t data = header + 30 + field(header + 26) + field(header + 28);
+  REQUIRE(data + 4 < bytes.size());
+  std::string flipped = bytes;
+  flipped[data + 2] = static_cast<char>(flipped[data + 2] ^ 0x5a);
+  CHECK_THROWS_WITH(load_optimizer_bytes(flipped, received, torch::kCPU),
+                    Catch::Contains("optimizer state read from the rendezvous store is damaged"));
+  CHECK_THROWS_WITH(load_optimizer_bytes(bytes.substr(0, bytes.size() - 100), received, torch::kCPU),
+                    Catch::Contains("no zip directory"));
+}

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -103,6 +104,23 @@ void DataParallelProcesses::end_update(int64_t step) {
   }
 }
 
+ValidationDecision parse_decision(const std::string& text) {
+  constexpr size_t kMaxReason = 4096;
+  try {
+    const nlohmann::json json = nlohmann::json::parse(text);
+    ValidationDecision decision{json.at("learning_rate").get<double>(), json.at("stop_reason").get<std::string>(),
+                                json.at("divergence").get<std::string>()};
+    if (!(std::isfinite(decision.learning_rate) && decision.learning_rate >= 0) ||
+        decision.stop_reason.size() > kMaxReason || decision.divergence.size() > kMaxReason) {
+      throw std::runtime_error("a value out of range");
+    }
+    return decision;
+  } catch (const std::exception& error) {
+    throw std::runtime_error(std::string("rank 0's validation decision read from the rendezvous store is not valid (") +
+                             error.what() + "): is another process writing to the store's port?");
+  }
+}
+
 ValidationDecision DataParallelProcesses::decide(int64_t step, const std::function<ValidationDecision()>& validate) {
   distributed_.check_same_on_every_rank(model_->parameters(), step);
   const std::string decision_key = "decision/" + std::to_string(step);
@@ -115,9 +133,7 @@ ValidationDecision DataParallelProcesses::decide(int64_t step, const std::functi
                                            .dump());
   } else {
     // Rank 0 validates meanwhile; its learning-rate decay, early stop and divergence hold for all.
-    const nlohmann::json json = nlohmann::json::parse(distributed_.wait_for(decision_key, 0));
-    decision = {json.at("learning_rate").get<double>(), json.at("stop_reason").get<std::string>(),
-                json.at("divergence").get<std::string>()};
+    decision = parse_decision(distributed_.wait_for(decision_key, 0));
   }
   // Every rank ends with the divergence's error at once: rank 0, which hosts the store, waits until
   // the others have read it (rather than leaving them to find it gone).

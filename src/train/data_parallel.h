@@ -20,6 +20,11 @@
 
 namespace nmt {
 
+// A validation decision as rank 0 publishes it in the store ("decision/STEP"), read by the other
+// ranks: throws std::runtime_error unless it is JSON with every field, a finite learning rate that
+// is not negative and messages of at most 4 KiB. Anyone who reaches the store's port can write it.
+ValidationDecision parse_decision(const std::string& text);
+
 class DataParallelProcesses final : public TrainingProcesses {
  public:
   // `options` resolved and enabled (resolve_distributed_options); the rendezvous happens here.

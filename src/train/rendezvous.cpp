@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -121,7 +122,12 @@ std::string Rendezvous::silent_ranks() {
         continue;
       }
       const std::string key = "step/" + std::to_string(other);
-      const int64_t step = store_->check({key}) ? std::stoll(bytes_to_string(store_->get(key))) : 0;
+      // A value that is not a step (written by another process) reads as 0, not as an exception.
+      int64_t step = 0;
+      if (store_->check({key})) {
+        const std::string text = bytes_to_string(store_->get(key));
+        std::from_chars(text.data(), text.data() + text.size(), step);
+      }
       if (step < step_) {
         behind += (behind.empty() ? "" : ", ") + ("rank " + std::to_string(other) + " is still at step " +
                                                   std::to_string(step) + " (alive but stuck)");

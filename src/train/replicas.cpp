@@ -4,9 +4,12 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include "util/runtime.h"
+#include "util/zip_check.h"
 
 namespace nmt {
 
@@ -15,6 +18,37 @@ namespace {
 std::string corpus_key(int rank) { return "corpus-ready/" + std::to_string(rank); }
 
 }  // namespace
+
+SetupMessage parse_setup(const std::string& text) {
+  try {
+    const nlohmann::json json = nlohmann::json::parse(text);
+    SetupMessage message{json.at("step").get<int64_t>(), json.at("epoch").get<int64_t>(),
+                         json.at("batch_in_epoch").get<int64_t>(), json.at("learning_rate").get<double>()};
+    if (message.step < 0 || message.epoch < 0 || message.batch_in_epoch < 0 ||
+        !(std::isfinite(message.learning_rate) && message.learning_rate >= 0)) {
+      throw std::runtime_error("a value out of range");
+    }
+    return message;
+  } catch (const std::exception& error) {
+    throw std::runtime_error(std::string("rank 0's setup read from the rendezvous store is not valid (") +
+                             error.what() + "): is another process writing to the store's port?");
+  }
+}
+
+void load_optimizer_bytes(const std::string& bytes, FusedAdam& optimizer, const torch::Device& device) {
+  // LibTorch's reader trusts the bytes and its unpickler can crash on damaged ones: checked first,
+  // as a checkpoint file is (util/zip_check.h).
+  try {
+    check_zip_bytes(bytes);
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(std::string("rank 0's optimizer state read from the rendezvous store is damaged (") +
+                             error.what() + "): is another process writing to the store's port?");
+  }
+  std::istringstream stream(bytes);
+  torch::serialize::InputArchive archive;
+  archive.load_from(stream, device);
+  load_adam_state(archive, optimizer);
+}
 
 void publish_setup(Distributed& distributed, const TrainingSetup& setup) {
   const TrainingCheckpoint& state = setup.state;
@@ -39,7 +73,7 @@ TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed,
   TrainingSetup setup;
   setup.device = parse_device(config.device, distributed.local_rank());
   check_precision(config, setup.device);
-  const nlohmann::json message = nlohmann::json::parse(distributed.wait_for("setup", 0));
+  const SetupMessage message = parse_setup(distributed.wait_for("setup", 0));
   TrainingCheckpoint& state = setup.state;
   state.config = config;
   state.model.options = config.model;
@@ -47,10 +81,10 @@ TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed,
       Vocabulary::from_serialized(distributed.wait_for("vocabulary/source", 0), "rank 0's source vocabulary");
   state.model.target_vocabulary =
       Vocabulary::from_serialized(distributed.wait_for("vocabulary/target", 0), "rank 0's target vocabulary");
-  state.progress.step = message.at("step").get<int64_t>();
-  state.progress.epoch = message.at("epoch").get<int64_t>();
-  state.progress.batch_in_epoch = message.at("batch_in_epoch").get<int64_t>();
-  state.progress.learning_rate = message.at("learning_rate").get<double>();
+  state.progress.step = message.step;
+  state.progress.epoch = message.epoch;
+  state.progress.batch_in_epoch = message.batch_in_epoch;
+  state.progress.learning_rate = message.learning_rate;
   // Dropout: a stream of its own on every rank, continued differently on resume.
   torch::manual_seed(static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(distributed.rank()) +
                      static_cast<uint64_t>(state.progress.step) * 7919ULL);
@@ -59,10 +93,7 @@ TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed,
   state.model.network->to(setup.device);
   setup.optimizer =
       std::make_unique<FusedAdam>(state.model.network->parameters(), torch::optim::AdamOptions(config.learning_rate));
-  std::istringstream optimizer_bytes(distributed.wait_for("optimizer", 0));
-  torch::serialize::InputArchive archive;
-  archive.load_from(optimizer_bytes, setup.device);
-  load_adam_state(archive, *setup.optimizer);
+  load_optimizer_bytes(distributed.wait_for("optimizer", 0), *setup.optimizer, setup.device);
 
   // The machine's first rank opens (or prepares) the corpus before the machine's others map it.
   const int first_on_machine = distributed.rank() - distributed.local_rank();

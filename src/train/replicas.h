@@ -23,6 +23,22 @@ void publish_setup(Distributed& distributed, const TrainingSetup& setup);
 // dev set (rank 0 alone validates). The weights are not yet rank 0's: synchronize_weights.
 TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed, spdlog::logger& log);
 
+// What the other ranks read from the store is checked before it is used: anyone who reaches the
+// store's port can write to it (train/rendezvous.h).
+struct SetupMessage {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t batch_in_epoch = 0;
+  double learning_rate = 0;
+};
+// The "setup" value: throws std::runtime_error unless it is JSON with every field, the counts
+// non-negative and the learning rate finite and non-negative.
+SetupMessage parse_setup(const std::string& text);
+
+// The "optimizer" value into `optimizer`: refused (std::runtime_error) unless it is a whole zip
+// file, every entry's CRC-32 checked, before LibTorch's unpickler reads it.
+void load_optimizer_bytes(const std::string& bytes, FusedAdam& optimizer, const torch::Device& device);
+
 // Every rank: the model's weights become rank 0's.
 void synchronize_weights(Distributed& distributed, TrainingSetup& setup);
 

@@ -150,4 +150,8 @@ void check_zip_file(const std::string& path) {
   ::munmap(mapping, size);
 }
 
+void check_zip_bytes(const std::string& bytes) {
+  check_entries(Bytes(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()));
+}
+
 }  // namespace nmt

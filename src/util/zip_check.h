@@ -13,4 +13,7 @@ namespace nmt {
 // Reads the file once, memory-mapped. Zip64 (files over 4 GB) included.
 void check_zip_file(const std::string& path);
 
+// The same for a zip held in memory (rank 0's optimizer state, read from the rendezvous store).
+void check_zip_bytes(const std::string& bytes);
+
 }  // namespace nmt
