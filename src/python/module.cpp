@@ -17,6 +17,7 @@
 #include "python/support.h"
 #include "python/translator.h"
 #include "train/trainer.h"
+#include "util/blas_core.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -236,6 +237,10 @@ PYBIND11_MODULE(_nmt, module) {
   module.attr("__version__") = NMT_VERSION;
   translate_exceptions();
   send_logs_to_python();
+  // The interpreter cannot restart as nmt does for OpenBLAS's kernels (util/blas_core.h): advice.
+  if (const std::string advice = nmt::blas_core_advice(); !advice.empty()) {
+    py::module_::import("logging").attr("getLogger")("nmt").attr("debug")(advice);
+  }
   bind_translator(module);
   bind_evaluate(module);
   module.def(

@@ -99,4 +99,17 @@ std::string restart_for_blas(char** argv) {
   return failed;
 }
 
+std::string blas_core_advice() {
+  const char* core = openblas_text("openblas_get_corename");
+  const char* config = openblas_text("openblas_get_config");
+  if (core == nullptr || config == nullptr || std::strstr(config, "DYNAMIC_ARCH") == nullptr ||
+      std::getenv("OPENBLAS_CORETYPE") != nullptr) {
+    return "";
+  }
+  const std::optional<std::string> wanted = wanted_blas_core(core, kernels::cpu_features());
+  if (!wanted) return "";
+  return std::string("BLAS: OpenBLAS runs its ") + core + " kernels, below this CPU's " + *wanted +
+         ": set OPENBLAS_CORETYPE=" + *wanted + " before starting Python for products several times faster";
+}
+
 }  // namespace nmt

@@ -38,4 +38,8 @@ std::optional<std::string> wanted_blas_core(std::string_view current, const kern
 // NMT_BLAS_CORETYPE other than off or force.
 std::string restart_for_blas(char** argv);
 
+// For a process that cannot restart (the Python module in its interpreter): what restart_for_blas
+// would set, as advice ("" when OpenBLAS's pick is right, not OpenBLAS, or set by the user).
+std::string blas_core_advice();
+
 }  // namespace nmt
