@@ -76,6 +76,7 @@ struct Shared {
   std::atomic<bool> stopping{false};
   std::atomic<size_t> answering{0};   // requests past their body, until their answer is written
   std::atomic<size_t> body_bytes{0};  // held by bodies, all sessions
+  std::atomic<size_t> lingering{0};   // refused connections draining what their clients still send
   std::mutex waiting_mutex;
   std::list<std::weak_ptr<Session>> waiting;  // the longest-waiting first
 
@@ -96,7 +97,11 @@ class Session : public std::enable_shared_from_this<Session> {
         timer_(socket_.get_executor()),
         buffer_(shared.limits.max_head_bytes),  // full before the headers end: 431
         shared_(shared) {}
-  ~Session() { give_back_body_bytes(); }
+  ~Session() {
+    if (counted_) shared_.answering.fetch_sub(1);  // an answer that never came
+    if (lingering_) shared_.lingering.fetch_sub(1);
+    give_back_body_bytes();
+  }
 
   void start() {
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->wait_for_request(); });
@@ -207,6 +212,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_body(error_code error) {
     const bool late = disarm();
     if (phase_ == Phase::kClosed) return;
+    if (evicted_) return close();  // make_room took its budget; its close is on the way
     if (error) {
       if (late) return refuse_late_body();
       if (error == http::error::body_limit) return refuse_body_size();
@@ -223,6 +229,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // --- answer -----------------------------------------------------------------------------------
   void handle() {
+    if (evicted_) return close();
     stop_waiting();
     if (shared_.answering.fetch_add(1) >= shared_.limits.max_answering) {
       shared_.answering.fetch_sub(1);
@@ -236,9 +243,13 @@ class Session : public std::enable_shared_from_this<Session> {
     ++requests_;
     keep_alive_ = parser_->get().keep_alive() && requests_ < shared_.limits.max_requests && !shared_.stopping;
     request_.body = std::move(parser_->get().body());
+    // The session, handed over on the first call: the routes' copies of `respond` (a batch queue
+    // keeps its own until its loop moves on) then hold no reference that could outlive the server.
+    auto holder = std::make_shared<std::shared_ptr<Session>>(shared_from_this());
     auto once = std::make_shared<std::atomic<bool>>(false);
-    Respond respond = [self = shared_from_this(), once](HttpAnswer answer) {
+    Respond respond = [holder, once](HttpAnswer answer) {
       if (once->exchange(true)) return;
+      std::shared_ptr<Session> self = std::move(*holder);
       net::post(self->socket_.get_executor(),
                 [self, answer = std::move(answer)]() mutable { self->write(std::move(answer), false); });
     };
@@ -253,7 +264,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void write(HttpAnswer answer, bool refusal) {
     if (phase_ == Phase::kClosed) return finish();
-    if (refusal) keep_alive_ = false;
+    if (refusal || shared_.stopping) keep_alive_ = false;
     answer_ = {static_cast<http::status>(answer.status), 11};
     answer_.set(http::field::server, "nmt");
     answer_.set(http::field::content_type, answer.content_type);
@@ -286,6 +297,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void refuse(HttpAnswer answer) {
     stop_waiting();
+    parser_.reset();  // a refused body's bytes go now, not after the lingering close
+    request_.body = std::string();
     if (shared_.routes.refused) shared_.routes.refused();
     write(std::move(answer), /*refusal=*/true);
   }
@@ -309,6 +322,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // dropped for a moment, so that its unread bytes do not reset the connection before the client
   // has read the answer.
   void linger() {
+    // Lingering connections are capped as waiting ones are: past the cap, closed at once.
+    if (shared_.lingering.fetch_add(1) >= shared_.limits.max_waiting) {
+      shared_.lingering.fetch_sub(1);
+      return close();
+    }
+    lingering_ = true;
     phase_ = Phase::kAnswer;
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
@@ -330,6 +349,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
+    if (std::exchange(lingering_, false)) shared_.lingering.fetch_sub(1);
     stop_waiting();
     finish();
     timer_.cancel();
@@ -408,6 +428,7 @@ class Session : public std::enable_shared_from_this<Session> {
           continue;
         }
         shared_.body_bytes.fetch_sub(held);
+        oldest->evicted_ = true;
         oldest->waiting_ = false;
         entry = shared_.waiting.erase(entry);
         evicted.push_back(std::move(oldest));
@@ -450,6 +471,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = false;
   bool counted_ = false;              // in shared_.answering
   std::atomic<size_t> body_held_{0};  // bytes of shared_.body_bytes it holds (make_room takes them)
+  std::atomic<bool> evicted_{false};  // make_room closed it to give its budget to another body
+  bool lingering_ = false;            // counted in shared_.lingering
   size_t requests_ = 0;               // answered on this connection
   size_t dropped_ = 0;                // bytes dropped while lingering
   // In shared_.waiting (under its mutex).
@@ -458,7 +481,8 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 struct HttpServer::Impl {
-  explicit Impl(HttpLimits limits, HttpRoutes routes) : acceptor(context) {
+  explicit Impl(HttpLimits limits, HttpRoutes routes)
+      : acceptor(net::make_strand(context)), pause(acceptor.get_executor()) {
     shared.limits = limits;
     shared.routes = std::move(routes);
   }
@@ -480,10 +504,12 @@ struct HttpServer::Impl {
     });
   }
 
-  net::io_context context;
-  tcp::acceptor acceptor;
-  net::steady_timer pause{context};
+  // Declared first, destroyed last: sessions that the context's pending handlers hold end with
+  // it, and they use `shared` as they go.
   Shared shared;
+  net::io_context context;
+  tcp::acceptor acceptor;   // on a strand, with `pause` and stop()'s work
+  net::steady_timer pause;  // before accepting again after an error
 };
 
 HttpServer::HttpServer(HttpLimits limits, HttpRoutes routes)

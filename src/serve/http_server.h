@@ -80,7 +80,7 @@ class HttpServer {
   int listen(const std::string& host, int port);
   // Serves until stop(), then until every request whose headers were in has been answered.
   void run();
-  // From any thread, a signal handler's thread included: no new connections; connections waiting
+  // From any thread (not a signal handler: it allocates): no new connections; connections waiting
   // for a request or its headers are closed; the others get their answer with "Connection: close".
   void stop();
 
