@@ -837,19 +837,28 @@ TEST_CASE("serve: 1400 hostile connections at once leave a real client answered 
   });
   long peak = before;
   int answered = 0;
+  std::string failures;
   for (int i = 0; i < 20; ++i) {
     httplib::Client fresh("127.0.0.1", server.port);  // a new connection, as a new client's
     fresh.set_read_timeout(30);
     httplib::Result result = fresh.Post("/translate", body.dump(), "application/json");
-    if (result && result->status == 200 && json::parse(result->body)["translations"][0] == alone) ++answered;
+    if (result && result->status == 200 && json::parse(result->body)["translations"][0] == alone) {
+      ++answered;
+    } else {
+      failures +=
+          (result ? std::to_string(result->status) + " " + result->body : httplib::to_string(result.error())) + "; ";
+    }
     peak = std::max(peak, resident_kib(server.pid()));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   attacking = false;
   feeder.join();
+  INFO(failures);
   CHECK(answered == 20);
   INFO("RSS before " << before / 1024 << " MiB, peak " << peak / 1024 << " MiB");
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer keeps freed memory in quarantine (256 MiB) by design
   CHECK(peak - before < 256 * 1024);
+#endif
   for (int socket : stalled) ::close(socket);
   for (int socket : chunked) ::close(socket);
   CHECK(post(client, body)["translations"][0] == alone);
