@@ -523,9 +523,16 @@ int HttpServer::listen(const std::string& host, int port) {
                               "): choose another --port or --host");
   };
   error_code error;
-  const net::ip::address address = net::ip::make_address(host, error);
-  if (error) {
-    throw std::runtime_error("--host " + host + " is not an IP address of this machine (127.0.0.1, 0.0.0.0, ::1, ...)");
+  net::ip::address address = net::ip::make_address(host, error);
+  if (error) {  // a name (localhost, this machine's): its first address
+    tcp::resolver resolver(impl_->context);
+    const auto found = resolver.resolve(host, "", tcp::resolver::passive, error);
+    if (error || found.empty()) {
+      throw std::runtime_error("--host " + host + ": not an address or name of this machine (" +
+                               (error ? error.message() : std::string("no address")) +
+                               "); give one like 127.0.0.1, 0.0.0.0 or ::1");
+    }
+    address = found.begin()->endpoint().address();
   }
   tcp::acceptor& acceptor = impl_->acceptor;
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
