@@ -16,6 +16,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/checks.sh"
 
 if run_check build env -u NMT_LIBTORCH -u NMT_BUILD_DIR "$root/scripts/build.sh" nmt nmt_tests nmt_page_check; then
+  export_blas_core "$root/build/nmt"
   run_check slow-cases ctest --test-dir "$root/build" -L slow --output-on-failure -j 2
   if grep -qw avx512f /proc/cpuinfo; then
     run_check avx2-kernels env NMT_KERNELS=avx2 ctest --test-dir "$root/build" -LE slow --output-on-failure -j 2

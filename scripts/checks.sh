@@ -52,3 +52,17 @@ print_summary() {
   echo "$prefix: $passed passed, $failed failed, $skipped skipped"
   [ "$failed" -eq 0 ]
 }
+
+# export_blas_core NMT: where OpenBLAS picks kernels below this CPU's (src/util/blas_core.h), the
+# core type NMT restarts itself with, exported once, so that each of CTest's test processes does
+# not restart for it (about half a second of LibTorch's start-up each). Nothing otherwise, or when
+# OPENBLAS_CORETYPE is already set.
+export_blas_core() {
+  [ -z "${OPENBLAS_CORETYPE:-}" ] || return 0
+  local core
+  core="$(SPDLOG_LEVEL=debug "$1" --help 2>&1 | sed -n 's/.*restarted with OPENBLAS_CORETYPE=\([A-Za-z0-9_]*\).*/\1/p')"
+  if [ -n "$core" ]; then
+    export OPENBLAS_CORETYPE="$core"
+    echo "OpenBLAS picks kernels below this CPU's: OPENBLAS_CORETYPE=$core for the tests"
+  fi
+}

@@ -11,6 +11,7 @@ source "$root/scripts/checks.sh"
 
 if run_check set-up "$root/scripts/setup.sh" && run_check build env -u NMT_LIBTORCH -u NMT_BUILD_DIR "$root/scripts/build.sh" nmt nmt_tests; then
   run_check format "$root/scripts/format.sh" --check
+  export_blas_core "$root/build/nmt"
   run_check suite ctest --test-dir "$root/build" -LE slow --output-on-failure -j 2 "$@"
 else
   skip_check format "not run: set-up or build failed"
