@@ -42,17 +42,14 @@ async def attacker(port, stop, counts, kind, bomb):
             continue
         counts[kind] += 1
         try:
-            if kind == "stalled":
-                writer.write(b"POST /translate HTTP/1.1\r\nHo")
+            if kind in ("stalled", "trickling"):
+                # Part of a request line, or whole headers and the start of a body; then a byte a second.
+                first = (b"POST /translate HTTP/1.1\r\nHo" if kind == "stalled"
+                         else (HEAD + "Content-Length: 100000\r\n\r\n").encode())
+                writer.write(first)
                 while time.monotonic() < stop and not reader.at_eof():
                     await asyncio.sleep(1)
-                    writer.write(b"s")
-                    await writer.drain()
-            elif kind == "trickling":
-                writer.write((HEAD + "Content-Length: 100000\r\n\r\n").encode())
-                while time.monotonic() < stop and not reader.at_eof():
-                    await asyncio.sleep(1)
-                    writer.write(b" ")
+                    writer.write(b"s" if kind == "stalled" else b" ")
                     await writer.drain()
             elif kind == "chunked":
                 writer.write((HEAD + "Transfer-Encoding: chunked\r\n\r\n").encode())

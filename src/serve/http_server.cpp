@@ -39,6 +39,20 @@ using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
+std::string printable(std::string_view text, size_t limit) {
+  std::string shown;
+  for (char c : text.substr(0, limit)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return text.size() > limit ? shown + "..." : shown;
+}
+
+std::string header_token(std::string_view value) {
+  std::string token(value.substr(0, value.find(';')));
+  token.erase(0, token.find_first_not_of(" \t"));
+  token.erase(token.find_last_not_of(" \t") + 1);
+  std::transform(token.begin(), token.end(), token.begin(), [](unsigned char c) { return std::tolower(c); });
+  return token;
+}
+
 std::string error_body(const std::string& message) {
   return nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -49,16 +63,10 @@ constexpr double kRefusalSeconds = 2;        // to write a refusal and drop what
 constexpr size_t kLingerBytes = 256 * 1024;  // dropped at most after a refusal
 constexpr size_t kBodyStep = 64 * 1024;      // a chunked body's budget is taken in these steps
 
+std::string_view view(beast::string_view text) { return {text.data(), text.size()}; }
+
 Clock::duration seconds(double value) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
-}
-
-std::string lowercase_trimmed(beast::string_view text) {
-  std::string value(text.data(), text.size());
-  value.erase(0, value.find_first_not_of(" \t"));
-  value.erase(value.find_last_not_of(" \t") + 1);
-  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
-  return value;
 }
 
 HttpAnswer error_answer(int status, const std::string& message) {
@@ -164,14 +172,14 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const auto& head = parser_->get();
     if (const auto encoding = head.find(http::field::content_encoding); encoding != head.end()) {
-      if (lowercase_trimmed(encoding->value()) != "identity") {
-        return refuse(415, "Content-Encoding " + printable(encoding->value()) +
+      if (header_token(view(encoding->value())) != "identity") {
+        return refuse(415, "Content-Encoding " + printable(view(encoding->value())) +
                                ": compressed bodies are not accepted; send the JSON as it is");
       }
     }
     if (const auto transfer = head.find(http::field::transfer_encoding); transfer != head.end()) {
-      if (lowercase_trimmed(transfer->value()) != "chunked") {
-        return refuse(415, "Transfer-Encoding " + printable(transfer->value()) +
+      if (header_token(view(transfer->value())) != "chunked") {
+        return refuse(415, "Transfer-Encoding " + printable(view(transfer->value())) +
                                ": only chunked is accepted (compressed bodies are not)");
       }
     }
@@ -446,13 +454,6 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   static std::string number(double value) { return fmt::format("{:g}", value); }
-
-  // A header's value for a message: at most 40 printable bytes.
-  static std::string printable(beast::string_view value) {
-    std::string text;
-    for (char c : value.substr(0, 40)) text += (c >= 0x20 && c < 0x7f) ? c : '?';
-    return text;
-  }
 
   tcp::socket socket_;
   net::steady_timer timer_;

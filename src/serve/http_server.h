@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace nmt::serve {
 
@@ -64,6 +65,14 @@ struct HttpRoutes {
   // A request this file refused itself (408, 413, 415, 431, 503, a malformed request): for counting.
   std::function<void()> refused;
 };
+
+// Text a client sent, for a message: at most `limit` bytes, other than printable ASCII as '?', and
+// "..." when cut. Messages never echo more of what they refuse.
+std::string printable(std::string_view text, size_t limit = 60);
+
+// A header value's first token: before any ';', trimmed, lowercased ("application/json" of
+// "Application/JSON; charset=utf-8").
+std::string header_token(std::string_view value);
 
 // {"error": message}, with the message a JSON string. The server's own refusals use it too.
 std::string error_body(const std::string& message);

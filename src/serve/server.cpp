@@ -302,22 +302,6 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
   }
 }
 
-// A request's path or method for a message: at most 60 printable bytes of it.
-std::string shown(const std::string& text) {
-  std::string shown;
-  for (char c : text.substr(0, 60)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return text.size() > 60 ? shown + "..." : shown;
-}
-
-// The media type of a Content-Type value: before any ';', lowercased, trimmed.
-std::string media_type(std::string value) {
-  value = value.substr(0, value.find(';'));
-  value.erase(0, value.find_first_not_of(" \t"));
-  value.erase(value.find_last_not_of(" \t") + 1);
-  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
-  return value;
-}
-
 // The endpoints: what is refused before a body is read (an unknown path, the wrong method, a
 // /translate body that is not JSON), and the answers.
 HttpRoutes routes(Service& service) {
@@ -329,10 +313,10 @@ HttpRoutes routes(Service& service) {
       }
       // application/json only: a browser sends it cross-site only after a preflight that this
       // server never grants, so no other site's page can make the operator's browser post here.
-      if (media_type(head.content_type) != kJson) {
+      if (header_token(head.content_type) != kJson) {
         return error_answer(
             415, "POST /translate takes Content-Type: application/json, not " +
-                     (head.content_type.empty() ? std::string("none") : "\"" + shown(head.content_type) + "\"") +
+                     (head.content_type.empty() ? std::string("none") : "\"" + printable(head.content_type) + "\"") +
                      " (curl: -H 'Content-Type: application/json')");
       }
       return std::nullopt;
@@ -341,7 +325,7 @@ HttpRoutes routes(Service& service) {
       if (head.method != "GET") return error_answer(405, head.path + " takes GET");
       return std::nullopt;
     }
-    return error_answer(404, "no such endpoint: " + shown(head.method) + " " + shown(head.path) +
+    return error_answer(404, "no such endpoint: " + printable(head.method) + " " + printable(head.path) +
                                  " (the endpoints are GET /, GET /health and POST /translate)");
   };
   routes.answer = [&service](HttpRequest request, Respond respond) {

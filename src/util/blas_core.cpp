@@ -25,6 +25,14 @@ const char* openblas_text(const char* function) {
   return get != nullptr ? get() : nullptr;
 }
 
+// The core OpenBLAS picked, where it is OpenBLAS built for several CPUs (a build for one CPU
+// ignores OPENBLAS_CORETYPE); null otherwise.
+const char* switchable_openblas_core() {
+  const char* core = openblas_text("openblas_get_corename");
+  const char* config = openblas_text("openblas_get_config");
+  return core != nullptr && config != nullptr && std::strstr(config, "DYNAMIC_ARCH") != nullptr ? core : nullptr;
+}
+
 }  // namespace
 
 std::optional<int> blas_core_rank(std::string_view name) {
@@ -79,9 +87,7 @@ std::string restart_for_blas(char** argv) {
     ::unsetenv(kRestarted);
     return note;
   }
-  const char* config = openblas_text("openblas_get_config");
-  // A build for one CPU ignores OPENBLAS_CORETYPE.
-  if (core == nullptr || config == nullptr || std::strstr(config, "DYNAMIC_ARCH") == nullptr) return "";
+  if (switchable_openblas_core() == nullptr) return "";
   const std::string runs = std::string("BLAS: OpenBLAS runs its ") + core + " kernels";
   if (wanted_mode == "off") return runs + " (NMT_BLAS_CORETYPE=off)";
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr && wanted_mode != "force") return runs + " (OPENBLAS_CORETYPE)";
@@ -100,12 +106,8 @@ std::string restart_for_blas(char** argv) {
 }
 
 std::string blas_core_advice() {
-  const char* core = openblas_text("openblas_get_corename");
-  const char* config = openblas_text("openblas_get_config");
-  if (core == nullptr || config == nullptr || std::strstr(config, "DYNAMIC_ARCH") == nullptr ||
-      std::getenv("OPENBLAS_CORETYPE") != nullptr) {
-    return "";
-  }
+  const char* core = switchable_openblas_core();
+  if (core == nullptr || std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
   const std::optional<std::string> wanted = wanted_blas_core(core, kernels::cpu_features());
   if (!wanted) return "";
   return std::string("BLAS: OpenBLAS runs its ") + core + " kernels, below this CPU's " + *wanted +
