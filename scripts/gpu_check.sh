@@ -59,8 +59,12 @@ nccl_on_gpus() {
   fi
   local dir="$models/demo-2gpus" rank status=0
   local pids=()
+  # Ranks started by hand prove a shared secret to each other (nmt train --nproc makes its own).
+  local secret
+  secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
   for rank in 1 0; do
-    WORLD_SIZE=2 RANK=$rank LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT="${NMT_GPU_PORT:-29533}" \
+    NMT_RENDEZVOUS_SECRET="$secret" WORLD_SIZE=2 RANK=$rank LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT="${NMT_GPU_PORT:-29533}" \
       "$nmt" train --config configs/demo.toml --device cuda --model-dir "$dir" --overwrite --max-steps 40 \
       --validate-every 20 --check-replicas 10 > "$dir.rank$rank.log" 2>&1 &
     pids+=($!)

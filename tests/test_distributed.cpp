@@ -1,8 +1,10 @@
-// Training on several ranks (train/distributed.h), on loopback: real processes, a real TCPStore and
-// Gloo. Two ranks must follow one process with the same update batch (--accumulate 2) and stay equal
+// Training on several ranks (train/distributed.h), on loopback: real processes, the real rendezvous
+// store and Gloo. Two ranks must follow one process with the same update batch (--accumulate 2) and stay equal
 // to each other; a dead or stopped rank ends the other within the timeout, naming it; a run resumes
 // with another number of ranks on the same trajectory.
 #include <catch2/catch.hpp>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <filesystem>
 #include <thread>
@@ -89,17 +91,42 @@ TEST_CASE("distributed: two ranks stay equal and follow one process with the sam
   CHECK(half_batch > 10 * kTolerance);  // the comparison can tell a missing all-reduce
 }
 
+TEST_CASE("distributed: under torchrun's agent store, the ranks find rank 0's store through it", "[distributed]") {
+  // The agent's store, as torchrun hosts it on MASTER_PORT; it asks for no secret, so rank 0's own
+  // store takes another port and names it there.
+  int held = -1;
+  const int port = loopback_port(&held);
+  ::close(held);
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = true;
+  options.waitWorkers = false;
+  c10d::TCPStore agent("127.0.0.1", options);
+  const std::string model_dir = dir("agent");
+  const std::string rank = "TORCHELASTIC_USE_AGENT_STORE=True " + std::string(NMT_BINARY) + " " +
+                           run_arguments(model_dir, 2) + " --overwrite --world-size 2 --master-port " +
+                           std::to_string(port) + " --rank ";
+  const CommandResult result = run_shell(rank + "1 >" + model_dir + ".rank1.log 2>&1 & " + rank + "0 >" + model_dir +
+                                         ".rank0.log 2>&1; first=$?; wait $!; echo $first $?");
+  INFO(read_file(model_dir + ".rank0.log") << read_file(model_dir + ".rank1.log"));
+  CHECK(result.output == "0 0\n");
+  const std::vector<uint8_t> named = agent.get("nmt/attempt_0/rendezvous_port");
+  const int store_port = std::stoi(std::string(named.begin(), named.end()));
+  CHECK(store_port != port);
+  CHECK(store_port > 0);
+}
+
 TEST_CASE("distributed: a rank that dies or stops ends the other within the timeout, naming it",
           "[distributed][slow]") {
   const std::string model_dir = dir("fault");
   const std::string arguments = tiny_train_arguments(model_dir, 100000, 5);
   fs::remove_all(model_dir);
-  // The last case first stalls rank 0's store server: a client sends the first byte of a message
-  // and no more, as a rank stopped halfway through one leaves it (c10d reads the rest blocking).
+  // The last case first opens a connection to rank 0's store that sends the first byte of a
+  // message and no more, as a rank stopped halfway through one, or a stranger, leaves it.
   const auto [victim, survivor, action, stall_store] =
       GENERATE(std::make_tuple(1, 0, SIGKILL, false), std::make_tuple(0, 1, SIGKILL, false),
                std::make_tuple(1, 0, SIGSTOP, false), std::make_tuple(1, 0, SIGSTOP, true));
-  INFO("rank " << victim << " gets signal " << action << (stall_store ? ", the store stalled" : ""));
+  INFO("rank " << victim << " gets signal " << action << (stall_store ? ", a connection to the store stalled" : ""));
   const int port = loopback_port();
   Child ranks[2] = {start_rank(arguments, 0, port), start_rank(arguments, 1, port)};
   REQUIRE(wait_for_path(model_dir + "/last.ckpt", 60));  // a validation has written a checkpoint
@@ -115,13 +142,8 @@ TEST_CASE("distributed: a rank that dies or stops ends the other within the time
   CHECK(status == 1);
   // --dist-timeout 5, and 3 s of silence to name the rank.
   CHECK(seconds < 5 + 3 + 4);
-  if (stall_store) {
-    ::close(stalled);
-    // LibTorch 1.13's store server reads a message's rest blocking, and stalls; 2.x's (libuv) does
-    // not, and the rank is named as without the stall.
-    CHECK((log.find("the rendezvous store did not answer either") != std::string::npos ||
-           log.find("rank 1 stopped answering") != std::string::npos));
-  } else if (victim == 0) {
+  if (stall_store) ::close(stalled);
+  if (victim == 0) {
     CHECK(log.find("rank 0 (the master at 127.0.0.1:" + std::to_string(port) +
                    ", which holds the rendezvous store) "
                    "is gone") != std::string::npos);
@@ -148,8 +170,9 @@ TEST_CASE("distributed: a run resumes with another number of ranks on the same t
   CHECK(weight_difference(model_dir + "/last.ckpt", straight + "/last.ckpt") < kTolerance);
 }
 
-TEST_CASE("distributed: a port in use, an absent master and half a torchrun environment are clear errors",
-          "[distributed]") {
+TEST_CASE(
+    "distributed: a port in use, an absent master, a wrong secret and half a torchrun environment are clear errors",
+    "[distributed]") {
   int held = -1;
   const int busy = loopback_port(&held);
   const std::string arguments = tiny_train_arguments(dir("errors"), 2, 2) + " --overwrite --world-size 2";
@@ -162,6 +185,22 @@ TEST_CASE("distributed: a port in use, an absent master and half a torchrun envi
       run_nmt(arguments + " --rank 1 --dist-timeout 1 --master-port " + std::to_string(loopback_port()));
   CHECK(absent.status == 1);
   CHECK(absent.output.find("rank 1 cannot reach the master (rank 0) at 127.0.0.1:") != std::string::npos);
+
+  // A rank without the secret stops at once; one with another secret than rank 0's stops when rank
+  // 0's store cannot prove its own.
+  const CommandResult no_secret = run_nmt(arguments + " --rank 1", "env -u NMT_RENDEZVOUS_SECRET");
+  CHECK(no_secret.status == 1);
+  CHECK(no_secret.output.find("set NMT_RENDEZVOUS_SECRET to the same value on every rank") != std::string::npos);
+  const int port = loopback_port();
+  const std::string master_port = " --dist-timeout 10 --master-port " + std::to_string(port);
+  const Child master = spawn_nmt(words(arguments + " --rank 0" + master_port), dir("errors") + ".rank0.log", false);
+  const CommandResult impostor =
+      run_nmt(arguments + " --rank 1" + master_port, "NMT_RENDEZVOUS_SECRET=another-secret-0123456789");
+  ::kill(master.pid, SIGKILL);
+  wait_for_exit(master.pid, 10);
+  CHECK(impostor.status == 1);
+  CHECK(impostor.output.find("rank 1: the rendezvous at 127.0.0.1:" + std::to_string(port) +
+                             " did not prove the run's secret") != std::string::npos);
 
   const CommandResult half = run_nmt(tiny_train_arguments(dir("errors"), 2, 2) + " --overwrite", "RANK=1");
   CHECK(half.status == 1);

@@ -87,6 +87,9 @@ port=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$work/two_processes.log"
 echo
 echo "| what | setting | per all-reduce | bus bandwidth |"
 echo "| --- | --- | --- | --- |"
+# Ranks started by hand prove a shared secret to each other (nmt train --nproc makes its own).
+NMT_RENDEZVOUS_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+export NMT_RENDEZVOUS_SECRET
 RANK=1 WORLD_SIZE=2 MASTER_PORT="$port" "$bench" allreduce --bytes "$bytes" --threads 1 &
 RANK=0 WORLD_SIZE=2 MASTER_PORT="$port" "$bench" allreduce --bytes "$bytes" --threads 1
 wait

@@ -25,10 +25,12 @@ void add_run_flags(CLI::App& command, TrainCommand& train) {
 }
 
 // Several processes (train/distributed.h): started by nmt itself, or by torchrun, SLURM or any
-// launcher through the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
+// launcher through the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and the
+// secret the ranks prove, NMT_RENDEZVOUS_SECRET).
 void add_distributed_options(CLI::App& command, TrainCommand& train) {
   DistributedOptions& distributed = train.run.distributed;
-  const std::string group = "Distributed (environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)";
+  const std::string group =
+      "Distributed (environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, NMT_RENDEZVOUS_SECRET)";
   const auto add = [&](const std::string& name, auto& value, const std::string& help) {
     return command.add_option(name, value, help)->group(group)->configurable(false);
   };
@@ -36,8 +38,11 @@ void add_distributed_options(CLI::App& command, TrainCommand& train) {
   add("--rank", distributed.rank, "this process's rank (RANK)");
   add("--world-size", distributed.world_size, "number of ranks (WORLD_SIZE)");
   add("--local-rank", distributed.local_rank, "rank among this machine's (LOCAL_RANK)");
-  add("--master-addr", distributed.master_addr, "rank 0's address (MASTER_ADDR; 127.0.0.1)");
+  add("--master-addr", distributed.master_addr,
+      "rank 0's address, the only one its rendezvous listens on (MASTER_ADDR; 127.0.0.1)");
   add("--master-port", distributed.master_port, "rank 0's port (MASTER_PORT; 29500)")->check(CLI::Range(1, 65535));
+  add("--rendezvous-secret-file", distributed.secret_file,
+      "a file (mode 600) whose first line is the secret every rank proves (else NMT_RENDEZVOUS_SECRET)");
   add("--dist-timeout", distributed.timeout_seconds, "seconds a rank waits for a silent peer before the run stops")
       ->capture_default_str();
   add("--check-replicas", distributed.check_replicas,

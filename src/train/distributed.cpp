@@ -10,9 +10,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <sys/stat.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include "train/rendezvous.h"
@@ -80,6 +82,39 @@ c10::intrusive_ptr<c10d::ProcessGroup> process_group(c10::intrusive_ptr<Group> b
 #endif
 }
 
+// The run's shared secret (rendezvous_store.h): the first line of --rendezvous-secret-file, which
+// only its owner may read, else NMT_RENDEZVOUS_SECRET.
+std::string rendezvous_secret(const std::string& file) {
+  std::string secret, source;
+  if (!file.empty()) {
+    source = "--rendezvous-secret-file " + file;
+    struct stat info {};
+    std::ifstream in(file);
+    if (::stat(file.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || !in) {
+      throw std::invalid_argument(source + ": cannot read it; give a file whose first line is the secret");
+    }
+    if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+      throw std::invalid_argument(source + ": other users can read or change it: chmod 600 " + file);
+    }
+    std::getline(in, secret);
+  } else if (const char* value = std::getenv("NMT_RENDEZVOUS_SECRET"); value != nullptr && *value != '\0') {
+    source = "NMT_RENDEZVOUS_SECRET";
+    secret = value;
+  } else {
+    throw std::invalid_argument(
+        "the ranks of a run prove a shared secret to each other, and none is given: set NMT_RENDEZVOUS_SECRET "
+        "to the same value on every rank (for example export NMT_RENDEZVOUS_SECRET=$(openssl rand -hex 32)) or "
+        "pass --rendezvous-secret-file (nmt train --nproc makes one itself)");
+  }
+  secret.erase(secret.find_last_not_of(" \t\r\n") + 1);
+  secret.erase(0, secret.find_first_not_of(" \t"));
+  if (secret.size() < 16) {
+    throw std::invalid_argument(source + ": the secret has " + std::to_string(secret.size()) +
+                                " characters; give at least 16 (openssl rand -hex 32 makes one)");
+  }
+  return secret;
+}
+
 }  // namespace
 
 void resolve_distributed_options(DistributedOptions& options) {
@@ -115,6 +150,7 @@ void resolve_distributed_options(DistributedOptions& options) {
   options.master_port = option_or_environment(options.master_port, 0, "MASTER_PORT", "--master-port", 1, 65535, 29500);
   if (!(options.timeout_seconds > 0)) throw std::invalid_argument("--dist-timeout: must be above 0 seconds");
   if (options.check_replicas < 0) throw std::invalid_argument("--check-replicas: must be 0 or more");
+  options.secret = rendezvous_secret(options.secret_file);
 }
 
 Distributed::Distributed(const DistributedOptions& options, const torch::Device& device)

@@ -1,7 +1,8 @@
-// Training on several processes and machines, on torch's c10d: a TCPStore for the rendezvous (hosted
-// by rank 0; rendezvous.h), a process group for the collectives (Gloo on CPUs; NCCL on CUDA where
-// LibTorch has it), and what the C++ frontend lacks, DistributedDataParallel's gradient all-reduce
-// (gradient_reducer.h). The training loop sees them only through training_processes.h.
+// Training on several processes and machines, on torch's c10d: a store for the rendezvous (hosted by
+// rank 0 on --master-addr, served only to ranks that prove the run's secret; rendezvous.h), a process group for the
+// collectives (Gloo on CPUs; NCCL on CUDA where LibTorch has it), and what the C++ frontend lacks,
+// DistributedDataParallel's gradient all-reduce (gradient_reducer.h). The training loop sees them only through
+// training_processes.h.
 //
 // The semantics (docs/usage.md, "Training on several processes and machines"): every rank cuts each epoch into the
 // same batches (make_batches with the same seed); one update takes world-size x accumulate
@@ -41,13 +42,16 @@ struct DistributedOptions {
   int master_port = 0;          // --master-port, or MASTER_PORT (29500)
   double timeout_seconds = 60;  // --dist-timeout: how long a rank waits for a silent peer
   int check_replicas = 0;       // --check-replicas N: compare the ranks' weights every N updates (0: at validations)
+  std::string secret_file;      // --rendezvous-secret-file: the run's secret, on its first line
+  std::string secret;           // that file's secret, or NMT_RENDEZVOUS_SECRET (resolve_distributed_options)
 
   bool enabled() const { return world_size > 1; }
 };
 
 // Fills what the options left unset from torchrun's environment variables (RANK, WORLD_SIZE,
-// LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and checks the result; throws std::invalid_argument naming
-// the option or variable. Without RANK or WORLD_SIZE anywhere the run is a single process.
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and the secret from --rendezvous-secret-file or
+// NMT_RENDEZVOUS_SECRET, and checks the result; throws std::invalid_argument naming the option or
+// variable. Without RANK or WORLD_SIZE anywhere the run is a single process.
 void resolve_distributed_options(DistributedOptions& options);
 
 class Distributed {

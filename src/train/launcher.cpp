@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "train/rendezvous_store.h"
+
 namespace nmt {
 namespace {
 
@@ -83,6 +85,10 @@ int launch_workers(const std::string& program, const std::vector<std::string>& a
   const std::string address = master_addr.empty() ? "127.0.0.1" : master_addr;
   const int port = master_port > 0 ? master_port : free_port();
   std::cerr << "nmt train: starting " << nproc << " ranks (master " << address << ":" << port << ")" << std::endl;
+  // The secret the ranks prove to each other (rendezvous_store.h): the user's, else a new one that
+  // only these processes (and the user's own, through /proc) see.
+  const char* given = std::getenv("NMT_RENDEZVOUS_SECRET");
+  const std::string secret = given != nullptr && *given != '\0' ? given : random_secret();
 
   struct sigaction action {};
   action.sa_handler = forward_signal;
@@ -109,6 +115,7 @@ int launch_workers(const std::string& program, const std::vector<std::string>& a
       setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
       setenv("MASTER_ADDR", address.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("NMT_RENDEZVOUS_SECRET", secret.c_str(), 1);
       execv("/proc/self/exe", argv.data());
       std::cerr << "nmt train: cannot run " << program << ": " << std::strerror(errno) << std::endl;
       _exit(127);

@@ -1,8 +1,8 @@
 // `nmt train --nproc N`: N worker processes of this same program on this machine, started with
-// torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
-// and supervised: the first that fails (a non-zero exit or a signal) is named, the others are
-// stopped (SIGTERM, then SIGKILL after a grace period), and SIGINT or SIGTERM to nmt reaches every
-// worker.
+// torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+// a rendezvous secret (NMT_RENDEZVOUS_SECRET: the user's, else a new random one) and supervised: the first that fails
+// (a non-zero exit or a signal) is named, the others are stopped (SIGTERM, then SIGKILL after a grace period), and
+// SIGINT or SIGTERM to nmt reaches every worker.
 #pragma once
 
 #include <string>

@@ -2,7 +2,6 @@
 #include "train/rendezvous.h"
 
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <charconv>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "train/distributed.h"
+#include "train/rendezvous_store.h"
 #include "util/clock.h"
 #include "util/exit_deadline.h"
 
@@ -36,32 +36,29 @@ Rendezvous::Rendezvous(const DistributedOptions& options)
       master_(options.master_addr + ":" + std::to_string(options.master_port)),
       timeout_seconds_(options.timeout_seconds) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
-  // torchrun's agent hosts a store on MASTER_PORT itself and says so: every rank is then a client,
-  // under a prefix of its own per restart, as PyTorch's own workers are.
+  // torchrun's agent hosts a store of its own on MASTER_PORT and says so: rank 0's store then takes
+  // a port of the kernel's choice and names it to the others through the agent's store.
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   const bool agent_store = agent != nullptr && std::string(agent) == "True";
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const std::string prefix = "nmt/attempt_" + std::string(restart != nullptr ? restart : "0");
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(options.master_port);
-  store_options.isServer = rank_ == 0 && !agent_store;
-  store_options.numWorkers = world_size_;
-  store_options.waitWorkers = false;
-  store_options.timeout = timeout;
-  try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
-    store_options.isServer = false;
-    heartbeat_store_ = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
-    if (agent_store) {
-      store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
-      heartbeat_store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, heartbeat_store_);
-    }
-  } catch (const std::exception& error) {
-    if (rank_ == 0) {
-      throw std::runtime_error("rank 0 cannot listen on " + master_ + " (" + first_line(error.what()) +
-                               "): the port is in use or the address is not this machine's; pass another "
+  int port = options.master_port;
+  if (rank_ == 0) {
+    try {
+      server_ = std::make_unique<RendezvousServer>(options.master_addr, agent_store ? 0 : port, options.secret);
+    } catch (const std::exception& error) {
+      throw std::runtime_error("rank 0 " + first_line(error.what()) +
+                               ": the port is in use or the address is not this machine's; pass another "
                                "--master-port (MASTER_PORT) or --master-addr (MASTER_ADDR)");
     }
+    port = server_->port();
+  }
+  if (agent_store) port = port_through_agent(options, port, timeout);
+  master_ = options.master_addr + ":" + std::to_string(port);
+  try {
+    store_ = c10::make_intrusive<RendezvousStore>(options.master_addr, port, options.secret, timeout);
+    heartbeat_store_ = c10::make_intrusive<RendezvousStore>(options.master_addr, port, options.secret, timeout);
+  } catch (const RendezvousRefused& error) {
+    throw std::runtime_error("rank " + std::to_string(rank_) + ": " + error.what());
+  } catch (const std::exception& error) {
     throw std::runtime_error("rank " + std::to_string(rank_) + " cannot reach the master (rank 0) at " + master_ +
                              " within " + std::to_string(static_cast<int>(options.timeout_seconds)) + " s (" +
                              first_line(error.what()) +
@@ -69,6 +66,37 @@ Rendezvous::Rendezvous(const DistributedOptions& options)
   }
   heartbeat_ = std::thread([this] { beat(); });
   store_->set("joined/" + std::to_string(rank_), std::vector<uint8_t>{1});
+}
+
+int Rendezvous::port_through_agent(const DistributedOptions& options, int port, std::chrono::milliseconds timeout) {
+  // Under a prefix of its own per restart, as PyTorch's own workers use the agent's store. What is
+  // read there is not trusted: a forged port leads to a server that cannot prove the secret.
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const std::string key = "nmt/attempt_" + std::string(restart != nullptr ? restart : "0") + "/rendezvous_port";
+  c10d::TCPStoreOptions agent_options;
+  agent_options.port = static_cast<uint16_t>(options.master_port);
+  agent_options.isServer = false;
+  agent_options.timeout = timeout;
+  try {
+    c10d::TCPStore agent(options.master_addr, agent_options);
+    if (rank_ == 0) {
+      const std::string text = std::to_string(port);
+      agent.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+      return port;
+    }
+    const std::string text = bytes_to_string(agent.get(key));
+    int value = 0;
+    const auto end = text.data() + text.size();
+    if (std::from_chars(text.data(), end, value).ptr != end || value < 1 || value > 65535) {
+      throw std::runtime_error("it holds no port under " + key);
+    }
+    return value;
+  } catch (const std::exception& error) {
+    throw std::runtime_error("rank " + std::to_string(rank_) +
+                             " cannot find rank 0's rendezvous through torchrun's store at " + master_ + " within " +
+                             std::to_string(static_cast<int>(options.timeout_seconds)) + " s (" +
+                             first_line(error.what()) + ")");
+  }
 }
 
 Rendezvous::~Rendezvous() {
@@ -150,15 +178,12 @@ void Rendezvous::fail(const std::string& what, const std::string& cause) {
                              std::to_string(rank_) + ": " + what + " failed: ";
   const std::string after =
       " [" + first_line(cause) + "]; the checkpoints rank 0 wrote are complete: --resume continues";
-  // Naming the silent rank asks the store, whose server a rank stopped halfway through a message to
-  // it leaves blocked for good (util/exit_deadline.h); so do the store's and the group's destructors
-  // on the way out. The run ends with this error either way, within kSilence and kTeardown.
+  // Naming the silent rank asks the store, which a stopped rank 0 or a lost network leaves without
+  // an answer until the store's timeout (util/exit_deadline.h); the group's destructor on the way out
+  // may wait as long. The run ends with this error either way, within kSilence and kTeardown.
   exit_unless_ended_within(
       std::chrono::duration<double>(kSilence + kTeardown).count(),
-      failed +
-          "the rendezvous store did not answer either (a rank or another client stopped halfway through "
-          "a message to it, or lost the network)" +
-          after);
+      failed + "the rendezvous store did not answer either (rank 0 is stopped, or the network to it is lost)" + after);
   const std::string message = failed + silent_ranks() + after;
   exit_unless_ended_within(std::chrono::duration<double>(kTeardown).count(), message);
   throw std::runtime_error(message);

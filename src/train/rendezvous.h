@@ -1,7 +1,7 @@
-// How the ranks of a distributed run (distributed.h) find and watch each other, on torch's c10d
-// TCPStore: the rendezvous (rank 0 hosts the store, or torchrun's agent does), the small values the
-// ranks hand each other through it (vocabularies, progress, a validation's decision), and the
-// heartbeats.
+// How the ranks of a distributed run (distributed.h) find and watch each other: the rendezvous
+// (rank 0 hosts the store, rendezvous_store.h, on --master-addr; each rank proves the run's secret
+// to it), the small values the ranks hand each other through it (vocabularies, progress, a
+// validation's decision), and the heartbeats.
 //
 // Failures: every rank adds to its heartbeat key in the store once a second. A wait for rank 0 that
 // sees its heartbeat stand still for --dist-timeout, and a collective that fails (Distributed::wait),
@@ -11,7 +11,9 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -22,12 +24,14 @@ class Store;
 namespace nmt {
 
 struct DistributedOptions;
+class RendezvousServer;
 
 class Rendezvous {
  public:
-  // Rank 0 listens on master_addr:master_port, the others connect within the timeout; then the
-  // heartbeat starts and the rank says it joined. Throws std::runtime_error naming the address and
-  // what to check.
+  // Rank 0 listens on master_addr:master_port (under torchrun, on a port it names through the
+  // agent's store), every rank connects within the timeout and proves the secret; then the heartbeat
+  // starts and the rank says it joined. Throws std::runtime_error naming the address and what to
+  // check.
   explicit Rendezvous(const DistributedOptions& options);
   ~Rendezvous();  // stops the heartbeat
   Rendezvous(const Rendezvous&) = delete;
@@ -53,6 +57,8 @@ class Rendezvous {
   [[noreturn]] void fail(const std::string& what, const std::string& cause);
 
  private:
+  // Rank 0's store's port, told to the others through torchrun's agent store (on MASTER_PORT).
+  int port_through_agent(const DistributedOptions& options, int port, std::chrono::milliseconds timeout);
   std::string silent_ranks();
   int64_t heartbeat_of(int rank);
   void beat();
@@ -60,6 +66,7 @@ class Rendezvous {
   int rank_ = 0, world_size_ = 1;
   std::string master_;
   double timeout_seconds_ = 60;
+  std::unique_ptr<RendezvousServer> server_;  // rank 0's; declared first, so that it outlives the stores
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Store> heartbeat_store_;  // its own connection, for the heartbeat thread
   std::atomic<bool> stop_{false};

@@ -1,7 +1,6 @@
-// A last resort for code that has decided to fail but must still call into a library that can
-// block without a timeout on the way out. c10d's TCPStore is one: its server reads each message of
-// a client with blocking recv(), so a rank stopped (SIGSTOP) halfway through a message leaves rank
-// 0's store server blocked for good, and with it every later store call and the store's destructor.
+// A last resort for code that has decided to fail but must still call into something that can
+// block for long on the way out: a store call to a rank 0 that is stopped (SIGSTOP) or cut off waits
+// out the store's timeout, and a process group's destructor may wait for a peer that never answers.
 #pragma once
 
 #include <string>

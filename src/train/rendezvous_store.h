@@ -1,0 +1,101 @@
+// The store the ranks of a distributed run meet in (rendezvous.h): a c10d::Store whose server,
+// hosted by rank 0, listens on --master-addr alone and serves a connection only once it has proved
+// the run's shared secret, and which proves the secret back, so that a rank takes no value from a
+// program that does not know it.
+//
+// The handshake, keyed with the secret (HMAC-SHA-256 over both sides' random nonces; the secret
+// itself never crosses the network):
+//   client -> server   "nmt-rdv1", the client's nonce (32 bytes)
+//   server -> client   the server's nonce (32), HMAC(secret, "server" client-nonce server-nonce)
+//   client -> server   HMAC(secret, "client" server-nonce client-nonce)
+//   server -> client   one byte: accepted
+// A connection that has not finished it within RendezvousLimits::handshake is closed, and so is
+// the oldest unfinished one when a new connection would make more than `pending_handshakes`. After
+// it, the client's requests (set, get, add, check, delete, the number of keys, compare-and-set) are
+// answered in order; a get or wait for a key that is not there yet is asked again until the store's
+// timeout.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace nmt {
+
+// A refusal that trying again will not change: the server did not prove the secret, or refused
+// this side's proof.
+struct RendezvousRefused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// 64 hex digits from OpenSSL's random generator: the secret nmt train --nproc gives its ranks.
+std::string random_secret();
+
+struct RendezvousLimits {
+  std::chrono::milliseconds handshake{5000};  // from the connection to the accepting byte
+  size_t pending_handshakes = 64;             // connections that have not finished it
+};
+
+class RendezvousServer {
+ public:
+  // Listens on host:port (port 0: one the kernel picks) and serves on a thread of its own. Throws
+  // std::runtime_error naming the address when it cannot listen there.
+  RendezvousServer(const std::string& host, int port, const std::string& secret, RendezvousLimits limits = {});
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  int port() const;
+  // Connections closed before they proved the secret: a wrong proof, a wrong first message, a
+  // silence past the handshake time, or the oldest of too many.
+  int64_t refused() const;
+
+ private:
+  class Server;
+  std::unique_ptr<Server> server_;
+};
+
+class RendezvousStore : public c10d::Store {
+ public:
+  // Connects to host:port within `timeout` (trying again while nothing listens there yet, as ranks
+  // start before rank 0 does) and does the handshake. Throws RendezvousRefused when the server
+  // does not prove the secret or refuses this side's proof, std::runtime_error when nothing answers
+  // in time.
+  RendezvousStore(const std::string& host, int port, const std::string& secret, std::chrono::milliseconds timeout);
+  ~RendezvousStore() override;
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                  const std::vector<uint8_t>& desired) override;
+  // Waits for the key up to the store's timeout.
+  std::vector<uint8_t> get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t value) override;
+  bool deleteKey(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys) override;
+  int64_t getNumKeys() override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  // A store of its own connection to the same server (LibTorch 2.5 on asks for one).
+  c10::intrusive_ptr<c10d::Store> clone();
+
+ private:
+  class Connection;
+  enum class Status : uint8_t { ok = 0, missing = 1, invalid = 2 };
+  std::vector<uint8_t> request(uint8_t op, const std::string& key, const std::vector<uint8_t>& first,
+                               const std::vector<uint8_t>& second, Status& status);
+  std::vector<uint8_t> request_ok(uint8_t op, const std::string& key, const std::vector<uint8_t>& first = {},
+                                  const std::vector<uint8_t>& second = {});
+
+  std::string host_, secret_;
+  int port_ = 0;
+  std::mutex mutex_;  // one request at a time on the connection
+  std::unique_ptr<Connection> connection_;
+};
+
+}  // namespace nmt
