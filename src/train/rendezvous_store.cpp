@@ -2,14 +2,20 @@
 // a Session; and its client, a c10d::Store on a blocking connection with a deadline on every
 // exchange.
 //
-// A request:  op (1 byte), key length (4), first value's length (8), second's (8); then the key and
-//             the values. Numbers little-endian.
-// An answer:  status (1 byte: ok, missing, invalid), payload length (8), payload.
+// After the handshake, both sides hold a session key, HMAC(secret, "session" client-nonce
+// server-nonce), and the n-th request and its answer each end with a tag under it:
+//   request:  op (1 byte), key length (4), first value's length (8), second's (8), the key, the
+//             values, HMAC(session key, "request" n the rest)
+//   answer:   status (1 byte: ok, missing, invalid), payload length (8), the payload,
+//             HMAC(session key, "answer" n the rest)
+// Numbers little-endian. A wrong tag ends the connection: a program between a rank and rank 0 that
+// passed the handshake along can stop the run, not change what it reads.
 #include "train/rendezvous_store.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +23,7 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <charconv>
+#include <functional>
 #include <list>
 #include <map>
 #include <stdexcept>
@@ -32,46 +39,98 @@ using error_code = boost::system::error_code;
 using Bytes = std::vector<uint8_t>;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::array<uint8_t, 8> kMagic = {'n', 'm', 't', '-', 'r', 'd', 'v', '1'};
 constexpr size_t kNonce = 32;
-constexpr size_t kProof = 32;  // HMAC-SHA-256
+constexpr size_t kTag = 32;  // HMAC-SHA-256
+using Nonce = std::array<uint8_t, kNonce>;
+using Tag = std::array<uint8_t, kTag>;
+constexpr std::array<uint8_t, 8> kMagic = {'n', 'm', 't', '-', 'r', 'd', 'v', '2'};
+constexpr uint8_t kAccepted = 1, kRejected = 0;
 constexpr size_t kRequestHead = 1 + 4 + 8 + 8;
 constexpr size_t kAnswerHead = 1 + 8;
 constexpr uint32_t kMaxKey = 4096;
-constexpr uint64_t kMaxValue = uint64_t{1} << 36;  // far above an optimizer's state; a guard against garbage
+constexpr uint64_t kMaxValue = uint64_t{1} << 34;  // far above an optimizer's state
+// Values are read a part at a time, so that memory follows the bytes that came, not a length
+// that was announced.
+constexpr size_t kReadPart = size_t{4} << 20;
 // How many refused connections the server names in the log; later ones are only counted.
 constexpr int64_t kRefusalsLogged = 5;
 
 enum Op : uint8_t { kSet = 1, kGet, kAdd, kCheck, kDelete, kCount, kCompareSet };
 enum Status : uint8_t { kOk = 0, kMissing = 1, kInvalid = 2 };
 
-Bytes random_bytes(size_t count) {
-  Bytes bytes(count);
-  if (RAND_bytes(bytes.data(), static_cast<int>(count)) != 1) {
+Nonce random_nonce() {
+  Nonce nonce;
+  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
     throw std::runtime_error("rendezvous: OpenSSL's random generator failed");
   }
-  return bytes;
+  return nonce;
 }
 
-// HMAC(secret, label first second): what one side sends to show that it knows the secret.
-Bytes proof(const std::string& secret, std::string_view label, const uint8_t* first, const uint8_t* second) {
-  Bytes message(label.begin(), label.end());
-  message.insert(message.end(), first, first + kNonce);
-  message.insert(message.end(), second, second + kNonce);
-  Bytes digest(EVP_MAX_MD_SIZE);
-  unsigned int length = 0;
-  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(), message.size(), digest.data(),
-           &length) == nullptr ||
-      length != kProof) {
-    throw std::runtime_error("rendezvous: OpenSSL's HMAC-SHA-256 failed");
+// HMAC-SHA-256 over pieces (OpenSSL's EVP_MAC).
+class Mac {
+ public:
+  template <typename Key>
+  explicit Mac(const Key& key) : context_(EVP_MAC_CTX_new(algorithm())) {
+    char digest[] = "SHA256";
+    const OSSL_PARAM parameters[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                                     OSSL_PARAM_construct_end()};
+    if (context_ == nullptr ||
+        EVP_MAC_init(context_, reinterpret_cast<const unsigned char*>(key.data()), key.size(), parameters) != 1) {
+      EVP_MAC_CTX_free(context_);
+      throw std::runtime_error("rendezvous: OpenSSL's HMAC-SHA-256 failed");
+    }
   }
-  digest.resize(kProof);
-  return digest;
+  ~Mac() { EVP_MAC_CTX_free(context_); }
+  Mac(const Mac&) = delete;
+  Mac& operator=(const Mac&) = delete;
+
+  Mac& add(const void* data, size_t size) {
+    if (size > 0 && EVP_MAC_update(context_, static_cast<const unsigned char*>(data), size) != 1) {
+      throw std::runtime_error("rendezvous: OpenSSL's HMAC-SHA-256 failed");
+    }
+    return *this;
+  }
+  template <typename Container>
+  Mac& add(const Container& bytes) {
+    return add(bytes.data(), bytes.size());
+  }
+  Mac& add_number(uint64_t value) {
+    uint8_t bytes[8];
+    for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
+    return add(bytes, 8);
+  }
+
+  Tag finish() {
+    Tag tag{};
+    size_t length = 0;
+    if (EVP_MAC_final(context_, tag.data(), &length, tag.size()) != 1 || length != kTag) {
+      throw std::runtime_error("rendezvous: OpenSSL's HMAC-SHA-256 failed");
+    }
+    return tag;
+  }
+
+ private:
+  static EVP_MAC* algorithm() {
+    static EVP_MAC* const hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    return hmac;
+  }
+  EVP_MAC_CTX* context_;
+};
+
+using namespace std::string_view_literals;
+
+// What one side sends to show that it knows the secret, and the key both then tag messages with.
+Tag server_proof(const std::string& secret, const Nonce& client, const Nonce& server) {
+  return Mac(secret).add("server"sv).add(client).add(server).finish();
+}
+Tag client_proof(const std::string& secret, const Nonce& client, const Nonce& server) {
+  return Mac(secret).add("client"sv).add(server).add(client).finish();
+}
+Tag session_key(const std::string& secret, const Nonce& client, const Nonce& server) {
+  return Mac(secret).add("session"sv).add(client).add(server).finish();
 }
 
-bool same_proof(const Bytes& expected, const uint8_t* received) {
-  return CRYPTO_memcmp(expected.data(), received, kProof) == 0;
-}
+bool same(const Tag& expected, const uint8_t* received) { return CRYPTO_memcmp(expected.data(), received, kTag) == 0; }
 
 void put_number(uint8_t* out, uint64_t value, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
@@ -95,12 +154,16 @@ std::string address_of(const tcp::socket& socket) {
   return error ? std::string("a closed connection") : peer.address().to_string() + ":" + std::to_string(peer.port());
 }
 
+bool names_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
 }  // namespace
 
 std::string random_secret() {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string secret;
-  for (uint8_t byte : random_bytes(32)) secret += {kHex[byte >> 4], kHex[byte & 15]};
+  for (uint8_t byte : random_nonce()) secret += {kHex[byte >> 4], kHex[byte & 15]};
   return secret;
 }
 
@@ -110,19 +173,38 @@ class RendezvousServer::Server {
  public:
   Server(const std::string& host, int port, std::string secret, RendezvousLimits limits)
       : secret_(std::move(secret)), limits_(limits) {
+    if (limits_.pending_handshakes < 1) throw std::invalid_argument("rendezvous: pending_handshakes must be 1 or more");
     const std::string address = host + ":" + std::to_string(port);
+    tcp::endpoint endpoint;
     try {
       tcp::resolver resolver(io_);
-      const tcp::endpoint endpoint = resolver.resolve(host, std::to_string(port))->endpoint();
+      endpoint = resolver.resolve(host, std::to_string(port))->endpoint();
       acceptor_.open(endpoint.protocol());
       acceptor_.set_option(net::socket_base::reuse_address(true));
       acceptor_.bind(endpoint);
       acceptor_.listen();
+      port_ = acceptor_.local_endpoint().port();
     } catch (const std::exception& error) {
       throw std::runtime_error("cannot listen on " + address + ": " + error.what());
     }
+    if (endpoint.address().is_loopback() && !names_loopback(host)) {
+      spdlog::warn(
+          "rendezvous: {} is {} on this machine, a loopback address that no other machine reaches; for "
+          "ranks on other machines give rank 0's IP address as --master-addr (MASTER_ADDR)",
+          host, endpoint.address().to_string());
+    }
     accept();
-    thread_ = std::thread([this] { io_.run(); });
+    // A handler that throws (out of memory, say) ends its connection, not the server.
+    thread_ = std::thread([this] {
+      while (true) {
+        try {
+          io_.run();
+          return;
+        } catch (const std::exception& error) {
+          spdlog::warn("rendezvous: a connection failed: {}", error.what());
+        }
+      }
+    });
   }
 
   ~Server() {
@@ -130,7 +212,7 @@ class RendezvousServer::Server {
     if (thread_.joinable()) thread_.join();
   }
 
-  int port() const { return acceptor_.local_endpoint().port(); }
+  int port() const { return port_; }
   int64_t refused() const { return refused_; }
 
   void refuse(const std::string& from, const std::string& why) {
@@ -151,6 +233,7 @@ class RendezvousServer::Server {
 
   const std::string secret_;
   const RendezvousLimits limits_;
+  int port_ = 0;
   net::io_context io_;
   tcp::acceptor acceptor_{io_};
   net::steady_timer retry_{io_};
@@ -172,9 +255,7 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
     deadline_.async_wait([self = shared_from_this()](error_code error) {
       if (!error && !self->authenticated_) self->refuse("it did not finish the handshake in time");
     });
-    net::async_read(socket_, net::buffer(hello_), [self = shared_from_this()](error_code error, size_t) {
-      error ? self->refuse("it left during the handshake") : self->greet();
-    });
+    read(hello_, [this] { greet(); });
   }
 
   void refuse(const std::string& why) {
@@ -191,65 +272,98 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
     socket_.close(ignored);
   }
 
-  // The client's hello read: the server's nonce and proof back.
+  // Reads `buffer` whole, then runs `then`; a connection that ends first is refused while in its
+  // handshake and simply closed after it.
+  template <typename Buffer, typename Then>
+  void read(Buffer& buffer, Then then) {
+    net::async_read(socket_, net::buffer(buffer), [self = shared_from_this(), then](error_code error, size_t) {
+      if (!error) return then();
+      if (!self->authenticated_) self->refuse("it left during the handshake");
+    });
+  }
+
+  // Reads `size` bytes into `value` a part at a time, then runs `then`.
+  void read_value(Bytes& value, uint64_t size, std::function<void()> then) {
+    const size_t have = value.size();
+    if (have == size) return then();
+    const size_t part = static_cast<size_t>(std::min<uint64_t>(size - have, kReadPart));
+    value.resize(have + part);
+    net::async_read(socket_, net::buffer(value.data() + have, part),
+                    [self = shared_from_this(), &value, size, then](error_code error, size_t) {
+                      if (!error) self->read_value(value, size, then);
+                    });
+  }
+
+  void write(const Bytes& bytes, std::function<void()> then) {
+    net::async_write(socket_, net::buffer(bytes), [self = shared_from_this(), then](error_code error, size_t) {
+      if (!error) then();
+    });
+  }
+
+  // The client's hello read: the server's proof and nonce back.
   void greet() {
     if (!std::equal(kMagic.begin(), kMagic.end(), hello_.begin())) {
       refuse("its first message is not an nmt rendezvous handshake");
       return;
     }
-    const Bytes nonce = random_bytes(kNonce);
-    std::copy(nonce.begin(), nonce.end(), server_nonce_.begin());
-    const Bytes server_proof = proof(server_.secret(), "server", hello_.data() + kMagic.size(), nonce.data());
-    std::copy(server_proof.begin(), server_proof.end(), reply_.begin());
-    std::copy(nonce.begin(), nonce.end(), reply_.begin() + kProof);
-    net::async_write(socket_, net::buffer(reply_), [self = shared_from_this()](error_code error, size_t) {
-      if (error) return self->refuse("it left during the handshake");
-      net::async_read(self->socket_, net::buffer(self->client_proof_), [self](error_code error, size_t) {
-        error ? self->refuse("it left during the handshake") : self->check_proof();
-      });
-    });
+    std::copy(hello_.begin() + kMagic.size(), hello_.end(), client_nonce_.begin());
+    server_nonce_ = random_nonce();
+    const Tag proof = server_proof(server_.secret(), client_nonce_, server_nonce_);
+    answer_.assign(proof.begin(), proof.end());
+    answer_.insert(answer_.end(), server_nonce_.begin(), server_nonce_.end());
+    write(answer_, [this] { read(received_tag_, [this] { check_proof(); }); });
   }
 
   void check_proof() {
-    const Bytes expected = proof(server_.secret(), "client", server_nonce_.data(), hello_.data() + kMagic.size());
-    if (!same_proof(expected, client_proof_.data())) {
-      refuse("it did not prove the run's secret");
+    if (!same(client_proof(server_.secret(), client_nonce_, server_nonce_), received_tag_.data())) {
+      // Said before closing, so that the client can tell a refusal from a connection cut short.
+      answer_.assign(1, kRejected);
+      write(answer_, [this] { refuse("it did not prove the run's secret"); });
       return;
     }
     authenticated_ = true;
     deadline_.cancel();
-    answer_.assign(1, 1);
-    write_answer();
+    key_ = session_key(server_.secret(), client_nonce_, server_nonce_);
+    answer_.assign(1, kAccepted);
+    write(answer_, [this] { read_request(); });
   }
 
   void read_request() {
-    net::async_read(socket_, net::buffer(head_), [self = shared_from_this()](error_code error, size_t) {
-      if (error) return;
-      const uint64_t key_length = read_number(self->head_.data() + 1, 4);
-      const uint64_t first_length = read_number(self->head_.data() + 5, 8);
-      const uint64_t second_length = read_number(self->head_.data() + 13, 8);
-      if (self->head_[0] < kSet || self->head_[0] > kCompareSet || key_length > kMaxKey || first_length > kMaxValue ||
+    read(head_, [this] {
+      const uint64_t key_length = read_number(head_.data() + 1, 4);
+      const uint64_t first_length = read_number(head_.data() + 5, 8);
+      const uint64_t second_length = read_number(head_.data() + 13, 8);
+      if (head_[0] < kSet || head_[0] > kCompareSet || key_length > kMaxKey || first_length > kMaxValue ||
           second_length > kMaxValue) {
-        self->close();  // a proven client that sends this is broken: nothing it sends now can be trusted
-        return;
+        return refuse("it sent a malformed request");
       }
-      self->key_.resize(key_length);
-      self->first_.resize(first_length);
-      self->second_.resize(second_length);
-      const std::array<net::mutable_buffer, 3> parts = {net::buffer(self->key_), net::buffer(self->first_),
-                                                        net::buffer(self->second_)};
-      net::async_read(self->socket_, parts, [self](error_code error, size_t) {
-        if (error) return;
-        self->answer();
-        self->write_answer();
+      name_.clear(), first_.clear(), second_.clear();
+      read_value(name_, key_length, [this, first_length, second_length] {
+        read_value(first_, first_length, [this, second_length] {
+          read_value(second_, second_length, [this] { read(received_tag_, [this] { answer_request(); }); });
+        });
       });
     });
   }
 
-  void write_answer() {
-    net::async_write(socket_, net::buffer(answer_), [self = shared_from_this()](error_code error, size_t) {
-      if (!error) self->read_request();
-    });
+  void answer_request() {
+    const Tag expected =
+        Mac(key_).add("request"sv).add_number(sequence_).add(head_).add(name_).add(first_).add(second_).finish();
+    if (!same(expected, received_tag_.data())) {
+      return refuse("a request's tag is wrong: something between it and this rank altered it");
+    }
+    answer();
+    std::array<uint8_t, kAnswerHead> head{};
+    std::copy(answer_.begin(), answer_.begin() + kAnswerHead, head.begin());
+    const Tag tag = Mac(key_)
+                        .add("answer"sv)
+                        .add_number(sequence_)
+                        .add(head)
+                        .add(answer_.data() + kAnswerHead, answer_.size() - kAnswerHead)
+                        .finish();
+    answer_.insert(answer_.end(), tag.begin(), tag.end());
+    ++sequence_;
+    write(answer_, [this] { read_request(); });
   }
 
   void reply(uint8_t status, const Bytes& payload = {}) {
@@ -259,19 +373,17 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
     answer_.insert(answer_.end(), payload.begin(), payload.end());
   }
 
-  // The request read: its answer in answer_.
+  // The request read and its tag checked: its answer, without a tag, in answer_.
   void answer() {
     std::map<std::string, Bytes>& data = server_.data();
-    const std::string key(key_.begin(), key_.end());
+    const std::string key(name_.begin(), name_.end());
     const auto found = data.find(key);
     switch (head_[0]) {
       case kSet:
         data[key] = std::move(first_);
-        reply(kOk);
-        return;
+        return reply(kOk);
       case kGet:
-        found == data.end() ? reply(kMissing) : reply(kOk, found->second);
-        return;
+        return found == data.end() ? reply(kMissing) : reply(kOk, found->second);
       case kAdd: {
         // A counter is kept as decimal text, as c10d's TCPStore keeps it.
         int64_t value = 0;
@@ -279,33 +391,30 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
         if (found != data.end()) {
           const auto* text = reinterpret_cast<const char*>(found->second.data());
           const auto end = text + found->second.size();
-          if (std::from_chars(text, end, value).ptr != end) return reply(kInvalid);
+          const auto [stop, error] = std::from_chars(text, end, value);
+          if (error != std::errc() || stop != end) return reply(kInvalid);
         }
-        value += static_cast<int64_t>(read_number(first_.data(), 8));
+        if (__builtin_add_overflow(value, static_cast<int64_t>(read_number(first_.data(), 8)), &value)) {
+          return reply(kInvalid);
+        }
         const std::string text = std::to_string(value);
         data[key] = Bytes(text.begin(), text.end());
-        reply(kOk, number_bytes(value));
-        return;
+        return reply(kOk, number_bytes(value));
       }
       case kCheck:
-        reply(kOk, Bytes{found != data.end()});
-        return;
+        return reply(kOk, Bytes{found != data.end()});
       case kDelete:
-        reply(kOk, Bytes{static_cast<uint8_t>(data.erase(key))});
-        return;
+        return reply(kOk, Bytes{static_cast<uint8_t>(data.erase(key))});
       case kCount:
-        reply(kOk, number_bytes(static_cast<int64_t>(data.size())));
-        return;
+        return reply(kOk, number_bytes(static_cast<int64_t>(data.size())));
       case kCompareSet:
         // As c10d's stores: the desired value is set when the current one is the expected one (a
         // missing key counts as an empty value); the answer is the value the key now holds.
         if ((found == data.end() && first_.empty()) || (found != data.end() && found->second == first_)) {
           data[key] = second_;
-          reply(kOk, second_);
-        } else {
-          reply(kOk, found == data.end() ? first_ : found->second);
+          return reply(kOk, second_);
         }
-        return;
+        return reply(kOk, found == data.end() ? first_ : found->second);
     }
   }
 
@@ -315,11 +424,11 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
   const std::string from_;
   bool authenticated_ = false;
   std::array<uint8_t, kMagic.size() + kNonce> hello_{};
-  std::array<uint8_t, kNonce> server_nonce_{};
-  std::array<uint8_t, kProof + kNonce> reply_{};
-  std::array<uint8_t, kProof> client_proof_{};
+  Nonce client_nonce_{}, server_nonce_{};
+  Tag received_tag_{}, key_{};
+  uint64_t sequence_ = 0;
   std::array<uint8_t, kRequestHead> head_{};
-  Bytes key_, first_, second_, answer_;
+  Bytes name_, first_, second_, answer_;
 };
 
 void RendezvousServer::Server::accept() {
@@ -363,8 +472,9 @@ int64_t RendezvousServer::refused() const { return server_->refused(); }
 // asynchronously and the context run until it completes or the time is up.
 class RendezvousStore::Connection {
  public:
-  Connection(const std::string& host, int port, const std::string& secret, Clock::time_point deadline)
+  Connection(const std::string& host, int port, const std::string& secret, std::chrono::milliseconds timeout)
       : address_(host + ":" + std::to_string(port)) {
+    const auto deadline = Clock::now() + timeout;
     std::string last_error = "nothing listens there";
     while (true) {
       try {
@@ -373,7 +483,7 @@ class RendezvousStore::Connection {
         return;
       } catch (const RendezvousRefused&) {
         throw;
-      } catch (const std::exception& error) {
+      } catch (const std::exception& error) {  // not there yet, or a handshake cut short: again
         last_error = error.what();
       }
       if (Clock::now() + std::chrono::milliseconds(100) >= deadline) break;
@@ -384,15 +494,40 @@ class RendezvousStore::Connection {
 
   const std::string& address() const { return address_; }
 
-  void write(const std::vector<net::const_buffer>& buffers, Clock::duration timeout) {
-    run([&](auto done) { net::async_write(socket_, buffers, done); }, timeout);
-  }
-
-  void read(net::mutable_buffer buffer, Clock::duration timeout) {
-    run([&](auto done) { net::async_read(socket_, buffer, done); }, timeout);
+  // One request and its answer, both tagged; `timeout` 0: no deadline.
+  Bytes exchange(const std::array<uint8_t, kRequestHead>& head, const std::string& name, const Bytes& first,
+                 const Bytes& second, Status& status, std::chrono::milliseconds timeout) {
+    const Tag tag =
+        Mac(key_).add("request"sv).add_number(sequence_).add(head).add(name).add(first).add(second).finish();
+    write({net::buffer(head), net::buffer(name), net::buffer(first), net::buffer(second), net::buffer(tag)}, timeout);
+    std::array<uint8_t, kAnswerHead> answer{};
+    read(net::buffer(answer), timeout);
+    const uint64_t length = read_number(answer.data() + 1, 8);
+    if (answer[0] > kInvalid || length > kMaxValue) fail("a malformed answer");
+    Bytes payload;
+    while (payload.size() < length) {
+      const size_t have = payload.size();
+      const size_t part = static_cast<size_t>(std::min<uint64_t>(length - have, kReadPart));
+      payload.resize(have + part);
+      read(net::buffer(payload.data() + have, part), timeout);
+    }
+    Tag received{};
+    read(net::buffer(received), timeout);
+    const Tag expected = Mac(key_).add("answer"sv).add_number(sequence_).add(answer).add(payload).finish();
+    if (!same(expected, received.data())) {
+      fail("an answer whose tag is wrong: something between this rank and rank 0 altered it");
+    }
+    ++sequence_;
+    status = static_cast<Status>(answer[0]);
+    return payload;
   }
 
  private:
+  [[noreturn]] void fail(const std::string& what) {
+    broken_ = true;
+    throw std::runtime_error("the rendezvous at " + address_ + " sent " + what);
+  }
+
   void connect(const std::string& host, int port, Clock::time_point deadline) {
     error_code error;
     socket_.close(error);
@@ -403,41 +538,61 @@ class RendezvousStore::Connection {
         [&](auto done) {
           net::async_connect(socket_, endpoints, [done](error_code e, const tcp::endpoint&) { done(e, 0); });
         },
-        deadline - Clock::now());
+        remaining(deadline));
   }
 
   void handshake(const std::string& secret, Clock::time_point deadline) {
+    const Nonce nonce = random_nonce();
     std::array<uint8_t, kMagic.size() + kNonce> hello{};
-    const Bytes nonce = random_bytes(kNonce);
     std::copy(kMagic.begin(), kMagic.end(), hello.begin());
     std::copy(nonce.begin(), nonce.end(), hello.begin() + kMagic.size());
-    write({net::buffer(hello)}, deadline - Clock::now());
-    std::array<uint8_t, kProof + kNonce> reply{};
-    read(net::buffer(reply), deadline - Clock::now());  // a server evicting us under a flood: try again
-    if (!same_proof(proof(secret, "server", nonce.data(), reply.data() + kProof), reply.data())) {
+    write({net::buffer(hello)}, remaining(deadline));
+    std::array<uint8_t, kTag + kNonce> reply{};
+    read(net::buffer(reply), remaining(deadline));
+    Nonce server_nonce{};
+    std::copy(reply.begin() + kTag, reply.end(), server_nonce.begin());
+    if (!same(server_proof(secret, nonce, server_nonce), reply.data())) {
       throw RendezvousRefused("the rendezvous at " + address_ +
                               " did not prove the run's secret: rank 0 has another NMT_RENDEZVOUS_SECRET "
                               "(or --rendezvous-secret-file), or another program listens there");
     }
-    const Bytes answer = proof(secret, "client", reply.data() + kProof, nonce.data());
-    write({net::buffer(answer)}, deadline - Clock::now());
-    uint8_t accepted = 0;
-    try {
-      read(net::buffer(&accepted, 1), deadline - Clock::now());
-    } catch (const std::exception&) {
+    const Tag proof = client_proof(secret, nonce, server_nonce);
+    write({net::buffer(proof)}, remaining(deadline));
+    uint8_t verdict = kRejected;
+    read(net::buffer(&verdict, 1), remaining(deadline));
+    if (verdict != kAccepted) {
       throw RendezvousRefused("rank 0 at " + address_ +
                               " refused this rank's proof of the run's secret: give every rank the same "
                               "NMT_RENDEZVOUS_SECRET (or --rendezvous-secret-file)");
     }
+    key_ = session_key(secret, nonce, server_nonce);
+    sequence_ = 0;
+  }
+
+  static std::chrono::milliseconds remaining(Clock::time_point deadline) {
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                    std::chrono::milliseconds(1));
+  }
+
+  void write(const std::vector<net::const_buffer>& buffers, std::chrono::milliseconds timeout) {
+    run([&](auto done) { net::async_write(socket_, buffers, done); }, timeout);
+  }
+
+  void read(net::mutable_buffer buffer, std::chrono::milliseconds timeout) {
+    run([&](auto done) { net::async_read(socket_, buffer, done); }, timeout);
   }
 
   template <typename Start>
-  void run(Start start, Clock::duration timeout) {
+  void run(Start start, std::chrono::milliseconds timeout) {
     if (broken_) throw std::runtime_error("the connection to the rendezvous at " + address_ + " broke earlier");
     error_code result = net::error::would_block;
     start([&result](error_code error, size_t) { result = error; });
     io_.restart();
-    io_.run_for(std::max<Clock::duration>(timeout, std::chrono::milliseconds(1)));
+    if (timeout == c10d::Store::kNoTimeout) {
+      io_.run();
+    } else {
+      io_.run_for(timeout);
+    }
     if (!io_.stopped()) {  // the time is up: end the operation, and the connection with it
       error_code ignored;
       socket_.close(ignored);
@@ -456,13 +611,17 @@ class RendezvousStore::Connection {
   net::io_context io_;
   tcp::socket socket_{io_};
   bool broken_ = false;
+  Tag key_{};
+  uint64_t sequence_ = 0;
 };
 
 RendezvousStore::RendezvousStore(const std::string& host, int port, const std::string& secret,
                                  std::chrono::milliseconds timeout)
-    : c10d::Store(timeout), host_(host), secret_(secret), port_(port) {
-  connection_ = std::make_unique<Connection>(host, port, secret, Clock::now() + timeout);
-}
+    : c10d::Store(timeout),
+      host_(host),
+      secret_(secret),
+      port_(port),
+      connection_(std::make_unique<Connection>(host, port, secret, timeout)) {}
 
 RendezvousStore::~RendezvousStore() = default;
 
@@ -476,19 +635,7 @@ std::vector<uint8_t> RendezvousStore::request(uint8_t op, const std::string& key
   put_number(head.data() + 5, first.size(), 8);
   put_number(head.data() + 13, second.size(), 8);
   const std::lock_guard<std::mutex> lock(mutex_);
-  Connection& connection = *connection_;
-  const auto timeout = std::max<Clock::duration>(timeout_, std::chrono::seconds(1));
-  connection.write({net::buffer(head), net::buffer(key), net::buffer(first), net::buffer(second)}, timeout);
-  std::array<uint8_t, kAnswerHead> answer{};
-  connection.read(net::buffer(answer), timeout);
-  const uint64_t length = read_number(answer.data() + 1, 8);
-  if (answer[0] > kInvalid || length > kMaxValue) {
-    throw std::runtime_error("the rendezvous at " + connection.address() + " sent a malformed answer");
-  }
-  Bytes payload(length);
-  connection.read(net::buffer(payload), timeout);
-  status = static_cast<Status>(answer[0]);
-  return payload;
+  return connection_->exchange(head, key, first, second, status, timeout_);
 }
 
 std::vector<uint8_t> RendezvousStore::request_ok(uint8_t op, const std::string& key, const Bytes& first,
@@ -497,7 +644,7 @@ std::vector<uint8_t> RendezvousStore::request_ok(uint8_t op, const std::string& 
   Bytes payload = request(op, key, first, second, status);
   if (status != Status::ok) {
     throw std::runtime_error("the rendezvous at " + connection_->address() + " refused an operation on key " + key +
-                             " (a counter that holds something else than a number)");
+                             (op == kAdd ? " (it holds something other than a count, or the count overflowed)" : ""));
   }
   return payload;
 }
@@ -519,8 +666,9 @@ std::vector<uint8_t> RendezvousStore::get(const std::string& key) {
 
 int64_t RendezvousStore::add(const std::string& key, int64_t value) {
   const Bytes payload = request_ok(kAdd, key, number_bytes(value));
-  if (payload.size() != 8)
+  if (payload.size() != 8) {
     throw std::runtime_error("the rendezvous at " + connection_->address() + " sent a malformed count");
+  }
   return static_cast<int64_t>(read_number(payload.data(), 8));
 }
 
@@ -539,8 +687,9 @@ bool RendezvousStore::check(const std::vector<std::string>& keys) {
 
 int64_t RendezvousStore::getNumKeys() {
   const Bytes payload = request_ok(kCount, "");
-  if (payload.size() != 8)
+  if (payload.size() != 8) {
     throw std::runtime_error("the rendezvous at " + connection_->address() + " sent a malformed count");
+  }
   return static_cast<int64_t>(read_number(payload.data(), 8));
 }
 

@@ -5,15 +5,19 @@
 //
 // The handshake, keyed with the secret (HMAC-SHA-256 over both sides' random nonces; the secret
 // itself never crosses the network):
-//   client -> server   "nmt-rdv1", the client's nonce (32 bytes)
-//   server -> client   the server's nonce (32), HMAC(secret, "server" client-nonce server-nonce)
+//   client -> server   "nmt-rdv2", the client's nonce (32 bytes)
+//   server -> client   HMAC(secret, "server" client-nonce server-nonce), the server's nonce (32)
 //   client -> server   HMAC(secret, "client" server-nonce client-nonce)
-//   server -> client   one byte: accepted
-// A connection that has not finished it within RendezvousLimits::handshake is closed, and so is
-// the oldest unfinished one when a new connection would make more than `pending_handshakes`. After
-// it, the client's requests (set, get, add, check, delete, the number of keys, compare-and-set) are
-// answered in order; a get or wait for a key that is not there yet is asked again until the store's
-// timeout.
+//   server -> client   one byte: accepted (1) or refused (0, then the connection closes)
+// Then every request and answer carries a tag under a key both sides derive from the handshake,
+// with its sequence number (rendezvous_store.cpp), so that a program that passes the handshake along
+// between a rank and rank 0 cannot change what either reads. The traffic is not encrypted.
+//
+// A connection that has not finished the handshake within RendezvousLimits::handshake is closed,
+// and so is the oldest unfinished one when a new connection would make more than
+// `pending_handshakes`. After it, the client's requests (set, get, add, check, delete, the number
+// of keys, compare-and-set) are answered in order; a get or wait for a key that is not there yet is
+// asked again until the store's timeout.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
