@@ -1,0 +1,209 @@
+// The user docs against the code they describe: every relative link and anchor of README.md and
+// docs/*.md leads somewhere, every option every command declares is in docs/usage.md, every
+// configuration key is in docs/configuration.md with its default, and every environment variable
+// the program or a script reads is in docs/environment.md.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/program.h"
+#include "helpers.h"
+
+namespace nmt::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string text_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<fs::path> user_pages() {
+  std::vector<fs::path> pages = {source_path("README.md")};
+  for (const auto& entry : fs::directory_iterator(source_path("docs"))) {
+    if (entry.path().extension() == ".md") pages.push_back(entry.path());
+  }
+  return pages;
+}
+
+// GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens.
+std::string anchor_of(const std::string& heading) {
+  std::string anchor;
+  for (unsigned char c : heading) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c >= 0x80) {
+      anchor += static_cast<char>(std::tolower(c));
+    } else if (c == ' ') {
+      anchor += '-';
+    }
+  }
+  return anchor;
+}
+
+std::set<std::string> anchors_of(const fs::path& page) {
+  std::set<std::string> anchors;
+  std::istringstream lines(text_of(page));
+  bool fenced = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("```", 0) == 0) fenced = !fenced;
+    if (fenced || line.empty() || line[0] != '#') continue;
+    const size_t start = line.find_first_not_of('#');
+    if (start == std::string::npos || line[start] != ' ') continue;
+    anchors.insert(anchor_of(line.substr(start + 1)));
+  }
+  return anchors;
+}
+
+// The text outside code: indented blocks and fenced blocks hold commands, not links.
+std::string prose_of(const fs::path& page) {
+  std::string prose;
+  std::istringstream lines(text_of(page));
+  bool fenced = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("```", 0) == 0) fenced = !fenced;
+    if (!fenced && line.rfind("    ", 0) != 0) prose += line + "\n";
+  }
+  return prose;
+}
+
+}  // namespace
+
+TEST_CASE("docs: every relative link of README.md and docs/ leads to a file and heading that exist", "[docs]") {
+  const std::regex link(R"(\]\(([^)\s]+)\))");
+  int checked = 0;
+  for (const fs::path& page : user_pages()) {
+    const std::string prose = prose_of(page);
+    for (auto match = std::sregex_iterator(prose.begin(), prose.end(), link); match != std::sregex_iterator();
+         ++match) {
+      const std::string target = (*match)[1];
+      if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+      const size_t hash = target.find('#');
+      const std::string file = target.substr(0, hash);
+      const fs::path linked = file.empty() ? page : page.parent_path() / file;
+      INFO(page.filename().string() << ": " << target);
+      CHECK(fs::exists(linked));
+      if (hash != std::string::npos && fs::exists(linked) && linked.extension() == ".md") {
+        CHECK(anchors_of(linked).count(target.substr(hash + 1)) == 1);
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked > 20);  // the pattern finds the links
+}
+
+TEST_CASE("docs: every option of every command is in docs/usage.md, or docs/configuration.md for a key", "[docs]") {
+  cli::Program program({"nmt", {}});
+  const std::string usage = text_of(source_path("docs/usage.md"));
+  const std::string keys = text_of(source_path("docs/configuration.md"));
+  int checked = 0;
+  for (CLI::App* command : program.app.get_subcommands([](CLI::App*) { return true; })) {
+    const bool trains = command->get_name() == "train" || command->get_name() == "prepare";
+    for (const CLI::Option* option : command->get_options()) {
+      for (const std::string& name : option->get_lnames()) {
+        if (name == "help") continue;
+        INFO("nmt " << command->get_name() << " --" << name);
+        if (trains && option->get_configurable()) {
+          CHECK(keys.find("| `" + name + "` |") != std::string::npos);
+        } else {
+          CHECK(usage.find("--" + name) != std::string::npos);
+        }
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("docs: every configuration key is in docs/configuration.md with its default", "[docs]") {
+  // The page's rows: | `key` | default | what it sets |
+  std::map<std::string, std::string> rows;
+  const std::regex row(R"(^\| `([a-z0-9-]+)` \| ([^|]*) \|)");
+  std::istringstream lines(text_of(source_path("docs/configuration.md")));
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (std::regex_search(line, match, row)) rows[match[1]] = match[2];
+  }
+  cli::Program program({"nmt", {}});
+  const CLI::App* train = program.app.get_subcommand("train");
+  std::set<std::string> keys;
+  for (const CLI::Option* option : train->get_options()) {
+    if (!option->get_configurable() || option->get_lnames().empty() || option->get_lnames()[0] == "help") continue;
+    const std::string key = option->get_lnames()[0];
+    keys.insert(key);
+    INFO("key " << key);
+    REQUIRE(rows.count(key) == 1);
+    std::string expected = option->get_default_str();
+    if (option->get_type_name().rfind("BOOLEAN", 0) == 0) expected = expected == "1" ? "true" : "false";
+    if (expected.empty()) {
+      CHECK((rows[key] == "required" || rows[key] == "`\"\"`"));
+    } else {
+      CHECK(rows[key] == "`" + expected + "`");
+    }
+  }
+  CHECK(keys.size() > 40);
+  for (const auto& [key, value] : rows) {
+    INFO("a row for " << key);
+    CHECK(keys.count(key) == 1);  // no row for a key that is gone
+  }
+}
+
+TEST_CASE("docs: every environment variable the program or a script reads is in docs/environment.md", "[docs]") {
+  const std::string page = text_of(source_path("docs/environment.md"));
+  const std::regex cpp_read(R"re((?:getenv\(|option_or_environment\([^;]*?)"([A-Z][A-Z0-9_]*)")re");
+  const std::regex python_read(R"re(environ(?:\.get\(|\[)\s*["']([A-Z][A-Z0-9_]*)["'])re");
+  const std::regex shell_read(R"(\$\{?([A-Z][A-Z0-9_]*)(?![A-Za-z0-9_]))");
+  const std::regex shell_assignment(R"((?:^|\n)\s*(?:export\s+|local\s+|readonly\s+)?([A-Z][A-Z0-9_]*)=)");
+  // Bash's own variables, and the ones every system has.
+  const std::set<std::string> shell_own = {"BASH_SOURCE", "SECONDS", "EPOCHREALTIME", "PIPESTATUS", "PATH",
+                                           "HOME",        "PWD",     "UID",           "RANDOM",     "LINENO"};
+  std::map<std::string, std::string> reads;  // variable -> a file that reads it
+  const auto collect = [&](const std::regex& pattern, const std::string& text, const std::string& file,
+                           const std::set<std::string>& skip) {
+    for (auto match = std::sregex_iterator(text.begin(), text.end(), pattern); match != std::sregex_iterator();
+         ++match) {
+      if (skip.count((*match)[1]) == 0) reads.emplace((*match)[1], file);
+    }
+  };
+  for (const std::string folder : {"src", "scripts", "tests", ".ci"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(source_path(folder))) {
+      if (!entry.is_regular_file()) continue;
+      const fs::path& path = entry.path();
+      const std::string extension = path.extension().string();
+      const std::string file = fs::relative(path, source_path("")).string();
+      if (extension == ".cpp" || extension == ".h") {
+        collect(cpp_read, text_of(path), file, {});
+      } else if (extension == ".py") {
+        collect(python_read, text_of(path), file, {});
+      } else if (extension == ".sh" || path.filename() == "run") {
+        const std::string text = text_of(path);
+        std::set<std::string> skip = shell_own;
+        for (auto match = std::sregex_iterator(text.begin(), text.end(), shell_assignment);
+             match != std::sregex_iterator(); ++match) {
+          skip.insert((*match)[1]);
+        }
+        collect(shell_read, text, file, skip);
+      }
+    }
+  }
+  for (const auto& [variable, file] : reads) {
+    INFO(variable << ", read in " << file);
+    CHECK(page.find("`" + variable + "`") != std::string::npos);
+  }
+  CHECK(reads.count("NMT_KERNELS") == 1);  // the patterns find what they are for
+  CHECK(reads.count("MASTER_PORT") == 1);
+  CHECK(reads.count("NMT_BUILD_JOBS") == 1);
+  CHECK(reads.count("NMT_BINARY") == 1);
+}
+
+}  // namespace nmt::testing
