@@ -13,7 +13,7 @@
 # Then, once, the chosen system translates test_2016_flickr (the same search) and its BLEU
 # (sacreBLEU default: cased, 13a) and chrF2 are printed. Nothing is chosen on the test set: the
 # length penalty 0.6 was the best of 0.6, 1.0 and 1.4 for an earlier run's ensemble on val; on a
-# later run's val, 1.0 was better by as much, about 0.2 BLEU (docs/results.md).
+# later run's val, 1.0 was better by as much, about 0.2 BLEU (docs/dev/results-notes.md).
 #
 # Usage: scripts/multi30k_best.sh [OUTPUT_DIR]          (default models/multi30k_best)
 # Environment: BEST_MINUTES, the wall-clock budget of steps 1-3 (default 60); BEST_PRECISION, the

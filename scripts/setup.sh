@@ -5,7 +5,7 @@
 #     root; otherwise the exact apt-get line is printed and the script stops.
 #  2. Fetches Debian's sentencepiece source package and builds it as a static library against the
 #     system protobuf (third_party/sentencepiece/install). Debian's own libsentencepiece embeds
-#     a second protobuf and crashes any process that also links LibTorch (shared/ENVIRONMENT.md, 1).
+#     a second protobuf and crashes any process that also links LibTorch.
 #
 # Usage: scripts/setup.sh            (from the repository root or anywhere)
 set -euo pipefail
@@ -39,7 +39,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # LibTorch must use the OpenMP build of OpenBLAS, not the reference BLAS (20x slower) nor the
-# pthread build (its threads fight LibTorch's OpenMP threads). ENVIRONMENT.md, sections 2-3.
+# pthread build (its threads fight LibTorch's OpenMP threads): docs/building.md.
 openblas_omp=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3
 current_blas="$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 || true)"
 if [ -e "$openblas_omp" ] && [ "$current_blas" != "$openblas_omp" ]; then

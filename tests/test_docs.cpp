@@ -1,7 +1,8 @@
-// The user docs against the code they describe: every relative link and anchor of README.md and
-// docs/*.md leads somewhere, every option every command declares is in docs/usage.md, every
-// configuration key is in docs/configuration.md with its default, and every environment variable
-// the program or a script reads is in docs/environment.md.
+// The user docs against the code they describe: every relative link and anchor of README.md,
+// CHANGELOG.md, CONTRIBUTING.md and docs/ (its notes in docs/dev/ too) leads somewhere, every option
+// every command declares is in docs/usage.md, every configuration key is in docs/configuration.md
+// with its default, and every environment variable the program or a script reads is in
+// docs/environment.md.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "cli/program.h"
+#include "config/train_config.h"
 #include "helpers.h"
 
 namespace nmt::testing {
@@ -31,8 +33,8 @@ std::string text_of(const fs::path& path) {
 }
 
 std::vector<fs::path> user_pages() {
-  std::vector<fs::path> pages = {source_path("README.md")};
-  for (const auto& entry : fs::directory_iterator(source_path("docs"))) {
+  std::vector<fs::path> pages = {source_path("README.md"), source_path("CHANGELOG.md"), source_path("CONTRIBUTING.md")};
+  for (const auto& entry : fs::recursive_directory_iterator(source_path("docs"))) {
     if (entry.path().extension() == ".md") pages.push_back(entry.path());
   }
   return pages;
@@ -79,7 +81,8 @@ std::string prose_of(const fs::path& page) {
 
 }  // namespace
 
-TEST_CASE("docs: every relative link of README.md and docs/ leads to a file and heading that exist", "[docs]") {
+TEST_CASE("docs: every relative link of the top-level pages and docs/ leads to a file and heading that exist",
+          "[docs]") {
   const std::regex link(R"(\]\(([^)\s]+)\))");
   int checked = 0;
   for (const fs::path& page : user_pages()) {
@@ -125,15 +128,16 @@ TEST_CASE("docs: every option of every command is in docs/usage.md, or docs/conf
   CHECK(checked > 100);
 }
 
-TEST_CASE("docs: every configuration key is in docs/configuration.md with its default", "[docs]") {
-  // The page's rows: | `key` | default | what it sets |
-  std::map<std::string, std::string> rows;
-  const std::regex row(R"(^\| `([a-z0-9-]+)` \| ([^|]*) \|)");
+TEST_CASE("docs: every configuration key is in docs/configuration.md with its default and its resume rule", "[docs]") {
+  // The page's rows: | `key` | default | on --resume | what it sets |
+  std::map<std::string, std::string> rows, on_resume;
+  const std::regex row(R"(^\| `([a-z0-9-]+)` \| ([^|]*) \| ([^|]*) \|)");
   std::istringstream lines(text_of(source_path("docs/configuration.md")));
   for (std::string line; std::getline(lines, line);) {
     std::smatch match;
-    if (std::regex_search(line, match, row)) rows[match[1]] = match[2];
+    if (std::regex_search(line, match, row)) rows[match[1]] = match[2], on_resume[match[1]] = match[3];
   }
+  const std::vector<std::string> fixed = keys_fixed_on_resume();
   cli::Program program({"nmt", {}});
   const CLI::App* train = program.app.get_subcommand("train");
   std::set<std::string> keys;
@@ -145,6 +149,8 @@ TEST_CASE("docs: every configuration key is in docs/configuration.md with its de
     REQUIRE(rows.count(key) == 1);
     std::string expected = option->get_default_str();
     if (option->get_type_name().rfind("BOOLEAN", 0) == 0) expected = expected == "1" ? "true" : "false";
+    const bool is_fixed = std::find(fixed.begin(), fixed.end(), key) != fixed.end();
+    CHECK(on_resume[key] == (is_fixed ? "fixed" : "may change"));
     if (expected.empty()) {
       CHECK((rows[key] == "required" || rows[key] == "`\"\"`"));
     } else {

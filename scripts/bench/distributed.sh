@@ -5,7 +5,7 @@
 # TCP), also with --accumulate 2; and 1 process x 2 threads. Each rate is taken from nmt train's own
 # log (metrics.jsonl: target tokens/s of its log windows, the first left out as warm-up). Then one
 # update's gradient all-reduce alone (nmt_bench allreduce, two ranks), with the bytes nmt train logs.
-# Prints Markdown tables; docs/performance.md#distributed-training has them.
+# Prints Markdown tables; docs/benchmarks.md#distributed-training has them.
 #
 # Usage: scripts/bench/distributed.sh [CONFIG]   (default configs/multi30k_de_en.toml)
 # Environment: NMT_BENCH_STEPS (updates per run, default 300). Needs a build (scripts/build.sh) and

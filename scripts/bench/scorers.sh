@@ -3,7 +3,8 @@
 # settings with only the attention (or coverage, or decoder-layers) changed, each run alternating
 # with an additive run, so that drift of the machine falls on both sides. Prints one Markdown table:
 # target tokens/s of each setting and of the additive runs beside it (means over the rounds), and
-# their ratio. docs/performance.md#every-scorer-on-the-fused-path has its output.
+# their ratio. docs/benchmarks.md#attention-scorers has its ratios; the full table is in
+# docs/dev/performance-notes.md.
 #
 # Usage: scripts/bench/scorers.sh [CONFIG]   (default configs/multi30k_de_en.toml)
 # Environment: NMT_BENCH_STEPS (timed steps per run, default 40), NMT_BENCH_ROUNDS (default 2),

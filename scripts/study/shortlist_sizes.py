@@ -9,7 +9,7 @@ translates data/multi30k/val.de with beam 5 through it and prints, as a Markdown
 the in-process rate of nmt_bench translate on val; first the same without a shortlist. The options
 after MODEL_DIR go to every translation (for example --checkpoint PATH --compute-type int8).
 A batch's list is the union of its sentences' lists, so the batch size is one of the sizes. The
-defaults of nmt shortlist were chosen with it on two models (docs/performance.md, "A shortlist's
+defaults of nmt shortlist were chosen with it on two models (docs/dev/performance-notes.md, "A shortlist's
 batch"): the fastest sizes that keep both models' BLEU.
 """
 import json

@@ -144,13 +144,19 @@ void validate(const TrainConfig& config) {
           "'" + config.precision + "' is not one of fp32|bf16");
 }
 
-void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint) {
+std::vector<std::string> keys_fixed_on_resume() {
   FixedKeyCollector fixed;
-  visit_fields(fixed, requested);
+  TrainConfig config;
+  visit_fields(fixed, config);
+  return fixed.keys;
+}
+
+void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint) {
+  const std::vector<std::string> fixed = keys_fixed_on_resume();
   const auto wanted = config_entries(requested);
   const auto had = config_entries(stored);
   for (size_t i = 0; i < wanted.size(); ++i) {
-    const bool is_fixed = std::find(fixed.keys.begin(), fixed.keys.end(), wanted[i].first) != fixed.keys.end();
+    const bool is_fixed = std::find(fixed.begin(), fixed.end(), wanted[i].first) != fixed.end();
     if (is_fixed && wanted[i].second != had[i].second) {
       throw std::invalid_argument(wanted[i].first + ": is " + wanted[i].second + " but " + checkpoint +
                                   " was trained with " + had[i].second +

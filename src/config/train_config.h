@@ -85,6 +85,10 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
 // Checks ranges and combinations; throws std::invalid_argument naming the key.
 void validate(const TrainConfig& config);
 
+// The keys a resumed run must keep (OnResume::kFixed): the corpus, vocabulary and batching keys,
+// the seed and the network's shapes.
+std::vector<std::string> keys_fixed_on_resume();
+
 // Throws std::invalid_argument naming the first key that `requested` changes against `stored` (the
 // configuration of `checkpoint`) although a resumed run must keep it (OnResume::kFixed).
 void check_resumable(const TrainConfig& requested, const TrainConfig& stored, const std::string& checkpoint);

@@ -13,7 +13,7 @@
 //     int16 too: with |a| <= 31 that is at most 4 * 63 * 127 = 32004, so the activations are
 //     quantized to L = 31 (6 bits). With L = 63 (7 bits, as fbgemm's reduce_range) only one
 //     group fits, and each vpmaddubsw needs its own vpmaddwd: four multiplying instructions per
-//     64 multiply-adds of a row instead of three (performance.md has what that costs). The sign
+//     64 multiply-adds of a row instead of three (docs/dev/performance-notes.md has what that costs). The sign
 //     trick that keeps 8 bits (|a| times q carrying a's sign) adds abs and sign to the instructions;
 //   - a plain reference, behind NMT_KERNELS=off; L = 127.
 // Reached through kernels/dispatch.h (Operation::kInt8Products) and model/int8_linear.h only.

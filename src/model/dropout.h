@@ -1,6 +1,6 @@
 // Dropout with a fast mask. LibTorch's CPU dropout draws its mask with bernoulli_, which in a
 // build without MKL (Debian's) calls the shared generator once per element, a noticeable share of
-// a training update (docs/performance.md). This draws one 64-bit seed from LibTorch's default
+// a training update (docs/dev/performance-notes.md). This draws one 64-bit seed from LibTorch's default
 // generator per call (so torch::manual_seed still makes runs reproducible) and derives each
 // element's decision from a hash of (seed, index), in a branch-free loop.
 // On other devices (CUDA), and with NMT_KERNELS=off (kernels/dispatch.h), it uses LibTorch's own

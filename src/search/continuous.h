@@ -34,7 +34,7 @@ namespace nmt {
 // sentences alone, whose fixed cost is that of a decoder step or more, and, with a shortlist, a new
 // output layer: so they join in groups of a quarter of the batch, at once when none is running,
 // and otherwise once the oldest has waited kMaxStepsWaiting steps (smaller groups or shorter waits
-// served 64 clients more slowly: docs/performance.md, "Serving").
+// served 64 clients more slowly: docs/dev/performance-notes.md, "Serving").
 struct JoinPolicy {
   static constexpr size_t kMaxStepsWaiting = 4;
   size_t capacity = 64;  // sentences in the batch at most

@@ -32,7 +32,7 @@ namespace nmt {
 constexpr uint64_t kShortlistVersion = 1;
 
 struct ShortlistSizes {
-  // Chosen together on Multi30k's val (scripts/study/shortlist_sizes.py, docs/performance.md).
+  // Chosen together on Multi30k's val (scripts/study/shortlist_sizes.py, docs/dev/performance-notes.md).
   int64_t translations = 50;    // target subwords kept per source subword
   int64_t frequent = 500;       // most frequent target subwords, in every batch's list
   int64_t max_pairs = 2000000;  // training pairs counted at most (evenly spread over the corpus)

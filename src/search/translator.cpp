@@ -225,7 +225,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   };
   // On the CPU, small batches decode faster side by side, one batch per thread with single-threaded
   // operators, than one after another with each operator split across the threads; above about
-  // kMaxRowsForWorkers rows per step splitting the operators is faster (docs/performance.md).
+  // kMaxRowsForWorkers rows per step splitting the operators is faster (docs/dev/performance-notes.md).
   size_t largest_batch = 0;
   for (const auto& batch : batches) largest_batch = std::max(largest_batch, batch.size());
   const bool small_steps =

@@ -42,7 +42,7 @@ struct ServeOptions {
 // shortlist. A continuous batch holds more sentences than a static one (it is refilled as they end),
 // so its output layer, the union of their lists, is larger at every step; with a shortlist static
 // batches answered 16 and 64 clients faster, without one continuous batches did
-// (docs/performance.md, "Serving").
+// (docs/benchmarks.md, "Serving").
 bool continuous_batching(const ServeOptions& options);
 
 // Checks the options, loads the model, and serves until SIGINT or SIGTERM. Throws
