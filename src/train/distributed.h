@@ -4,7 +4,7 @@
 // DistributedDataParallel's gradient all-reduce (gradient_reducer.h). The training loop sees them only through
 // training_processes.h.
 //
-// The semantics (docs/usage.md, "Training on several processes and machines"): every rank cuts each epoch into the
+// The semantics (docs/distributed.md): every rank cuts each epoch into the
 // same batches (make_batches with the same seed); one update takes world-size x accumulate
 // consecutive batches, `accumulate` to each rank; the gradients are summed over ranks and divided
 // by the target tokens of all of them, so N ranks follow the trajectory of one process with
