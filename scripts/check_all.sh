@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The deep checks, beside scripts/test.sh's fast suite: the Catch2 cases tagged [slow] (kill loops,
 # distributed kill and stop cases, anything over 10 s), on a CPU with AVX-512 the fast suite again
-# with the kernels of a CPU without it (NMT_KERNELS=avx2: int8's 7-bit path), a real full disk
+# with the kernels of a CPU without it (NMT_KERNELS=avx2: int8's 6-bit activations), a real full disk
 # (scripts/faults/disk_full.sh, root only), nmt serve's page in headless chromium
 # (scripts/page_test.sh), the Python module installed with pip into a fresh virtual environment
 # and tested there (scripts/python_package.sh), the suite under AddressSanitizer and

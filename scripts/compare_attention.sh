@@ -3,7 +3,8 @@
 # without attention), then prints a table: best dev BLEU (greedy, during training), test BLEU
 # (beam 5) and training wall time.
 # Usage: scripts/compare_attention.sh [config] [extra nmt train options]
-# Models go to models/compare-<scorer>/. Expects a build (scripts/build.sh).
+# Models go to models/compare-<scorer>/, logs to models/compare-<scorer>.log. Expects a build
+# (scripts/build.sh); NMT_BINARY names another nmt to run (default build/nmt).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Formats every C++ file of src/ and tests/ with the tree's .clang-format (Google style, 120
-# columns). `scripts/format.sh --check` changes nothing and fails on the first file out of style;
+# columns). `scripts/format.sh --check` changes nothing, reports every file out of style and fails;
 # scripts/test.sh runs it that way.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -5,7 +5,7 @@
 # (tests/fuzz/NAME/; the checkpoint target also gets a real checkpoint trained here). Fails on
 # the first crash, leak, sanitizer report or timeout, and keeps the input that caused it in
 # build-fuzz/crashes/ (replay: build-fuzz/fuzz_NAME FILE).
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]    (default 30)
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]    (default 30; NMT_BUILD_JOBS: compile jobs, default 2)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-30}"

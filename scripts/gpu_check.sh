@@ -2,7 +2,8 @@
 # The checks that need a GPU, on a machine with one and a CUDA build (scripts/libtorch2.sh, or
 # NMT_LIBTORCH=... scripts/build.sh nmt nmt_tests):
 #   1. the [cuda] cases of the suite: every scorer's loss and gradients, greedy and beam search,
-#      and an exact resume, on the GPU against the CPU (tests/test_cuda.cpp);
+#      and an exact resume, on the GPU against the CPU (tests/test_cuda.cpp; the decoder's GPU
+#      graph loop in tests/test_model.cpp);
 #   2. the demo trained with --device cuda, its test set translated on the GPU and on the CPU
 #      (the same lines?) and scored;
 #   3. data-parallel training over NCCL, two ranks on two GPUs (skipped with one GPU);
@@ -10,7 +11,10 @@
 #      recipe's budget), translated with beam 5 on the GPU and scored (skipped without
 #      data/multi30k: scripts/get_multi30k.sh).
 # Each part prints its wall time; the last lines say what passed.
-# Usage: scripts/gpu_check.sh    (NMT_BUILD_DIR: the CUDA build, default build-libtorch)
+# Usage: scripts/gpu_check.sh
+# Environment: NMT_BUILD_DIR (the CUDA build, default build-libtorch), NMT_GPU_MINUTES (60),
+# NMT_GPU_MODELS (where the models go, default models/), NMT_GPU_PORT (the NCCL check's
+# MASTER_PORT, default 29533).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/checks.sh"

@@ -12,7 +12,7 @@ Output (one sentence per line, UTF-8, '\\n' line endings, no empty lines):
     <out-dir>/{train,dev,test}.tgt   target sentences
     <out-dir>/README.md              description, lexicon, statistics, checksums
 Usage (from anywhere):
-    python3 scripts/make_toy_corpus.py [--out-dir DIR] [--seed 1] [--train 6000] [--dev 500] [--test 500]
+    python3 scripts/make_toy_corpus.py [--out-dir DIR (default data/toy)] [--seed 1] [--train 6000] [--dev 500] [--test 500]
 
 Determinism: the only source of randomness is one random.Random(seed) instance, used solely
 through rng.random() (floats from the Mersenne Twister, identical on every Python 3.x); all

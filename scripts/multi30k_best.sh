@@ -19,7 +19,9 @@
 # Environment: BEST_MINUTES, the wall-clock budget of steps 1-3 (default 60); BEST_PRECISION, the
 # members' precision (fp32, the default, or bf16 on a CPU with bfloat16 products: docs/usage.md).
 # Writes OUTPUT_DIR/corpus (the encoded corpus and vocabularies), OUTPUT_DIR/MEMBER (each run),
-# OUTPUT_DIR/val.tsv (every dev score), OUTPUT_DIR/test.hyp and OUTPUT_DIR/summary.txt.
+# OUTPUT_DIR/val.tsv (every dev score), OUTPUT_DIR/test.hyp, OUTPUT_DIR/test.txt (the test
+# scores), OUTPUT_DIR/summary.txt, OUTPUT_DIR/prepare.log and OUTPUT_DIR/MEMBER.out (each
+# member's log).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -5,6 +5,7 @@
 # heatmap, and checks them against the server's own answer. Skipped, saying so, with exit status 77
 # when chromium or chromedriver is missing (scripts/setup.sh installs them as root).
 # Usage: scripts/page_test.sh [MODEL_DIR [SENTENCE [SCREENSHOT.png]]]
+# Needs scripts/build.sh nmt nmt_page_check.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python module as users install it: a wheel built by pip from the repository and installed
-# into a fresh virtual environment of the python3 on PATH (build tools and numpy from PyPI), then
+# into a fresh virtual environment of $NMT_PYTHON (default: the python3 on PATH; build tools and
+# numpy from PyPI), then
 # the module's tests (tests/python, pytest from PyPI) against that installation, from outside the
 # repository. Needs the main build's nmt (scripts/build.sh nmt), which the tests compare with.
 # Exits 77, saying why, when PyPI cannot be reached.

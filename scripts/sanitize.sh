@@ -3,6 +3,7 @@
 # build-sanitize/ with -DNMT_SANITIZE=address,undefined (GCC, like the main build; no tcmalloc),
 # then CTest there. A sanitizer report ends the process that makes it, so the test fails.
 # Usage: scripts/sanitize.sh [CTEST_ARGUMENTS...]    e.g. scripts/sanitize.sh -R faults
+# (NMT_BUILD_JOBS: compile jobs, default 2)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-sanitize"

@@ -3,7 +3,9 @@
 #
 #  1. Checks the Debian packages the build needs. Missing ones are installed when running as
 #     root; otherwise the exact apt-get line is printed and the script stops.
-#  2. Fetches Debian's sentencepiece source package and builds it as a static library against the
+#  2. Selects OpenBLAS (OpenMP) as libblas.so.3 (update-alternatives); as another user than root it
+#     prints the command and stops.
+#  3. Fetches Debian's sentencepiece source package and builds it as a static library against the
 #     system protobuf (third_party/sentencepiece/install). Debian's own libsentencepiece embeds
 #     a second protobuf and crashes any process that also links LibTorch.
 #

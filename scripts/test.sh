@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The test command: set-up (idempotent), the Release build of nmt and its test binary, the
-# formatting check (.clang-format) and the fast suite: every Catch2 case not tagged [slow], through
-# CTest. Minutes on two cores once built. The deep checks (the [slow] cases, a real full disk, the
-# page in a browser, the sanitizers, fuzzing) are scripts/check_all.sh.
+# The test command: set-up (idempotent), the Release build of nmt, its test binary and the Python
+# module, the formatting check (.clang-format) and the fast suite through CTest: every Catch2 case
+# not tagged [slow] or [cuda], and the pytest suite of tests/python. Minutes on two cores once
+# built. The deep checks (the [slow] cases, the AVX2 kernels, a real full disk, the page in a
+# browser, the pip-installed module, the sanitizers, fuzzing, LibTorch 2.x) are
+# scripts/check_all.sh.
 # The last lines name each check and what became of it.
-# Usage: scripts/test.sh [CTEST_ARGUMENTS...]    e.g. scripts/test.sh -R bleu
+# Usage: scripts/test.sh [CTEST_ARGUMENTS...]    e.g. scripts/test.sh -R BLEU
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/checks.sh"

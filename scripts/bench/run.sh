@@ -6,8 +6,8 @@
 #   MODEL_DIR  a trained model for the translation rows (default models/multi30k_de_en; the rows
 #              are skipped when it has no best.ckpt)
 #   CONFIG     the training settings (default configs/multi30k_de_en.toml)
-# Environment: NMT_BENCH_STEPS (timed training steps, default 100), NMT_BENCH_THREADS (default:
-# all cores), NMT_BENCH_ROUNDS (default 1): measure the matrix-multiply rate and training that many
+# Environment: NMT_BENCH_BINARY (the nmt_bench to measure, default build/nmt_bench),
+# NMT_BENCH_STEPS (timed training steps, default 100), NMT_BENCH_THREADS (default: all cores), NMT_BENCH_ROUNDS (default 1): measure the matrix-multiply rate and training that many
 # times, alternating, and report the median of each (the table's "% of mm" is the one median over
 # the other; every round's rates follow the table). Needs a build (scripts/build.sh) and the corpus
 # (scripts/get_multi30k.sh).

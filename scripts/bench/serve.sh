@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The serving benchmark: nmt serve on loopback under 1, 4, 16 and 64 concurrent clients, each
 # sending single sentences of test_2016_flickr (greedy) and waiting for each answer before the
-# next (build/nmt_load). Prints `nmt translate`'s batch rate on the same file first, then one
+# next (build/nmt_load). Prints the batch rate of nmt_bench translate on the same file first, then one
 # Markdown row per client count, then the batch rate again and each row's share of the two batch
 # rates' mean (the machine's speed drifts between runs). Bounded: each row stops after REQUESTS
 # answers or 60 s.
