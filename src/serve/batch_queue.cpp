@@ -52,13 +52,17 @@ BatchQueue::BatchQueue(const TranslationModels& models, BatchQueueOptions option
   }
 }
 
-BatchQueue::~BatchQueue() {
+BatchQueue::~BatchQueue() { stop(); }
+
+void BatchQueue::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   arrived_.notify_all();
-  for (auto& worker : workers_) worker.join();
+  for (auto& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
 }
 
 void BatchQueue::submit(std::vector<std::string> lines, const SearchOptions& search, std::vector<std::string> prefixes,

@@ -51,8 +51,11 @@ struct BatchQueueOptions {
 class BatchQueue {
  public:
   BatchQueue(const TranslationModels& models, BatchQueueOptions options, torch::Device device);
-  // Translates every request already queued, then stops the worker.
+  // Translates every request already queued, then stops the workers.
   ~BatchQueue();
+  // The same, before the queue is destroyed: nmt serve stops it before its HTTP server goes, so
+  // that no worker still holds a connection's answer then. A second call does nothing.
+  void stop();
   BatchQueue(const BatchQueue&) = delete;
   BatchQueue& operator=(const BatchQueue&) = delete;
 

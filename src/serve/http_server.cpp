@@ -257,9 +257,12 @@ class Session : public std::enable_shared_from_this<Session> {
     auto once = std::make_shared<std::atomic<bool>>(false);
     Respond respond = [holder, once](HttpAnswer answer) {
       if (once->exchange(true)) return;
+      // The posted handler takes the connection along: the answering thread keeps no reference.
       std::shared_ptr<Session> self = std::move(*holder);
-      net::post(self->socket_.get_executor(),
-                [self, answer = std::move(answer)]() mutable { self->write(std::move(answer), false); });
+      Session& session = *self;
+      net::post(session.socket_.get_executor(), [self = std::move(self), answer = std::move(answer)]() mutable {
+        self->write(std::move(answer), false);
+      });
     };
     const std::string what = request_.method + " " + request_.path;
     try {

@@ -388,6 +388,9 @@ void serve(const ServeOptions& options) {
   spdlog::info("listening on http://{}:{}/", options.host, port);
 
   serve_until_signal(server);
+  // The workers end before the server: a worker that has just handed over an answer may still
+  // hold its connection, which must not outlive the server it belongs to.
+  service.queue.stop();
   spdlog::info("stopped: {} served, {} refused; {} sentences translated in {} batches", service.requests_served.load(),
                service.requests_refused.load(), service.queue.sentences_done(), service.queue.batches_done());
 }
