@@ -59,6 +59,27 @@ inline int open_connection(int port, const std::string& bytes) {
   return socket;
 }
 
+// What the server sends on `socket` until it closes the connection; `closed` says whether it did
+// within `seconds`.
+inline std::string read_until_closed(int socket, double seconds, bool& closed) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::string text;
+  char buffer[4096];
+  closed = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd ready{socket, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) return text;
+    const ssize_t count = ::recv(socket, buffer, sizeof(buffer), 0);
+    if (count <= 0) {  // closed, or reset
+      closed = true;
+      return text;
+    }
+    text.append(buffer, static_cast<size_t>(count));
+  }
+}
+
 // A running child: its pid, and the test's ends of its standard input and output when piped.
 struct Child {
   pid_t pid = -1;

@@ -79,6 +79,17 @@ std::string prose_of(const fs::path& page) {
   return prose;
 }
 
+// Whether `text` names the option --`name` itself, not only a longer one (--model in --model-dir).
+bool mentions_option(const std::string& text, const std::string& name) {
+  const std::string option = "--" + name;
+  for (size_t at = text.find(option); at != std::string::npos; at = text.find(option, at + 1)) {
+    const size_t end = at + option.size();
+    const unsigned char next = end < text.size() ? text[end] : ' ';
+    if (!std::isalnum(next) && next != '-') return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("docs: every relative link of the top-level pages and docs/ leads to a file and heading that exist",
@@ -125,7 +136,7 @@ TEST_CASE(
         if (trains && option->get_configurable()) {
           CHECK(keys.find("| `" + name + "` |") != std::string::npos);
         } else {
-          CHECK(usage.find("--" + name) != std::string::npos);
+          CHECK(mentions_option(usage, name));
         }
         ++checked;
       }

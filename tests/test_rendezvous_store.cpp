@@ -47,16 +47,9 @@ bool accepts(const std::string& host, int port) {
 
 // Whether the server closes `fd` within `seconds` (reads end of file or a reset).
 bool closed_within(int fd, double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  char buffer[256];
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd item{fd, POLLIN, 0};
-    if (::poll(&item, 1, 50) == 1) {
-      const ssize_t got = ::recv(fd, buffer, sizeof(buffer), 0);
-      if (got <= 0) return true;
-    }
-  }
-  return false;
+  bool closed = false;
+  read_until_closed(fd, seconds, closed);
+  return closed;
 }
 
 // Reads exactly `size` bytes from `fd` within a few seconds; what it got.

@@ -63,27 +63,6 @@ const std::vector<std::string> kSentences = {"A frog sees the bridge .", "", "Th
 // A request line and one header, without the blank line that ends the headers.
 const std::string kPartialRequest = "POST /translate HTTP/1.1\r\nHost: x\r\n";
 
-// What the server sends on `socket` until it closes the connection; `closed` says whether it did
-// within `seconds`.
-std::string read_until_closed(int socket, double seconds, bool& closed) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  std::string text;
-  char buffer[4096];
-  closed = false;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd ready{socket, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) return text;
-    const ssize_t count = ::recv(socket, buffer, sizeof(buffer), 0);
-    if (count <= 0) {  // closed, or reset
-      closed = true;
-      return text;
-    }
-    text.append(buffer, static_cast<size_t>(count));
-  }
-}
-
 // Sends `bytes` on a new connection and returns all the server answers before it closes the
 // connection, which it must do within 10 s.
 std::string answers_until_closed(int port, const std::string& bytes) {

@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "train/rendezvous.h"
+#include "train/rendezvous_store.h"
 
 namespace nmt {
 namespace {
@@ -40,10 +41,6 @@ int option_or_environment(int option, int unset, const char* variable, const cha
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-bool is_loopback(const std::string& address) {
-  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
-}
 
 // A 63-bit digest of the tensors' bytes (for comparing replicas, not for security).
 int64_t digest(const std::vector<torch::Tensor>& tensors) {
@@ -188,7 +185,7 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
       auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
       if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface != nullptr && *interface != '\0') {
         gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-      } else if (is_loopback(options.master_addr)) {
+      } else if (is_loopback_host(options.master_addr)) {
         gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
       } else {
         gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());

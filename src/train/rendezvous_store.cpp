@@ -154,11 +154,27 @@ std::string address_of(const tcp::socket& socket) {
   return error ? std::string("a closed connection") : peer.address().to_string() + ":" + std::to_string(peer.port());
 }
 
-bool names_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+// Asks `ready` until it says yes, pausing a little longer each time (at most 20 ms); throws naming
+// `what` once `timeout` (kNoTimeout: none) has passed.
+template <typename Ready>
+void poll_until(Ready ready, std::chrono::milliseconds timeout, const std::string& address, const std::string& what) {
+  const auto start = Clock::now();
+  auto pause = std::chrono::milliseconds(1);
+  while (!ready()) {
+    if (timeout != c10d::Store::kNoTimeout && Clock::now() - start >= timeout) {
+      throw std::runtime_error("the rendezvous at " + address + " had no value for " + what + " within " +
+                               std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
 
 std::string random_secret() {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -187,7 +203,7 @@ class RendezvousServer::Server {
     } catch (const std::exception& error) {
       throw std::runtime_error("cannot listen on " + address + ": " + error.what());
     }
-    if (endpoint.address().is_loopback() && !names_loopback(host)) {
+    if (endpoint.address().is_loopback() && !is_loopback_host(host)) {
       spdlog::warn(
           "rendezvous: {} is {} on this machine, a loopback address that no other machine reaches; for "
           "ranks on other machines give rank 0's IP address as --master-addr (MASTER_ADDR)",
@@ -657,10 +673,13 @@ std::vector<uint8_t> RendezvousStore::compareSet(const std::string& key, const s
 }
 
 std::vector<uint8_t> RendezvousStore::get(const std::string& key) {
-  wait({key});
-  Status status = Status::ok;
-  Bytes value = request(kGet, key, {}, {}, status);
-  if (status != Status::ok) throw std::runtime_error("the rendezvous lost key " + key + " while it was read");
+  Bytes value;
+  const auto found = [&] {
+    Status status = Status::ok;
+    value = request(kGet, key, {}, {}, status);
+    return status == Status::ok;
+  };
+  poll_until(found, timeout_, connection_->address(), key);
   return value;
 }
 
@@ -696,18 +715,9 @@ int64_t RendezvousStore::getNumKeys() {
 void RendezvousStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void RendezvousStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
-  const auto start = Clock::now();
-  auto pause = std::chrono::milliseconds(1);
-  while (!check(keys)) {
-    if (timeout != kNoTimeout && Clock::now() - start >= timeout) {
-      std::string names;
-      for (const std::string& key : keys) names += (names.empty() ? "" : ", ") + key;
-      throw std::runtime_error("the rendezvous at " + connection_->address() + " had no value for " + names +
-                               " within " + std::to_string(timeout.count()) + " ms");
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(20));
-  }
+  std::string names;
+  for (const std::string& key : keys) names += (names.empty() ? "" : ", ") + key;
+  poll_until([&] { return check(keys); }, timeout, connection_->address(), names);
 }
 
 c10::intrusive_ptr<c10d::Store> RendezvousStore::clone() {

@@ -38,6 +38,9 @@ struct RendezvousRefused : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whether `host` names this machine's loopback (localhost, 127.x.x.x, ::1).
+bool is_loopback_host(const std::string& host);
+
 // 64 hex digits from OpenSSL's random generator: the secret nmt train --nproc gives its ranks.
 std::string random_secret();
 
