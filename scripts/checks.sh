@@ -18,9 +18,11 @@ run_check() {
   "$@" 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
   local seconds=$((SECONDS - start))
   check_names+=("$name")
-  # A CTest run's closing line ("100% tests passed, 0 tests failed out of N") goes into the summary.
+  # A CTest run's closing line ("100% tests passed, 0 tests failed out of N") goes into the summary,
+  # the sum of them where the check ran CTest more than once.
   local counted
-  counted="$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$log" | tail -n 1 || true)"
+  counted="$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$log" |
+    awk '{ failed += $4; total += $NF } END { if (total) printf "%d%% tests passed, %d tests failed out of %d", int(100 * (total - failed) / total), failed, total }')"
   if [ "$status" -eq 0 ]; then
     check_results+=("passed (${seconds} s)${counted:+: $counted}")
   elif [ "$status" -eq 77 ]; then
