@@ -22,7 +22,7 @@ run_check() {
   # the sum of them where the check ran CTest more than once.
   local counted
   counted="$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$log" |
-    awk '{ failed += $4; total += $NF } END { if (total) printf "%d%% tests passed, %d tests failed out of %d", int(100 * (total - failed) / total), failed, total }')"
+    awk '{ failed += $4; total += $9 } END { if (total) printf "%d%% tests passed, %d tests failed out of %d", int(100 * (total - failed) / total), failed, total }')"
   if [ "$status" -eq 0 ]; then
     check_results+=("passed (${seconds} s)${counted:+: $counted}")
   elif [ "$status" -eq 77 ]; then
