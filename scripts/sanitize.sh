@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer: a build in
 # build-sanitize/ with -DNMT_SANITIZE=address,undefined (GCC, like the main build; no tcmalloc),
-# then CTest there. A sanitizer report ends the process that makes it, so the test fails. The build
-# is -O1 -g1, as the sanitizers' documentation advises (line tables are enough to name every
-# frame of a report; docs/testing.md has what it saves).
+# then CTest there, every case but those that kill processes to time how the rest ends (label
+# `slow-kill`: what they check is timing, and the slow-cases check runs them). A sanitizer report ends
+# the process that makes it, so the test fails. The build is -O1 -g1, as the sanitizers'
+# documentation advises (line tables are enough to name every frame of a report; docs/testing.md
+# has what it saves).
 # Usage: scripts/sanitize.sh [CTEST_ARGUMENTS...]    e.g. scripts/sanitize.sh -R faults
 # (NMT_BUILD_JOBS: compile jobs, default 2)
 set -euo pipefail
@@ -20,4 +22,4 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_init_order=1:check_i
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp"
 cd "$build"
-ctest --output-on-failure -j 2 "$@"
+ctest --output-on-failure -j 2 -LE kill "$@"

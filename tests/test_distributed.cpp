@@ -117,7 +117,7 @@ TEST_CASE("distributed: under torchrun's agent store, the ranks find rank 0's st
 }
 
 TEST_CASE("distributed: a rank that dies or stops ends the other within the timeout, naming it",
-          "[distributed][slow]") {
+          "[distributed][slow][kill]") {
   const std::string model_dir = dir("fault");
   const std::string arguments = tiny_train_arguments(model_dir, 100000, 5);
   fs::remove_all(model_dir);
@@ -154,7 +154,7 @@ TEST_CASE("distributed: a rank that dies or stops ends the other within the time
   CHECK_NOTHROW(load_training_checkpoint(model_dir + "/last.ckpt", torch::kCPU));
 }
 
-TEST_CASE("distributed: a run resumes with another number of ranks on the same trajectory", "[distributed][slow]") {
+TEST_CASE("distributed: a run resumes with another number of ranks on the same trajectory", "[distributed][slow][kill]") {
   const std::string straight = dir("straight");
   REQUIRE(run_nmt(run_arguments(straight, 8) + " --accumulate 2 --overwrite").status == 0);
   // Two ranks, then one process (with --accumulate 2 for the same update batch); and the reverse.

@@ -292,7 +292,7 @@ TEST_CASE("faults: an exception between a team's phases or inside one is rethrow
 // kill leaves a model directory that loads and resumes, and the run ends with the parameters of
 // one that was never interrupted.
 TEST_CASE("faults: kill -9 at random moments, resume each time, same parameters as an uninterrupted run",
-          "[faults][slow]") {
+          "[faults][slow][kill]") {
   const fs::path dir = fresh("kill");
   const std::string arguments =
       tiny_train_arguments((dir / "MODEL").string(), 24, 2) + " --dropout 0.3 --early-stopping-patience 0";
