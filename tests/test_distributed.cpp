@@ -154,7 +154,8 @@ TEST_CASE("distributed: a rank that dies or stops ends the other within the time
   CHECK_NOTHROW(load_training_checkpoint(model_dir + "/last.ckpt", torch::kCPU));
 }
 
-TEST_CASE("distributed: a run resumes with another number of ranks on the same trajectory", "[distributed][slow][kill]") {
+TEST_CASE("distributed: a run resumes with another number of ranks on the same trajectory",
+          "[distributed][slow][kill]") {
   const std::string straight = dir("straight");
   REQUIRE(run_nmt(run_arguments(straight, 8) + " --accumulate 2 --overwrite").status == 0);
   // Two ranks, then one process (with --accumulate 2 for the same update batch); and the reverse.
