@@ -21,9 +21,9 @@ if ! "${pip[@]}" download --no-deps -d "$work/probe" scikit-build-core > "$work/
 fi
 # `pip install .` is `pip wheel .` and the wheel installed: here the two steps, so that the wheel a
 # user would carry to another machine is the one installed and tested. CMake builds in
-# build-wheel/, new each time, beside build/, with the main build's compiler (pip's CMake runs Ninja,
-# which would pick g++ where Make picks c++): the same command lines relative to the source tree,
-# so that ccache gives back what the main build compiled.
+# build-wheel/, new each time, beside build/, with the main build's compiler (pip's CMake runs
+# Ninja, which would pick g++ where Make picks c++): the same command lines relative to the source
+# tree, so that ccache gives back what the main build compiled.
 start=$SECONDS
 rm -rf "$root/build-wheel"
 cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' "$root/build/CMakeCache.txt" 2>/dev/null || true)"

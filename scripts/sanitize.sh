@@ -2,8 +2,8 @@
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer: a build in
 # build-sanitize/ with -DNMT_SANITIZE=address,undefined (GCC, like the main build; no tcmalloc),
 # then CTest there, every case but those that kill processes to time how the rest ends (label
-# `slow-kill`: what they check is timing, and the slow-cases check runs them). A sanitizer report ends
-# the process that makes it, so the test fails. The build is -O1 -g1, as the sanitizers'
+# `slow-kill`: what they check is timing, and the slow-cases check runs them). A sanitizer report
+# ends the process that makes it, so the test fails. The build is -O1 -g1, as the sanitizers'
 # documentation advises (line tables are enough to name every frame of a report; docs/testing.md
 # has what it saves).
 # Usage: scripts/sanitize.sh [CTEST_ARGUMENTS...]    e.g. scripts/sanitize.sh -R faults
