@@ -72,6 +72,39 @@ TEST_CASE("cli: missing files and devices give one-line errors", "[cli]") {
              Catch::Contains(hyp) && Catch::Contains(ref) && Catch::Contains("1") && Catch::Contains("2"));
 }
 
+TEST_CASE("cli: two corpora, one tagged: translating needs no tag, and corpus mistakes name their key", "[cli]") {
+  const std::string model_dir = (work_directory() / "tagged").string();
+  const std::string two_corpora = " --train-source " + kToy + "/train.src," + kToy + "/dev.src --train-target " + kToy +
+                                  "/train.tgt," + kToy + "/dev.tgt";
+  CommandResult trained =
+      run_nmt(tiny_train_arguments(model_dir, 4, 4) + two_corpora + " --train-weights 0.1,1 --train-tags ',<bt>'");
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  CHECK_THAT(trained.output, Catch::Contains("epoch 1 trains on 600 of " + kToy + "/train.src (weight 0.1), ") &&
+                                 Catch::Contains(" of " + kToy + "/dev.src (weight 1, tag <bt>)"));
+  const std::string input = (work_directory() / "tagged_input.txt").string();
+  write_file_atomic(input, "A frog sees the bridge .\nThe dog eats .\n");
+  CommandResult translated =
+      run_nmt("translate --model " + model_dir + " --input " + input + " --max-length 8 --quiet");
+  INFO(translated.output);
+  REQUIRE(translated.status == 0);
+  CHECK(split_lines(translated.output).size() == 2);
+  CHECK_THAT(translated.output, !Catch::Contains("<bt>"));
+
+  const std::string others = (work_directory() / "corpus_errors").string();
+  CommandResult missing = run_nmt(tiny_train_arguments(others) + " --train-source " + kToy + "/train.src,/nope/bt.src" +
+                                  " --train-target " + kToy + "/train.tgt," + kToy + "/dev.tgt");
+  CHECK(missing.status != 0);
+  CHECK_THAT(missing.output, Catch::Contains("/nope/bt.src: file not found"));
+  CommandResult weight = run_nmt(tiny_train_arguments(others) + two_corpora + " --train-weights 1,0");
+  CHECK(weight.status != 0);
+  CHECK_THAT(weight.output, Catch::Contains("train-weights: '0' is not a weight"));
+  CommandResult tags = run_nmt(tiny_train_arguments(others) + two_corpora + " --train-tags bt");
+  CHECK(tags.status != 0);
+  CHECK_THAT(tags.output, Catch::Contains("train-tags: 1 item for 2 corpora"));
+  CHECK_FALSE(fs::exists(others));
+}
+
 #ifndef NMT_EXPECT_CUDA
 TEST_CASE("cli: --device cuda without CUDA is a clear error", "[cli]") {
   CommandResult result = run_nmt(tiny_train_arguments((work_directory() / "cuda").string()) + " --device cuda");

@@ -2,13 +2,16 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "helpers.h"
 #include "text/batching.h"
 #include "text/corpus.h"
+#include "text/corpus_mix.h"
 #include "text/prepared_corpus.h"
+#include "text/special_tokens.h"
 #include "text/token_corpus.h"
 #include "text/vocabulary.h"
 #include "util/io.h"
@@ -36,7 +39,7 @@ CorpusRecipe toy_recipe(const fs::path& dir, size_t lines) {
   target_text += "something\n" + std::string(4000, 'x') + "\n";
   write_file_atomic((dir / "train.src").string(), source_text);
   write_file_atomic((dir / "train.tgt").string(), target_text);
-  return {{(dir / "train.src").string()}, {(dir / "train.tgt").string()}, "toy settings"};
+  return {{(dir / "train.src").string()}, {(dir / "train.tgt").string()}, "toy settings", {}};
 }
 
 Vocabulary toy_vocabulary(const CorpusRecipe& recipe) {
@@ -46,8 +49,8 @@ Vocabulary toy_vocabulary(const CorpusRecipe& recipe) {
     text.source.push_back(source);
     text.target.push_back(target);
   });
-  return Vocabulary::from_serialized(train_vocabulary({&text.source, &text.target}, {VocabType::kUnigram, 150, 1, 1}),
-                                     "toy");
+  return Vocabulary::from_serialized(
+      train_vocabulary({&text.source, &text.target}, {VocabType::kUnigram, 150, 1, 1, {}}), "toy");
 }
 
 }  // namespace
@@ -136,7 +139,7 @@ TEST_CASE("a stale, truncated or foreign prepared file is noticed, and preparing
   SECTION("another vocabulary") {
     const std::vector<std::string> sentences = read_lines(recipe.source_files[0]);
     const Vocabulary other =
-        Vocabulary::from_serialized(train_vocabulary({&sentences}, {VocabType::kBpe, 120, 1, 1}), "other");
+        Vocabulary::from_serialized(train_vocabulary({&sentences}, {VocabType::kBpe, 120, 1, 1, {}}), "other");
     CHECK_THAT(why_stale(path, recipe, other, other), Catch::Contains("vocabulary changed"));
   }
   SECTION("truncated") {
@@ -169,7 +172,7 @@ TEST_CASE("several training files and globs are read in order, and their errors 
   CHECK(expand_file_list((dir / "b.src").string() + "," + (dir / "a.src").string(), "train-source").size() == 2);
   CHECK_THROWS_WITH(expand_file_list((dir / "*.xyz").string(), "train-source"), Catch::Contains("train-source"));
 
-  CorpusRecipe recipe{sources, expand_file_list((dir / "*.tgt").string(), "train-target"), ""};
+  CorpusRecipe recipe{sources, expand_file_list((dir / "*.tgt").string(), "train-target"), "", {}};
   std::vector<std::string> seen;
   CorpusStats stats;
   for_each_pair(recipe.source_files, recipe.target_files, stats,
@@ -208,4 +211,136 @@ TEST_CASE("a corpus of several shards reads every pair back, across shard bounda
         })));
   pairs[6].source = {65536};
   CHECK_THROWS(corpus_in_memory(pairs, 2));  // an id the width cannot hold is refused, not cut
+}
+
+TEST_CASE("several corpora: each weight takes its share of an epoch's batches, a fraction drawn anew", "[corpus]") {
+  // Three corpora of one in-memory corpus: pairs 0-99 of weight 2, 100-399 of weight 0.5, 400-409 of 1.
+  std::vector<Example> examples;
+  for (int64_t i = 0; i < 410; ++i) examples.push_back({{5 + i % 7, 6}, {7, 8 + i % 5}});
+  const TokenCorpus corpus = corpus_in_memory(examples, 2);
+  const auto range = [](int64_t begin, int64_t end) {
+    std::vector<int64_t> pairs;
+    for (int64_t i = begin; i < end; ++i) pairs.push_back(i);
+    return pairs;
+  };
+  const std::vector<CorpusShare> corpora = {
+      {"a", 2, "", range(0, 100)}, {"b", 0.5, "<bt>", range(100, 400)}, {"c", 1, "", range(400, 410)}};
+  const EpochMix mix = mix_epoch(corpora, 11);
+  CHECK(mix.taken == std::vector<int64_t>{200, 150, 10});
+  CHECK(describe_mix(corpora, mix) == "200 of a (weight 2), 150 of b (weight 0.5, tag <bt>), 10 of c (weight 1)");
+
+  // Counted over the epoch's batches: each pair of a twice, 150 distinct pairs of b once, c once.
+  std::map<int64_t, int> uses;
+  for (const auto& batch : make_batches(corpus, mix.pairs, 60, /*shuffle=*/true, 11)) {
+    for (const int64_t pair : batch) ++uses[pair];
+  }
+  int64_t from_b = 0;
+  for (int64_t i = 0; i < 410; ++i) {
+    const bool in_b = i >= 100 && i < 400;
+    if (in_b) from_b += uses[i];
+    CHECK(uses[i] == (i < 100 ? 2 : in_b ? std::min(uses[i], 1) : 1));
+  }
+  CHECK(from_b == 150);
+
+  // The same seed draws the same half of b; another epoch's seed another half.
+  CHECK(mix_epoch(corpora, 11).pairs == mix.pairs);
+  const EpochMix next = mix_epoch(corpora, 12);
+  const std::set<int64_t> half(mix.pairs.begin() + 200, mix.pairs.begin() + 350);
+  const std::set<int64_t> next_half(next.pairs.begin() + 200, next.pairs.begin() + 350);
+  CHECK(half.size() == 150);
+  CHECK(half != next_half);
+
+  // One corpus of weight 1 trains on exactly its pairs, in order, as a run without weights did.
+  CHECK(mix_epoch({{"c", 1, "", range(0, 410)}}, 3).pairs == range(0, 410));
+}
+
+TEST_CASE("a tagged corpus: its sources start with the reserved tag, which no text encodes to and decode drops",
+          "[corpus]") {
+  const fs::path dir = scratch("tags");
+  CorpusRecipe recipe = toy_recipe(dir, 60);
+  write_file_atomic((dir / "bt.src").string(), "a dog runs\nthe <bt> cat\n");
+  write_file_atomic((dir / "bt.tgt").string(), "ein Hund\ndie Katze\n");
+  recipe.source_files.push_back((dir / "bt.src").string());
+  recipe.target_files.push_back((dir / "bt.tgt").string());
+  recipe.tags = {"", "<bt>"};
+
+  ParallelText text;
+  CorpusStats stats;
+  for_each_pair(recipe.source_files, recipe.target_files, stats, [&](std::string& source, std::string& target) {
+    text.source.push_back(source);
+    text.target.push_back(target);
+  });
+  const VocabularyTrainingOptions options{VocabType::kUnigram, 150, 1, 1, {"<bt>", "<ft>"}};
+  const Vocabulary tagged =
+      Vocabulary::from_serialized(train_vocabulary({&text.source, &text.target}, options), "tagged");
+  const int64_t tag = tagged.tag_id("<bt>");
+  REQUIRE(tag > kEosId);
+  CHECK(tagged.tag_id("<ft>") > kEosId);
+  CHECK(tagged.tag_id("<xx>") == -1);
+  CHECK(tagged.tag_id("dog") == -1);  // an ordinary piece is no tag
+
+  const std::string path = (dir / "train.corpus").string();
+  prepare_corpus(path, recipe, tagged, tagged, 2);
+  std::string why;
+  const std::optional<PreparedCorpus> prepared = open_prepared_corpus(path, recipe, tagged, tagged, why);
+  REQUIRE(prepared);
+  REQUIRE(prepared->file_pairs.size() == 2);
+  CHECK(prepared->file_pairs[1] == 2);
+  const int64_t first_tagged = prepared->file_pairs[0];
+  CHECK(prepared->corpus.size() == first_tagged + 2);
+  for (int64_t pair = 0; pair < prepared->corpus.size(); ++pair) {
+    const std::vector<int64_t> source = prepared->corpus.source(pair);
+    const bool is_tagged = pair >= first_tagged;
+    CHECK((source.front() == tag) == is_tagged);
+    CHECK(std::count(source.begin(), source.end(), tag) == (is_tagged ? 1 : 0));  // "<bt>" in the text is text
+    if (is_tagged) {
+      CHECK(std::vector<int64_t>(source.begin() + 1, source.end()) ==
+            tagged.encode(text.source[text.source.size() - 2 + static_cast<size_t>(pair - first_tagged)]));
+    }
+  }
+  std::vector<int64_t> with_tag = tagged.encode("a dog");
+  with_tag.insert(with_tag.begin(), tag);
+  CHECK(tagged.decode(with_tag) == "a dog");
+
+  // Another tagging makes the file stale; a vocabulary without the tag cannot prepare it.
+  recipe.tags = {"<bt>", ""};
+  CHECK(why_stale(path, recipe, tagged, tagged) == "the corpora's tags changed");
+  const Vocabulary plain = toy_vocabulary(recipe);
+  CHECK_THROWS_WITH(prepare_corpus(path, recipe, plain, plain, 1),
+                    Catch::StartsWith("train-tags: <bt> is not reserved in the source vocabulary"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("corpus lists: each entry is a corpus, and a bad weight, tag or count names its key", "[corpus]") {
+  const fs::path dir = scratch("lists");
+  for (const char* name : {"a.de", "a.en", "b1.de", "b2.de", "b1.en", "b2.en"}) {
+    write_file_atomic((dir / name).string(), "x\n");
+  }
+  const std::string a = (dir / "a").string(), b = (dir / "b").string();
+  const std::vector<CorpusSpec> corpora =
+      corpus_specs(a + ".de," + b + "*.de", a + ".en," + b + "*.en", "2,0.25", ",<bt>");
+  REQUIRE(corpora.size() == 2);
+  CHECK(corpora[0].source_files == std::vector<std::string>{a + ".de"});
+  CHECK(corpora[1].target_files == std::vector<std::string>{b + "1.en", b + "2.en"});
+  CHECK(corpora[0].weight == 2);
+  CHECK(corpora[1].weight == 0.25);
+  CHECK(corpora[0].tag.empty());
+  CHECK(corpora[1].tag == "<bt>");
+  CHECK(vocabulary_tags(corpora, "<ft>,<bt>") == std::vector<std::string>{"<bt>", "<ft>"});
+
+  const std::string sources = a + ".de," + b + "*.de", targets = a + ".en," + b + "*.en";
+  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1,-2", ""), Catch::StartsWith("train-weights: '-2'"));
+  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1,x", ""), Catch::StartsWith("train-weights: 'x'"));
+  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1,2.5e9", ""), Catch::StartsWith("train-weights"));
+  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1", ""),
+                    Catch::StartsWith("train-weights: 1 weight for 2 corpora"));
+  CHECK_THROWS_WITH(corpus_specs(sources, targets, "", "<bt>"), Catch::StartsWith("train-tags: 1 item for 2"));
+  CHECK_THROWS_WITH(corpus_specs(sources, targets, "", ",bt"), Catch::StartsWith("train-tags: 'bt' is not a tag"));
+  CHECK_THROWS_WITH(corpus_specs(sources, targets, "", ",<b t>"), Catch::StartsWith("train-tags: '<b t>'"));
+  CHECK_THROWS_WITH(corpus_specs(sources, a + ".en", "", ""), Catch::StartsWith("train-target: 1 entry but"));
+  CHECK_THROWS_WITH(corpus_specs(sources, a + ".en," + b + "1.en", "", ""),
+                    Catch::StartsWith("train-target: '" + b + "1.en' names 1 file but"));
+  CHECK_THROWS_WITH(corpus_specs(a + ".de," + b + "*.xx", targets, "", ""),
+                    Catch::StartsWith("train-source: '" + b + "*.xx' matches no file"));
+  fs::remove_all(dir);
 }

@@ -164,7 +164,7 @@ TEST_CASE("vocabularies keep the special ids and round-trip text", "[data]") {
   const std::vector<std::string> some(sentences.begin(), sentences.begin() + 300);
   for (VocabType type : {VocabType::kUnigram, VocabType::kBpe}) {
     DYNAMIC_SECTION(to_string(type)) {
-      const std::string proto = train_vocabulary({&some}, {type, 150, 1, 1});
+      const std::string proto = train_vocabulary({&some}, {type, 150, 1, 1, {}});
       Vocabulary vocabulary = Vocabulary::from_serialized(proto, "test");
       CHECK(vocabulary.size() <= 150);
       CHECK(vocabulary.piece(kUnkId) == "<unk>");
@@ -213,13 +213,14 @@ TEST_CASE("a word cache encodes exactly as sentencepiece: toy corpus, odd spaces
   for (VocabType type : {VocabType::kUnigram, VocabType::kBpe}) {
     DYNAMIC_SECTION(to_string(type)) {
       const std::vector<std::string> some(lines.begin(), lines.begin() + 2000);
-      check_cached_encoding(Vocabulary::from_serialized(train_vocabulary({&some}, {type, 300, 1, 1}), "toy"), lines);
+      check_cached_encoding(Vocabulary::from_serialized(train_vocabulary({&some}, {type, 300, 1, 1, {}}), "toy"),
+                            lines);
     }
   }
   // A cache of one word encodes the rest one by one, the same.
   const std::vector<std::string> some(lines.begin(), lines.begin() + 300);
   const Vocabulary vocabulary =
-      Vocabulary::from_serialized(train_vocabulary({&some}, {VocabType::kBpe, 150, 1, 1}), "toy");
+      Vocabulary::from_serialized(train_vocabulary({&some}, {VocabType::kBpe, 150, 1, 1, {}}), "toy");
   WordCachedEncoder tiny(vocabulary, 1);
   for (size_t i = 0; i < 50; ++i) CHECK(tiny.encode(lines[i]) == vocabulary.encode(lines[i]));
 }
@@ -237,8 +238,8 @@ TEST_CASE("a word cache encodes exactly as sentencepiece: all of Multi30k with t
     const std::vector<std::string> file = read_lines(dir + "/" + name);
     lines.insert(lines.end(), file.begin(), file.end());
   }
-  check_cached_encoding(Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 8000, 1, 2}), "m30k"),
-                        lines);
+  check_cached_encoding(
+      Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 8000, 1, 2, {}}), "m30k"), lines);
 }
 
 TEST_CASE("configuration: entries round-trip, bad values name the key", "[config]") {

@@ -538,6 +538,53 @@ TEST_CASE("with dropout, a run stopped and resumed ends with the weights of an u
   fs::remove_all(dir);
 }
 
+TEST_CASE("two corpora, weighted and tagged: a run stopped and resumed ends as an uninterrupted one", "[training]") {
+  const fs::path dir = fresh_directory("two_corpora");
+  TrainConfig config = tiny_config(dir);
+  // 30 real pairs, and 60 more of which each epoch takes a new half, tagged: epochs of about ten
+  // batches, so that the run crosses epochs and their draws.
+  config.train_source = head_of("train.src", 30, dir);
+  config.train_target = head_of("train.tgt", 30, dir);
+  const std::vector<std::string> sources = read_lines(source_path("data/toy/train.src"));
+  const std::vector<std::string> targets = read_lines(source_path("data/toy/train.tgt"));
+  std::string bt_source, bt_target;
+  for (size_t i = 30; i < 90; ++i) bt_source += sources[i] + "\n", bt_target += targets[i] + "\n";
+  write_file_atomic((dir / "bt.src").string(), bt_source);
+  write_file_atomic((dir / "bt.tgt").string(), bt_target);
+  config.train_source += "," + (dir / "bt.src").string();
+  config.train_target += "," + (dir / "bt.tgt").string();
+  config.train_weights = "1,0.5";
+  config.train_tags = ",<bt>";
+  config.max_steps = 16;
+  config.model_dir = (dir / "whole").string();
+  train(config, {});
+  TrainingCheckpoint whole = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  REQUIRE(whole.progress.epoch >= 1);  // the run crossed into a second epoch
+  CHECK(whole.model.source_vocabulary.tag_id("<bt>") > kEosId);
+  const std::string log = read_file((fs::path(config.model_dir) / "train.log").string());
+  for (const char* epoch : {"epoch 1 trains on 30 of ", "epoch 2 trains on 30 of "}) {
+    INFO(epoch);
+    CHECK(log.find(std::string(epoch) + config.train_source.substr(0, config.train_source.find(',')) +
+                   " (weight 1), 30 of " + (dir / "bt.src").string() + " (weight 0.5, tag <bt>)") != std::string::npos);
+  }
+
+  config.model_dir = (dir / "stopped").string();
+  config.max_steps = 4;
+  train(config, {});
+  config.max_steps = 16;
+  train(config, {/*resume=*/true, false, {}, {}});
+  TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  CHECK(resumed.progress.step == 16);
+  auto pa = whole.model.network->parameters(), pb = resumed.model.network->parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+
+  // A resumed run keeps its corpora's weights and tags.
+  config.train_weights = "1,1";
+  CHECK_THROWS_WITH(train(config, {true, false, {}, {}}), Catch::StartsWith("train-weights: is 1,1 but"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a truncated checkpoint gives an error naming the file", "[training]") {
   const fs::path dir = fresh_directory("truncated");
   TrainConfig config = tiny_config(dir);

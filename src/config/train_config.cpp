@@ -9,6 +9,7 @@
 
 #include "config/fields.h"
 #include "config/model_fields.h"
+#include "text/corpus_mix.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -18,8 +19,21 @@ namespace {
 template <typename Visitor, typename Config>
 void visit_fields(Visitor& visit, Config& config) {
   constexpr OnResume fixed = OnResume::kFixed;
-  visit("train-source", config.train_source, "training corpus, source side (comma-separated files or globs)", fixed);
-  visit("train-target", config.train_target, "training corpus, target side (as many files, in the same order)", fixed);
+  visit("train-source", config.train_source,
+        "training corpora, source side: comma-separated entries, each a file or a glob and each one corpus", fixed);
+  visit("train-target", config.train_target,
+        "training corpora, target side: an entry per train-source entry, naming as many files in the same order",
+        fixed);
+  visit("train-weights", config.train_weights,
+        "one weight per corpus, comma-separated: each epoch takes its pairs that many times (2 = twice, 0.5 = a new "
+        "random half each epoch; empty: 1 each)",
+        fixed);
+  visit("train-tags", config.train_tags,
+        "one tag per corpus, comma-separated, empty for none (',<bt>' tags the second): a token such as <bt> "
+        "prepended to every source sentence of the corpus (tagged back-translation); translating needs no tag",
+        fixed);
+  visit("reserved-tags", config.reserved_tags,
+        "tags the vocabulary also reserves, comma-separated, for a later init-from run to give to train-tags", fixed);
   visit("dev-source", config.dev_source, "development set, source side");
   visit("dev-target", config.dev_target, "development set, target side");
   visit("model-dir", config.model_dir, "directory for vocabularies, checkpoints and logs");
@@ -110,6 +124,10 @@ void validate(const TrainConfig& config) {
   const std::string unset = "is not set: give it in the config file or on the command line";
   require(!config.train_source.empty(), "train-source", unset);
   require(!config.train_target.empty(), "train-target", unset);
+  check_corpus_lists(config.train_source, config.train_target, config.train_weights, config.train_tags);
+  if (!config.reserved_tags.empty()) {
+    for (const std::string& tag : split_commas(config.reserved_tags)) check_tag(tag, "reserved-tags");
+  }
   require(!config.dev_source.empty(), "dev-source", unset);
   require(!config.dev_target.empty(), "dev-target", unset);
   require(!config.model_dir.empty(), "model-dir", unset);

@@ -20,13 +20,18 @@ namespace nmt {
 
 struct TrainConfig {
   // Data
-  std::string train_source;  // training corpus, source side (one sentence per line); files or globs, comma-separated
-  std::string train_target;  // training corpus, target side, the same number of files in the same order
-  std::string dev_source;    // development set, source side
-  std::string dev_target;    // development set, target side
-  std::string model_dir;     // where vocabularies, checkpoints and logs go
-  std::string corpus_dir;    // the prepared corpus (train.corpus) and its vocabularies; empty: model_dir
-  std::string init_from;     // fine-tuning: a checkpoint, or a model directory (its best.ckpt); empty: none
+  // Training corpora (text/corpus_mix.h): each comma-separated entry of train-source (a file or a glob) is
+  // one corpus, paired with the entry at its position in train-target.
+  std::string train_source;   // source side, one sentence per line
+  std::string train_target;   // target side
+  std::string train_weights;  // one weight per corpus, comma-separated: epochs take its pairs that many times; "": 1s
+  std::string train_tags;     // one tag per corpus, comma-separated, "" for none: prepended to its source sentences
+  std::string reserved_tags;  // more tags for the vocabulary to reserve, for later runs (init-from) to use
+  std::string dev_source;     // development set, source side
+  std::string dev_target;     // development set, target side
+  std::string model_dir;      // where vocabularies, checkpoints and logs go
+  std::string corpus_dir;     // the prepared corpus (train.corpus) and its vocabularies; empty: model_dir
+  std::string init_from;      // fine-tuning: a checkpoint, or a model directory (its best.ckpt); empty: none
 
   // Vocabulary (sentencepiece, trained by `nmt train` on the training corpus)
   VocabType vocab_type = VocabType::kUnigram;

@@ -116,6 +116,16 @@ Header read_header(const Mapping& mapping) {
   return header;
 }
 
+// The recipe's tag of each file pair ("" for none).
+std::vector<std::string> file_tags(const CorpusRecipe& recipe) {
+  if (recipe.tags.empty()) return std::vector<std::string>(recipe.source_files.size());
+  if (recipe.tags.size() != recipe.source_files.size()) {
+    throw std::logic_error("CorpusRecipe: " + std::to_string(recipe.tags.size()) + " tags for " +
+                           std::to_string(recipe.source_files.size()) + " file pairs");
+  }
+  return recipe.tags;
+}
+
 // One thread's encoders: its caches of both sides' words, kept from chunk to chunk.
 struct PairEncoder {
   WordCachedEncoder source, target;
@@ -179,6 +189,22 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
   const int token_width = token_width_for(std::max(source_vocabulary.size(), target_vocabulary.size()));
   const nlohmann::json source_files = files_record(recipe.source_files);
   const nlohmann::json target_files = files_record(recipe.target_files);
+  if (recipe.source_files.size() != recipe.target_files.size()) {
+    throw std::invalid_argument("train-source lists " + std::to_string(recipe.source_files.size()) +
+                                " files but train-target " + std::to_string(recipe.target_files.size()) +
+                                "; list the same number, pairs matched by position");
+  }
+  const std::vector<std::string> tags = file_tags(recipe);
+  std::vector<int64_t> tag_ids;
+  for (const std::string& tag : tags) {
+    tag_ids.push_back(tag.empty() ? -1 : source_vocabulary.tag_id(tag));
+    if (tag_ids.back() == -1 && !tag.empty()) {
+      throw std::invalid_argument("train-tags: " + tag +
+                                  " is not reserved in the source vocabulary; tags go into a vocabulary when it is "
+                                  "trained (train-tags or reserved-tags of the first run), so train a new model or "
+                                  "leave the tag out");
+    }
+  }
   write_via_temporary(path, [&](const std::string& temporary) {
     OutputFile out(temporary, path);
     uint64_t position = 0;
@@ -212,23 +238,30 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
     for (int thread = 0; thread < std::max(1, threads); ++thread) {
       encoders.push_back({WordCachedEncoder(source_vocabulary), WordCachedEncoder(target_vocabulary)});
     }
-    const auto encode_and_emit = [&] {
+    std::vector<int64_t> file_pairs;  // kept per file pair
+    const auto encode_and_emit = [&](int64_t tag_id) {
       encode_chunk(chunk, encoders, encoded);
       chunk.clear();
       for (Example& pair : encoded) {
         if (pair.source.empty() || pair.target.empty()) {
           ++stats.empty;
-        } else {
-          pending.push_back(std::move(pair));
+          continue;
         }
+        if (tag_id >= 0) pair.source.insert(pair.source.begin(), tag_id);
+        pending.push_back(std::move(pair));
+        ++file_pairs.back();
       }
       while (static_cast<int64_t>(pending.size()) >= kShardPairs) emit(static_cast<size_t>(kShardPairs));
     };
-    for_each_pair(recipe.source_files, recipe.target_files, stats, [&](std::string& source, std::string& target) {
-      chunk.emplace_back(std::move(source), std::move(target));
-      if (static_cast<int64_t>(chunk.size()) == kShardPairs) encode_and_emit();
-    });
-    encode_and_emit();
+    for (size_t file = 0; file < recipe.source_files.size(); ++file) {
+      file_pairs.push_back(0);
+      for_each_pair({recipe.source_files[file]}, {recipe.target_files[file]}, stats,
+                    [&](std::string& source, std::string& target) {
+                      chunk.emplace_back(std::move(source), std::move(target));
+                      if (static_cast<int64_t>(chunk.size()) == kShardPairs) encode_and_emit(tag_ids[file]);
+                    });
+      encode_and_emit(tag_ids[file]);
+    }
     if (!pending.empty()) emit(pending.size());
 
     const uint64_t table_offset = position;
@@ -243,7 +276,9 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
                                    {"target_vocabulary", vocabulary_checksum(target_vocabulary)},
                                    {"vocabulary_settings", recipe.vocabulary_settings},
                                    {"source_files", source_files},
-                                   {"target_files", target_files}};
+                                   {"target_files", target_files},
+                                   {"file_tags", tags},
+                                   {"file_pairs", file_pairs}};
     const std::string json = header.dump();
     const uint64_t json_offset = position;
     write(json);
@@ -277,6 +312,10 @@ std::optional<PreparedCorpus> open_prepared_corpus(const std::string& path, cons
       why = "the training text changed (another file list, size or modification time)";
       return std::nullopt;
     }
+    if (json.at("file_tags").get<std::vector<std::string>>() != file_tags(recipe)) {
+      why = "the corpora's tags changed";
+      return std::nullopt;
+    }
     if (json.at("source_vocabulary").get<uint64_t>() != vocabulary_checksum(source_vocabulary) ||
         json.at("target_vocabulary").get<uint64_t>() != vocabulary_checksum(target_vocabulary)) {
       why = "the vocabulary changed";
@@ -300,6 +339,15 @@ std::optional<PreparedCorpus> open_prepared_corpus(const std::string& path, cons
     prepared.lines = json.at("lines").get<int64_t>();
     prepared.empty = json.at("empty").get<int64_t>();
     prepared.vocabulary_settings = json.at("vocabulary_settings").get<std::string>();
+    prepared.file_pairs = json.at("file_pairs").get<std::vector<int64_t>>();
+    int64_t listed = 0;
+    for (const int64_t count : prepared.file_pairs) {
+      if (count < 0) throw damaged("pairs per file");
+      listed += count;
+    }
+    if (prepared.file_pairs.size() != recipe.source_files.size() || listed != json.at("pairs").get<int64_t>()) {
+      throw damaged("pairs per file");
+    }
     prepared.corpus = TokenCorpus(views, token_width, mapping, "prepared corpus");
     if (static_cast<uint64_t>(prepared.corpus.size()) != json.at("pairs").get<uint64_t>()) throw damaged("pair count");
     return prepared;

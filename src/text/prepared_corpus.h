@@ -3,8 +3,9 @@
 //
 // File layout (little-endian): "NMTCORP1" and a uint64 format version; the shards, each at an
 // 8-byte boundary; the shard table (uint64 offset and size per shard); the header as JSON (token
-// width, pair and line counts, the vocabularies' checksums and settings, and the path, size and
-// modification time of every text file it was made from); the JSON's offset and length (uint64
+// width, pair and line counts, the vocabularies' checksums and settings, the path, size and
+// modification time of every text file it was made from, and each file pair's tag and count of
+// pairs kept); the JSON's offset and length (uint64
 // each); and the end mark "NMTCEND1". The file is written under a temporary name and renamed, so
 // it is either whole or absent; a truncated, stale or foreign file is detected and prepared again,
 // never read as garbage.
@@ -22,7 +23,7 @@
 
 namespace nmt {
 
-constexpr uint64_t kPreparedCorpusVersion = 1;
+constexpr uint64_t kPreparedCorpusVersion = 2;  // 2: each file pair's tag and pair count
 
 // What a prepared corpus is made from: the text files (pairs matched by position) and the
 // vocabularies, plus a text describing the vocabulary settings (for `nmt prepare` and a new run to
@@ -32,6 +33,9 @@ struct CorpusRecipe {
   std::vector<std::string> source_files;
   std::vector<std::string> target_files;
   std::string vocabulary_settings;
+  // Per file pair, the tag (text/corpus_mix.h) prepended to each of its sources by its id in the
+  // source vocabulary, or ""; an empty list tags none.
+  std::vector<std::string> tags;
 };
 
 // `train-source` / `train-target` values: comma-separated paths, each possibly a glob pattern
@@ -40,7 +44,8 @@ std::vector<std::string> expand_file_list(const std::string& value, const std::s
 
 // Encodes the recipe's pairs into `path` on `threads` threads, streaming: about kShardPairs pairs
 // of text in memory at a time. Pairs that encode to nothing on a side are skipped as empty; pairs
-// over any length limit are kept (training filters them by length when it opens the file).
+// over any length limit are kept (training filters them by length when it opens the file). Throws
+// std::invalid_argument naming train-tags when the source vocabulary does not hold a tag.
 void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
                     const Vocabulary& target_vocabulary, int threads);
 
@@ -50,6 +55,7 @@ struct PreparedCorpus {
   int64_t lines = 0;                // pairs read from the text
   int64_t empty = 0;                // skipped as empty
   std::string vocabulary_settings;  // as the recipe gave them ("" for a checkpoint's vocabulary)
+  std::vector<int64_t> file_pairs;  // pairs kept from each file pair, in order: file i's follow file i-1's
 };
 
 // Maps `path` when it was prepared from this recipe's text files (as they are now) with these

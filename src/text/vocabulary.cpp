@@ -102,6 +102,11 @@ std::vector<int64_t> WordCachedEncoder::encode(const std::string& line) {
 
 std::string Vocabulary::piece(int64_t id) const { return processor_->IdToPiece(static_cast<int>(id)); }
 
+int64_t Vocabulary::tag_id(const std::string& tag) const {
+  const int id = processor_->PieceToId(tag);
+  return id != kUnkId && processor_->IsControl(id) && id > kEosId ? id : -1;
+}
+
 int64_t Vocabulary::size() const { return processor_->GetPieceSize(); }
 
 namespace {
@@ -149,6 +154,7 @@ std::string train_vocabulary(const std::vector<const std::vector<std::string>*>&
        << " --pad_id=" << kPadId << " --unk_id=" << kUnkId << " --bos_id=" << kBosId << " --eos_id=" << kEosId
        << " --num_threads=" << options.threads
        << " --input_sentence_size=2000000 --shuffle_input_sentence=true --minloglevel=2";
+  for (size_t i = 0; i < options.tags.size(); ++i) args << (i == 0 ? " --control_symbols=" : ",") << options.tags[i];
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
   VectorSentenceIterator iterator(sentences);
   std::string model_proto;

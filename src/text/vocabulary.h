@@ -26,6 +26,9 @@ class Vocabulary {
   // Detokenized text; special ids are dropped.
   std::string decode(const std::vector<int64_t>& ids) const;
   std::string piece(int64_t id) const;
+  // The id of `tag` when the vocabulary reserves it as a control symbol (VocabularyTrainingOptions::
+  // tags), else -1. Text never encodes to a control symbol and decode() drops it.
+  int64_t tag_id(const std::string& tag) const;
   int64_t size() const;
   const std::string& serialized() const { return serialized_; }
 
@@ -71,6 +74,9 @@ struct VocabularyTrainingOptions {
   int size = 8000;  // upper bound: sentencepiece shrinks it for tiny corpora
   int seed = 1;
   int threads = 1;
+  // Reserved source tokens (tagged back-translation: "<bt>"), control symbols at the ids after the
+  // special ones: corpora prepend them by id; no text encodes to them.
+  std::vector<std::string> tags;
 };
 
 // Trains a vocabulary on `sentences` and returns the serialized model proto. The special ids of

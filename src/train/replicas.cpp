@@ -102,8 +102,7 @@ TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed,
       open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary},
                            /*trained_on_this_text=*/false, log);
   distributed.publish(corpus_key(distributed.rank()), "ready");
-  setup.train_corpus = prepared.corpus;
-  setup.train_pairs = setup.train_corpus.within_length(config.max_length);
+  use_training_corpus(config, prepared, setup);
   return setup;
 }
 

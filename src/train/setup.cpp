@@ -16,8 +16,10 @@
 #include "kernels/dispatch.h"
 #include "model/bf16_products.h"
 #include "text/batching.h"
+#include "text/corpus_mix.h"
 #include "train/gradient_reducer.h"
 #include "train/loss.h"
+#include "util/format.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -27,14 +29,31 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::vector<CorpusSpec> training_corpora(const TrainConfig& config) {
+  return corpus_specs(config.train_source, config.train_target, config.train_weights, config.train_tags);
+}
+
+// The tags the source vocabulary reserves.
+std::vector<std::string> source_tags(const TrainConfig& config) {
+  return vocabulary_tags(training_corpora(config), config.reserved_tags);
+}
+
 std::string vocabulary_settings(const TrainConfig& config) {
+  std::string tags;
+  for (const std::string& tag : source_tags(config)) tags += (tags.empty() ? ", tags " : " ") + tag;
   return to_string(config.vocab_type) + " vocabulary of up to " + std::to_string(config.vocab_size) + " pieces, " +
-         (config.joint_vocab ? "joint" : "source and target") + ", seed " + std::to_string(config.seed);
+         (config.joint_vocab ? "joint" : "source and target") + ", seed " + std::to_string(config.seed) + tags;
 }
 
 CorpusRecipe training_recipe(const TrainConfig& config) {
-  return {expand_file_list(config.train_source, "train-source"), expand_file_list(config.train_target, "train-target"),
-          vocabulary_settings(config)};
+  CorpusRecipe recipe;
+  for (const CorpusSpec& corpus : training_corpora(config)) {
+    recipe.source_files.insert(recipe.source_files.end(), corpus.source_files.begin(), corpus.source_files.end());
+    recipe.target_files.insert(recipe.target_files.end(), corpus.target_files.begin(), corpus.target_files.end());
+    recipe.tags.insert(recipe.tags.end(), corpus.source_files.size(), corpus.tag);
+  }
+  recipe.vocabulary_settings = vocabulary_settings(config);
+  return recipe;
 }
 
 std::string corpus_dir(const TrainConfig& config) {
@@ -121,7 +140,8 @@ void check_dev_lengths(const TrainConfig& config, const Vocabulary& source, cons
 
 Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, const std::string& directory,
                                 spdlog::logger& log) {
-  VocabularyTrainingOptions options{config.vocab_type, config.vocab_size, config.seed, std::max(1, config.threads)};
+  VocabularyTrainingOptions options{config.vocab_type, config.vocab_size, config.seed, std::max(1, config.threads), {}};
+  options.tags = source_tags(config);
   const fs::path dir(directory);
   Vocabularies vocabularies;
   if (config.joint_vocab) {
@@ -133,6 +153,7 @@ Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& t
     log.info("training source and target {} vocabularies of up to {} pieces", to_string(config.vocab_type),
              config.vocab_size);
     const std::string source_proto = train_vocabulary({&text.source}, options);
+    options.tags.clear();  // tags are source tokens
     const std::string target_proto = train_vocabulary({&text.target}, options);
     vocabularies.source = Vocabulary::from_serialized(source_proto, (dir / "vocab.source.model").string());
     vocabularies.target = Vocabulary::from_serialized(target_proto, (dir / "vocab.target.model").string());
@@ -233,6 +254,23 @@ TranslationModel fine_tuning_start(const TrainConfig& config, const torch::Devic
 }
 
 }  // namespace
+
+void use_training_corpus(const TrainConfig& config, const PreparedCorpus& prepared, TrainingSetup& setup) {
+  setup.train_corpus = prepared.corpus;
+  setup.train_pairs = setup.train_corpus.within_length(config.max_length);
+  setup.corpora.clear();
+  size_t file = 0;
+  int64_t begin = 0;  // the corpus's first pair
+  auto kept = setup.train_pairs.begin();
+  for (const CorpusSpec& spec : training_corpora(config)) {
+    CorpusShare corpus{spec.source_files.front(), spec.weight, spec.tag, {}};
+    int64_t end = begin;
+    for (size_t i = 0; i < spec.source_files.size(); ++i) end += prepared.file_pairs.at(file++);
+    for (; kept != setup.train_pairs.end() && *kept < end; ++kept) corpus.pairs.push_back(*kept);
+    setup.corpora.push_back(std::move(corpus));
+    begin = end;
+  }
+}
 
 void check_precision(const TrainConfig& config, const torch::Device& device) {
   if (config.precision == "bf16" && device.is_cpu() && !cpu_has_bf16()) {
@@ -345,11 +383,16 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
     }
   }
 
-  setup.train_corpus = prepared.corpus;
-  setup.train_pairs = setup.train_corpus.within_length(config.max_length);
+  use_training_corpus(config, prepared, setup);
   const auto kept = static_cast<int64_t>(setup.train_pairs.size());
   log.info("training pairs: {} read, {} kept, {} skipped as empty, {} skipped as longer than {} subwords",
            prepared.lines, kept, prepared.empty, setup.train_corpus.size() - kept, config.max_length);
+  if (setup.corpora.size() > 1) {
+    for (const CorpusShare& corpus : setup.corpora) {
+      log.info("corpus {}: {} pairs kept, weight {}{}", corpus.name, corpus.pairs.size(),
+               format_significant(corpus.weight), corpus.tag.empty() ? "" : ", tag " + corpus.tag);
+    }
+  }
   if (setup.train_pairs.empty()) {
     throw std::runtime_error("no training pairs within max-length " + std::to_string(config.max_length));
   }

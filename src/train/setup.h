@@ -12,6 +12,7 @@
 
 #include "config/train_config.h"
 #include "text/corpus.h"
+#include "text/corpus_mix.h"
 #include "text/prepared_corpus.h"
 #include "text/token_corpus.h"
 #include "text/vocabulary.h"
@@ -64,9 +65,14 @@ struct TrainingSetup {
   std::unique_ptr<FusedAdam> optimizer;
   TokenCorpus train_corpus;          // mapped from the prepared corpus
   std::vector<int64_t> train_pairs;  // its pairs within max-length
+  std::vector<CorpusShare> corpora;  // the same pairs by corpus, with their weights (text/corpus_mix.h)
   ParallelText dev_text;
   TokenCorpus dev_corpus;  // in memory, all of it used
 };
+
+// Sets setup's train_corpus (`prepared`'s), train_pairs and corpora for config's corpora and
+// max-length.
+void use_training_corpus(const TrainConfig& config, const PreparedCorpus& prepared, TrainingSetup& setup);
 
 // Throws std::runtime_error naming the first training or dev file that cannot be opened.
 void check_training_files(const TrainConfig& config);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "text/batching.h"
+#include "text/corpus_mix.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/master_setup.h"
@@ -197,10 +198,14 @@ struct TrainingRun {
 
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
 
-  // The batch plan of `epoch`: the same on every rank, make_batches with the run's seed.
+  // The batch plan of `epoch`: the same on every rank, the corpora's pairs as their weights take
+  // them (mix_epoch), cut by make_batches, both seeded by the run's seed and the epoch.
   void plan_epoch(int64_t epoch) {
-    batches = make_batches(setup.train_corpus, setup.train_pairs, config.batch_tokens, /*shuffle=*/true,
-                           static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(epoch));
+    const uint64_t seed = static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(epoch);
+    const EpochMix mix = mix_epoch(setup.corpora, seed);
+    if (processes.is_master())
+      processes.log().info("epoch {} trains on {}", epoch + 1, describe_mix(setup.corpora, mix));
+    batches = make_batches(setup.train_corpus, mix.pairs, config.batch_tokens, /*shuffle=*/true, seed);
     batch_tokens = batch_target_tokens(setup.train_corpus, batches);
   }
 

@@ -1,0 +1,167 @@
+#include "text/corpus_mix.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "text/prepared_corpus.h"
+#include "util/format.h"
+
+namespace nmt {
+namespace {
+
+std::vector<std::string> non_empty(const std::vector<std::string>& items) {
+  std::vector<std::string> kept;
+  for (const std::string& item : items) {
+    if (!item.empty()) kept.push_back(item);
+  }
+  return kept;
+}
+
+// "1 file", "2 files"; "1 corpus", "2 corpora".
+std::string count_of(size_t count, const std::string& one, const std::string& many) {
+  return std::to_string(count) + " " + (count == 1 ? one : many);
+}
+
+double parse_weight(const std::string& text) {
+  size_t used = 0;
+  double weight = 0;
+  try {
+    weight = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(weight) || weight <= 0 || weight > 1000) {
+    throw std::invalid_argument("train-weights: '" + text +
+                                "' is not a weight; give a number in (0, 1000] per corpus (2 = each pair twice "
+                                "an epoch, 0.5 = a random half)");
+  }
+  return weight;
+}
+
+}  // namespace
+
+std::vector<std::string> split_commas(const std::string& value) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = value.find(',', start);
+    items.push_back(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+void check_tag(const std::string& tag, const std::string& key) {
+  const bool shaped = tag.size() >= 3 && tag.front() == '<' && tag.back() == '>' &&
+                      tag.find_first_of(" \t\n\r,<>", 1) == tag.size() - 1;
+  if (!shaped || tag == "<unk>" || tag == "<pad>") {
+    throw std::invalid_argument(key + ": '" + tag +
+                                "' is not a tag; a tag is a token such as <bt>: '<', then letters, digits or "
+                                "punctuation (no space, comma or angle bracket), then '>'");
+  }
+}
+
+void check_corpus_lists(const std::string& sources, const std::string& targets, const std::string& weights,
+                        const std::string& tags) {
+  const size_t corpora = non_empty(split_commas(sources)).size();
+  const size_t target_entries = non_empty(split_commas(targets)).size();
+  if (target_entries != corpora) {
+    throw std::invalid_argument("train-target: " + count_of(target_entries, "entry", "entries") +
+                                " but train-source has " + std::to_string(corpora) +
+                                "; give each corpus's target files at its position");
+  }
+  if (!weights.empty()) {
+    const std::vector<std::string> items = split_commas(weights);
+    if (items.size() != corpora) {
+      throw std::invalid_argument("train-weights: " + count_of(items.size(), "weight", "weights") + " for " +
+                                  count_of(corpora, "corpus", "corpora") +
+                                  " in train-source; give one per corpus, in order");
+    }
+    for (const std::string& item : items) parse_weight(item);
+  }
+  if (!tags.empty()) {
+    const std::vector<std::string> items = split_commas(tags);
+    if (items.size() != corpora) {
+      throw std::invalid_argument("train-tags: " + count_of(items.size(), "item", "items") + " for " +
+                                  count_of(corpora, "corpus", "corpora") +
+                                  " in train-source; give one per corpus, empty for none (e.g. ',<bt>')");
+    }
+    for (const std::string& item : items) {
+      if (!item.empty()) check_tag(item, "train-tags");
+    }
+  }
+}
+
+std::vector<CorpusSpec> corpus_specs(const std::string& sources, const std::string& targets, const std::string& weights,
+                                     const std::string& tags) {
+  check_corpus_lists(sources, targets, weights, tags);
+  const std::vector<std::string> source_entries = non_empty(split_commas(sources));
+  const std::vector<std::string> target_entries = non_empty(split_commas(targets));
+  if (source_entries.empty()) throw std::invalid_argument("train-source: no file given");
+  const std::vector<std::string> weight_items = weights.empty() ? std::vector<std::string>{} : split_commas(weights);
+  const std::vector<std::string> tag_items = tags.empty() ? std::vector<std::string>{} : split_commas(tags);
+  std::vector<CorpusSpec> corpora;
+  for (size_t i = 0; i < source_entries.size(); ++i) {
+    CorpusSpec corpus;
+    corpus.source_files = expand_file_list(source_entries[i], "train-source");
+    corpus.target_files = expand_file_list(target_entries[i], "train-target");
+    if (corpus.source_files.size() != corpus.target_files.size()) {
+      throw std::invalid_argument("train-target: '" + target_entries[i] + "' names " +
+                                  count_of(corpus.target_files.size(), "file", "files") + " but train-source's '" +
+                                  source_entries[i] + "' names " + std::to_string(corpus.source_files.size()) +
+                                  "; each corpus needs as many target files as source files, matched in order");
+    }
+    if (!weight_items.empty()) corpus.weight = parse_weight(weight_items[i]);
+    if (!tag_items.empty()) corpus.tag = tag_items[i];
+    corpora.push_back(std::move(corpus));
+  }
+  return corpora;
+}
+
+std::vector<std::string> vocabulary_tags(const std::vector<CorpusSpec>& corpora, const std::string& reserved) {
+  std::vector<std::string> tags;
+  const auto add = [&tags](const std::string& tag) {
+    if (!tag.empty() && std::find(tags.begin(), tags.end(), tag) == tags.end()) tags.push_back(tag);
+  };
+  for (const CorpusSpec& corpus : corpora) add(corpus.tag);
+  for (const std::string& tag : split_commas(reserved)) add(tag);
+  return tags;
+}
+
+EpochMix mix_epoch(const std::vector<CorpusShare>& corpora, uint64_t seed) {
+  EpochMix mix;
+  std::mt19937_64 generator(seed);
+  for (const CorpusShare& corpus : corpora) {
+    const auto whole = static_cast<int64_t>(std::floor(corpus.weight));
+    const auto size = static_cast<int64_t>(corpus.pairs.size());
+    for (int64_t copy = 0; copy < whole; ++copy)
+      mix.pairs.insert(mix.pairs.end(), corpus.pairs.begin(), corpus.pairs.end());
+    const auto extra = std::min(size, static_cast<int64_t>(std::llround((corpus.weight - static_cast<double>(whole)) *
+                                                                        static_cast<double>(size))));
+    if (extra > 0) {
+      // The first `extra` of a partial Fisher-Yates shuffle: a uniform draw without replacement.
+      std::vector<int64_t> drawn = corpus.pairs;
+      for (int64_t i = 0; i < extra; ++i) {
+        std::uniform_int_distribution<int64_t> pick(i, size - 1);
+        std::swap(drawn[static_cast<size_t>(i)], drawn[static_cast<size_t>(pick(generator))]);
+      }
+      mix.pairs.insert(mix.pairs.end(), drawn.begin(), drawn.begin() + extra);
+    }
+    mix.taken.push_back(whole * size + extra);
+  }
+  return mix;
+}
+
+std::string describe_mix(const std::vector<CorpusShare>& corpora, const EpochMix& mix) {
+  std::string text;
+  for (size_t i = 0; i < corpora.size(); ++i) {
+    const CorpusShare& corpus = corpora[i];
+    text += (i == 0 ? "" : ", ") + std::to_string(mix.taken[i]) + " of " + corpus.name + " (weight " +
+            format_significant(corpus.weight) + (corpus.tag.empty() ? "" : ", tag " + corpus.tag) + ")";
+  }
+  return text;
+}
+
+}  // namespace nmt
