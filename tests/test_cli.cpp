@@ -105,6 +105,97 @@ TEST_CASE("cli: two corpora, one tagged: translating needs no tag, and corpus mi
   CHECK_FALSE(fs::exists(others));
 }
 
+TEST_CASE("cli: back-translation end to end: a reverse model, synthesize with sampling and noise, tagged training",
+          "[cli]") {
+  const fs::path dir = work_directory() / "back_translation";
+  fs::create_directories(dir);
+  // The reverse model: the toy corpus's target side to its source side.
+  const std::string reverse = (dir / "reverse").string();
+  CommandResult trained =
+      run_nmt("train --train-source " + kToy + "/train.tgt --train-target " + kToy + "/train.src --dev-source " + kToy +
+              "/dev.tgt --dev-target " + kToy + "/dev.src --model-dir " + reverse +
+              " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16"
+              " --attention-size 8 --max-steps 4 --validate-every 4 --batch-tokens 400 --threads 1");
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+
+  // Target-language text (the dev set's targets, with an empty line) back-translated by sampling.
+  const std::string mono = (dir / "mono.tgt").string();
+  std::vector<std::string> mono_lines = read_lines(kToy + "/dev.tgt");
+  mono_lines.resize(40);
+  mono_lines[5].clear();
+  std::string mono_text;
+  for (const std::string& line : mono_lines) mono_text += line + "\n";
+  write_file_atomic(mono, mono_text);
+  const std::string bt_source = (dir / "bt.src").string(), bt_target = (dir / "bt.tgt").string();
+  const std::string synthesize = "synthesize --model " + reverse + " --input " + mono + " --source-output " +
+                                 bt_source + " --target-output " + bt_target + " --max-length 12 --threads 1";
+  CommandResult made = run_nmt(synthesize + " --sampling-topk 10 --seed 3 --noise-delete 0.1 --noise-shift 3");
+  INFO(made.output);
+  REQUIRE(made.status == 0);
+  const std::vector<std::string> sources = read_lines(bt_source), targets = read_lines(bt_target);
+  const auto origin = nlohmann::json::parse(read_file(bt_source + ".origin.json"));
+  const auto pairs = origin.at("pairs").get<size_t>();
+  REQUIRE(sources.size() == pairs);
+  REQUIRE(targets.size() == pairs);
+  CHECK(pairs + origin.at("skipped").get<size_t>() == 40);
+  CHECK(pairs >= 30);
+  // The targets are the text's lines in order, the empty one (and any whose translation is empty) left out.
+  const auto in_order = [&mono_lines](const std::vector<std::string>& lines) {
+    size_t next = 0;
+    for (const std::string& line : lines) {
+      while (next < mono_lines.size() && mono_lines[next] != line) ++next;
+      if (next == mono_lines.size() || line.empty()) return false;
+      ++next;
+    }
+    return true;
+  };
+  CHECK(in_order(targets));
+  for (const std::string& source : sources) CHECK_FALSE(source.empty());
+  CHECK(origin.at("direction") == "back");
+  CHECK(origin.at("search").at("topk") == 10);
+  CHECK(origin.at("noise").at("max_shift") == 3);
+  CHECK(origin.at("models").at(0).at("path").get<std::string>().find("best.ckpt") != std::string::npos);
+  // The same seed draws the same corpus.
+  const std::string first = read_file(bt_source);
+  REQUIRE(run_nmt(synthesize + " --sampling-topk 10 --seed 3 --noise-delete 0.1 --noise-shift 3").status == 0);
+  CHECK(read_file(bt_source) == first);
+
+  // Forward: the input is the model's own source language, the translations become the targets.
+  const std::string ft_source = (dir / "ft.src").string(), ft_target = (dir / "ft.tgt").string();
+  CommandResult forward =
+      run_nmt("synthesize --model " + reverse + " --input " + mono + " --direction forward" + " --source-output " +
+              ft_source + " --target-output " + ft_target + " --beam-size 2 --max-length 12 --threads 1");
+  REQUIRE(forward.status == 0);
+  CHECK(in_order(read_lines(ft_source)));
+  CHECK(read_lines(ft_source).size() == read_lines(ft_target).size());
+  CHECK(nlohmann::json::parse(read_file(ft_source + ".origin.json")).at("search").at("beam_size") == 2);
+
+  // The forward model trains on the real corpus and the tagged synthetic one.
+  const std::string model_dir = (dir / "forward").string();
+  CommandResult mixed =
+      run_nmt(tiny_train_arguments(model_dir, 2, 2) + " --train-source " + kToy + "/train.src," + bt_source +
+              " --train-target " + kToy + "/train.tgt," + bt_target + " --train-tags ',<bt>'");
+  INFO(mixed.output);
+  CHECK(mixed.status == 0);
+  CHECK_THAT(mixed.output, Catch::Contains(std::to_string(pairs) + " of " + bt_source + " (weight 1, tag <bt>)"));
+
+  // Mistakes: nothing written.
+  fs::remove(bt_source);
+  CommandResult nowhere = run_nmt("synthesize --model " + reverse + " --input " + mono + " --source-output " +
+                                  (dir / "nope" / "bt.src").string() + " --target-output " + bt_target);
+  CHECK(nowhere.status != 0);
+  CHECK_THAT(nowhere.output, Catch::Contains("--source-output"));
+  CommandResult onto_input = run_nmt("synthesize --model " + reverse + " --input " + mono + " --source-output " +
+                                     bt_source + " --target-output " + mono);
+  CHECK(onto_input.status != 0);
+  CHECK_THAT(onto_input.output, Catch::Contains("--target-output: " + mono + " is the input"));
+  CommandResult noisy = run_nmt(synthesize + " --noise-blank 1.5");
+  CHECK(noisy.status != 0);
+  CHECK_THAT(noisy.output, Catch::Contains("--noise-blank: must be in [0, 1)"));
+  CHECK_FALSE(fs::exists(bt_source));
+}
+
 #ifndef NMT_EXPECT_CUDA
 TEST_CASE("cli: --device cuda without CUDA is a clear error", "[cli]") {
   CommandResult result = run_nmt(tiny_train_arguments((work_directory() / "cuda").string()) + " --device cuda");

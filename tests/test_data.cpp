@@ -4,9 +4,11 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "config/train_config.h"
 #include "helpers.h"
+#include "inference/synthesize.h"
 #include "text/batching.h"
 #include "text/corpus.h"
 #include "text/utf8.h"
@@ -281,4 +283,65 @@ TEST_CASE("configuration: entries round-trip, bad values name the key", "[config
   CHECK_THROWS_WITH(validate(invalid), Catch::StartsWith("precision"));
   TrainConfig missing;
   CHECK_THROWS_WITH(validate(missing), Catch::StartsWith("train-source"));
+}
+
+TEST_CASE("synthetic-source noise: deletion, fillers and a shuffle that moves no word further than asked", "[data]") {
+  std::string line;
+  for (int i = 0; i < 40; ++i) line += (i == 0 ? "" : " ") + std::string("w") + std::to_string(i);
+  const auto words = [](const std::string& text) {
+    std::vector<std::string> split;
+    std::istringstream in(text);
+    for (std::string word; in >> word;) split.push_back(word);
+    return split;
+  };
+  std::mt19937_64 generator(7);
+  CHECK(add_noise(line, NoiseOptions{}, generator) == line);
+
+  // Shuffle alone: the same words, none more than 3 places from where it was.
+  NoiseOptions shift;
+  shift.max_shift = 3;
+  bool moved = false;
+  for (int trial = 0; trial < 50; ++trial) {
+    const std::vector<std::string> shuffled = words(add_noise(line, shift, generator));
+    REQUIRE(shuffled.size() == 40);
+    for (size_t at = 0; at < shuffled.size(); ++at) {
+      const auto was = static_cast<size_t>(std::stoi(shuffled[at].substr(1)));
+      CHECK((at > was ? at - was : was - at) <= 3);
+      moved = moved || at != was;
+    }
+  }
+  CHECK(moved);
+
+  // Deletion and fillers alone: the kept words in order, about the asked shares of 4000 words.
+  NoiseOptions drop;
+  drop.delete_probability = 0.1;
+  drop.blank_probability = 0.2;
+  int deleted = 0, blanks = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    const std::vector<std::string> noisy = words(add_noise(line, drop, generator));
+    deleted += 40 - static_cast<int>(noisy.size());
+    int last = -1;
+    for (const std::string& word : noisy) {
+      if (word == "<blank>") {
+        ++blanks;
+        continue;
+      }
+      CHECK(std::stoi(word.substr(1)) > last);
+      last = std::stoi(word.substr(1));
+    }
+  }
+  CHECK(deleted > 300);
+  CHECK(deleted < 500);
+  CHECK(blanks > 650);
+  CHECK(blanks < 950);
+
+  // A line never loses every word; the same seed gives the same noise.
+  NoiseOptions all;
+  all.delete_probability = 0.99;
+  CHECK(words(add_noise("a b", all, generator)).size() == 1);
+  std::mt19937_64 first(3), second(3);
+  CHECK(add_noise(line, drop, first) == add_noise(line, drop, second));
+  NoiseOptions bad;
+  bad.delete_probability = 1;
+  CHECK_THROWS_WITH(validate(bad), Catch::StartsWith("--noise-delete"));
 }

@@ -45,6 +45,7 @@ Command add_shortlist(CLI::App& program);
 Command add_export(CLI::App& program);
 Command add_score(CLI::App& program);
 Command add_rerank(CLI::App& program);
+Command add_synthesize(CLI::App& program);
 // The options of the commands that score by forced decoding (score, rerank): length penalty, batch
 // size, threads, device.
 void add_forced_decoding_options(CLI::App& command, TranslateOptions& options);

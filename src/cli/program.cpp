@@ -44,7 +44,7 @@ class TrainSectionReader : public CLI::ConfigTOML {
 Program::Program(Invocation arguments)
     : invocation(std::move(arguments)),
       app("nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, score, rerank, "
-          "average, shortlist, export, serve)",
+          "synthesize, average, shortlist, export, serve)",
           "nmt") {
   commands = {
       add_train(app, invocation, train),
@@ -57,6 +57,7 @@ Program::Program(Invocation arguments)
       add_export(app),
       add_score(app),
       add_rerank(app),
+      add_synthesize(app),
   };
   configure_program(app, *commands[1].app);
 }
