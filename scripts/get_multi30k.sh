@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Puts the Multi30k German-English corpus (task 1, raw text) under data/multi30k/:
 # train.{de,en} (29000), val.{de,en} (1014), test_2016_flickr.{de,en} (1000).
+# With --mono, also Multi30k's monolingual captions of the training images (task 2, as published):
+# data/multi30k/task2/train.{1..5}.{de,en}.gz, five English and five German descriptions of each
+# of the 29,000 training images, written independently (material for back-translation).
 # Copies from ../shared/data/multi30k when that folder exists (development machines),
 # otherwise downloads the raw files of the public multi30k/dataset repository.
 # Then checks the line counts. Idempotent.
@@ -38,3 +41,30 @@ for split in "${!expected[@]}"; do
   done
 done
 echo "get_multi30k: data/multi30k ready (train 29000, val 1014, test_2016_flickr 1000 pairs)"
+
+if [[ ${1:-} == --mono ]]; then
+  mkdir -p "$target/task2"
+  for part in 1 2 3 4 5; do
+    for language in de en; do
+      file="train.$part.$language.gz"
+      if [ -s "$target/task2/$file" ]; then continue; fi
+      if [ -s "$shared/task2/$file" ]; then
+        cp "$shared/task2/$file" "$target/task2/$file.part"
+      else
+        echo "get_multi30k: downloading task2/$file"
+        curl -fsSL "${base_url%/task1/raw}/task2/raw/$file" -o "$target/task2/$file.part"
+      fi
+      lines=$(gunzip -c "$target/task2/$file.part" | wc -l)
+      if [ "$lines" -ne 29000 ]; then
+        echo "get_multi30k: task2/$file has $lines lines, expected 29000; rerun" >&2
+        rm -f "$target/task2/$file.part"
+        exit 1
+      fi
+      mv "$target/task2/$file.part" "$target/task2/$file"
+    done
+  done
+  echo "get_multi30k: data/multi30k/task2 ready (5 x 29000 English and German captions)"
+elif [[ -n ${1:-} ]]; then
+  echo "get_multi30k: unknown option '$1' (--mono also gets the monolingual captions)" >&2
+  exit 2
+fi
