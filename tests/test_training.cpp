@@ -582,6 +582,14 @@ TEST_CASE("two corpora, weighted and tagged: a run stopped and resumed ends as a
   // A resumed run keeps its corpora's weights and tags.
   config.train_weights = "1,1";
   CHECK_THROWS_WITH(train(config, {true, false, {}, {}}), Catch::StartsWith("train-weights: is 1,1 but"));
+  // Fine-tuning can tag with what the first run reserved, and nothing else.
+  config.init_from = (dir / "whole").string();
+  config.model_dir = (dir / "fine_tuned").string();
+  config.max_steps = 1;
+  config.train_tags = ",<ft>";
+  CHECK_THROWS_WITH(train(config, {}), Catch::StartsWith("init-from: train-tags gives <ft>, which the vocabulary of"));
+  config.train_tags = ",<bt>";
+  CHECK(train(config, {}).steps == 1);
   fs::remove_all(dir);
 }
 

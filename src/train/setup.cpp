@@ -234,6 +234,15 @@ TranslationModel fine_tuning_start(const TrainConfig& config, const torch::Devic
                                 " is an int8 export, whose weights are rounded; fine-tune from the run's checkpoint");
   }
   check_fine_tunable(config.model, start.options, path);
+  const auto check_reserved = [&](const std::string& tag, const std::string& key) {
+    if (!tag.empty() && start.source_vocabulary.tag_id(tag) < 0) {
+      throw std::invalid_argument("init-from: " + key + " gives " + tag + ", which the vocabulary of " + path +
+                                  " does not reserve; fine-tuning can use only the tags its model's first run "
+                                  "reserved (train-tags or reserved-tags), so leave it out or train from scratch");
+    }
+  };
+  for (const CorpusSpec& corpus : training_corpora(config)) check_reserved(corpus.tag, "train-tags");
+  for (const std::string& tag : split_commas(config.reserved_tags)) check_reserved(tag, "reserved-tags");
   if (config.joint_vocab && start.source_vocabulary.serialized() != start.target_vocabulary.serialized()) {
     throw std::invalid_argument("joint-vocab: is true but " + path +
                                 " has separate source and target vocabularies; set joint-vocab = false");
