@@ -589,7 +589,7 @@ TEST_CASE("two corpora, weighted and tagged: a run stopped and resumed ends as a
   config.train_tags = ",<ft>";
   CHECK_THROWS_WITH(train(config, {}), Catch::StartsWith("init-from: train-tags gives <ft>, which the vocabulary of"));
   config.train_tags = ",<bt>";
-  CHECK(train(config, {}).steps == 1);
+  CHECK(train(config, {false, /*overwrite=*/true, {}, {}}).steps == 1);  // the refused run left its train.log
   fs::remove_all(dir);
 }
 
