@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Sequence-level knowledge distillation (Kim and Rush 2016) on Multi30k German->English: a teacher
+# (an ensemble, beam search) translates the training sources, a single student learns those
+# translations beside the real ones, and the student's greedy search in int8 through a shortlist
+# is set against the teacher's beam search on test_2016_flickr, in BLEU and in whole-command time.
+#  1. the teacher's translations of data/multi30k/train.de (nmt synthesize --direction forward,
+#     beam 5, length penalty 0.6), and with DISTILL_MONO=yes of task 2's German captions too;
+#  2. the student: the recipe with sizes 384, separate 8k vocabularies and additive attention, on
+#     the distilled corpus and the real one (weight DISTILL_REAL_WEIGHT), one thread for
+#     DISTILL_MINUTES, then its shortlist (nmt shortlist);
+#  3. on test_2016_flickr, alternately three times each: the teacher's beam 5 and the student's
+#     greedy search in int8 through its shortlist, each a whole `nmt evaluate` on both cores; BLEU
+#     and the median wall-clock of each, and their ratio.
+# The student is chosen on nothing but its own dev BLEU during training (best.ckpt); the test set
+# is only scored.
+#
+# Usage: scripts/multi30k_distill.sh [OUTPUT_DIR]        (default models/multi30k_distill)
+# Environment: DISTILL_TEACHER, the teacher as `nmt evaluate` model options (default: the system
+# that scripts/multi30k_mono.sh chose, from models/multi30k_mono/summary.txt); DISTILL_MINUTES, the
+# student's training (default 60); DISTILL_REAL_WEIGHT (default 1; 0 leaves the real corpus out);
+# DISTILL_MONO (yes or no, default no); DISTILL_LINES, how many source lines the teacher translates
+# (default: all).
+# Writes OUTPUT_DIR/distilled.{de,en} (and their origin), OUTPUT_DIR/student (the run and its
+# shortlist.bin), OUTPUT_DIR/times.tsv, OUTPUT_DIR/summary.txt and a .out log per step.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+scripts/get_multi30k.sh --mono
+scripts/build.sh
+
+out="${1:-models/multi30k_distill}"
+minutes="${DISTILL_MINUTES:-60}"
+real_weight="${DISTILL_REAL_WEIGHT:-1}"
+mono="${DISTILL_MONO:-no}"
+lines="${DISTILL_LINES:-all}"
+if [[ -n ${DISTILL_TEACHER:-} ]]; then
+  read -r -a teacher <<< "$DISTILL_TEACHER"
+else
+  summary=models/multi30k_mono/summary.txt
+  [[ -s $summary ]] || { echo "distill: no DISTILL_TEACHER and no $summary; run scripts/multi30k_mono.sh first" >&2; exit 2; }
+  read -r -a teacher <<< "$(sed -n 's/^system: //p' "$summary")"
+fi
+[[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "distill: DISTILL_MINUTES must be a number, not '$minutes'" >&2; exit 2; }
+[[ $real_weight =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "distill: DISTILL_REAL_WEIGHT must be a number, not '$real_weight'" >&2; exit 2; }
+[[ $lines == all || $lines =~ ^[1-9][0-9]*$ ]] || { echo "distill: DISTILL_LINES must be a count or all, not '$lines'" >&2; exit 2; }
+[[ $mono == yes || $mono == no ]] || { echo "distill: DISTILL_MONO must be yes or no, not '$mono'" >&2; exit 2; }
+m30k=data/multi30k
+beam=(--beam-size 5 --length-penalty 0.6)
+mkdir -p "$out"
+rm -f "$out/summary.txt" "$out/times.tsv"
+log() { echo "distill: $(date +%H:%M:%S) $*"; }
+
+# 1. The teacher's translations.
+cp $m30k/train.de "$out/sources.de.part"
+if [[ $mono == yes ]]; then
+  gunzip -c $m30k/task2/train.{1,2,3,4,5}.de.gz |
+    awk 'FILENAME != "-" { seen[$0] = 1; next } NF > 0 && !seen[$0]++' \
+      $m30k/train.de $m30k/val.de $m30k/test_2016_flickr.de - >> "$out/sources.de.part"
+fi
+if [[ $lines != all ]]; then
+  head -n "$lines" "$out/sources.de.part" > "$out/sources.de.head" && mv "$out/sources.de.head" "$out/sources.de.part"
+fi
+mv "$out/sources.de.part" "$out/sources.de"
+log "the teacher (${teacher[*]}) translates $(wc -l < "$out/sources.de") German sentences, ${beam[*]}"
+build/nmt synthesize "${teacher[@]}" --direction forward --input "$out/sources.de" "${beam[@]}" --threads 2 \
+  --quiet --source-output "$out/distilled.de" --target-output "$out/distilled.en" > "$out/synthesize.out" 2>&1 ||
+  { tail -5 "$out/synthesize.out"; exit 1; }
+
+# 2. The student.
+corpora=(--train-source "$out/distilled.de" --train-target "$out/distilled.en")
+if awk -v w="$real_weight" 'BEGIN { exit !(w > 0) }'; then
+  corpora=(--train-source "$out/distilled.de,$m30k/train.de" --train-target "$out/distilled.en,$m30k/train.en"
+    --train-weights "1,$real_weight")
+fi
+log "training the student for $minutes minutes"
+build/nmt train --config configs/multi30k_de_en.toml "${corpora[@]}" --joint-vocab false --vocab-size 8000 \
+  --embedding-size 384 --encoder-hidden-size 384 --decoder-hidden-size 384 --attention-size 384 \
+  --model-dir "$out/student" --overwrite --threads 1 --max-minutes "$minutes" --early-stopping-patience 0 \
+  > "$out/student.out" 2>&1 || { tail -5 "$out/student.out"; exit 1; }
+build/nmt shortlist --model "$out/student" > "$out/shortlist.out" 2>&1 || { tail -5 "$out/shortlist.out"; exit 1; }
+
+# 3. Teacher against student on test, alternately.
+test=(--src $m30k/test_2016_flickr.de --ref $m30k/test_2016_flickr.en --json --quiet --threads 2)
+student=(--model "$out/student" --beam-size 1 --compute-type int8 --shortlist "$out/student/shortlist.bin")
+printf "system\trun\tseconds\tBLEU\n" > "$out/times.tsv"
+run() {  # name, run number, evaluate options
+  local name=$1 number=$2 begin end result
+  shift 2
+  begin=$(date +%s.%N)
+  result=$(build/nmt evaluate "$@" "${test[@]}")
+  end=$(date +%s.%N)
+  printf "%s\t%s\t%.2f\t%s\n" "$name" "$number" "$(awk -v a="$begin" -v b="$end" 'BEGIN { print b - a }')" \
+    "$(python3 -c 'import json, sys; print("%.2f" % json.loads(sys.argv[1])["bleu"])' "$result")" >> "$out/times.tsv"
+}
+log "test_2016_flickr: teacher ${beam[*]} against student greedy, int8, shortlist; three runs each"
+for number in 1 2 3; do
+  run teacher "$number" "${teacher[@]}" "${beam[@]}"
+  run student "$number" "${student[@]}"
+done
+median() { awk -F'\t' -v s="$1" '$1 == s { print $3 }' "$out/times.tsv" | sort -n | sed -n 2p; }
+bleu() { awk -F'\t' -v s="$1" '$1 == s { print $4; exit }' "$out/times.tsv"; }
+{
+  echo "teacher: ${teacher[*]} ${beam[*]}"
+  echo "student: ${student[*]} (dev BLEU of its best checkpoint, greedy: $(grep -o 'best dev bleu [0-9.]*' "$out/student.out" | tail -1 | awk '{ print $4 }'))"
+  echo "distilled pairs: $(wc -l < "$out/distilled.en"), real weight $real_weight"
+  printf "test BLEU: teacher %s, student %s\n" "$(bleu teacher)" "$(bleu student)"
+  printf "whole-command seconds (median of 3): teacher %s, student %s, ratio %.2f\n" "$(median teacher)" \
+    "$(median student)" "$(awk -v t="$(median teacher)" -v s="$(median student)" 'BEGIN { print t / s }')"
+} > "$out/summary.txt.tmp"
+mv "$out/summary.txt.tmp" "$out/summary.txt"
+cat "$out/summary.txt"
