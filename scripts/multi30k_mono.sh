@@ -174,7 +174,7 @@ mv "$out/test.txt.tmp" "$out/test.txt"
 cat "$out/test.txt"
 {
   echo "wall-clock of steps 1-5: $used minutes (budget $budget)"
-  echo "reverse model: $reverse$([[ -s $out/reverse.out ]] && grep -o ', best dev bleu [0-9.]*' "$out/reverse.out" | tail -1) (val, greedy)"
+  echo "reverse model: $reverse$([[ -s $out/reverse.out ]] && grep -o 'best dev bleu [0-9.]*' "$out/reverse.out" | tail -1 | awk '{ print ", dev BLEU " $4 " (val, greedy)" }')"
   echo "synthetic corpus: $(python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); print(o["pairs"], "pairs")' "$out/bt.de.origin.json")"
   echo "system: ${system[*]}"
   cat "$out/val.tsv"
