@@ -27,6 +27,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/get_multi30k.sh
 scripts/build.sh
+source scripts/lib/members.sh
+name=best
 
 out="${1:-models/multi30k_best}"
 budget="${BEST_MINUTES:-60}"
@@ -36,10 +38,6 @@ precision="${BEST_PRECISION:-fp32}"
 # What steps 2-3 need after training stops: each member's last validation and checkpoint, the
 # averages, and five dev translations (the last by the ensemble).
 reserve_minutes=2
-search=(--beam-size 5 --length-penalty 0.6)
-members=(additive cosine)
-dev=(--src data/multi30k/val.de --ref data/multi30k/val.en)
-test=(--src data/multi30k/test_2016_flickr.de --ref data/multi30k/test_2016_flickr.en)
 recipe=(--config configs/multi30k_de_en.toml --corpus-dir "$out/corpus" --joint-vocab false --vocab-size 8000)
 sizes=(--embedding-size 384 --encoder-hidden-size 384 --decoder-hidden-size 384 --attention-size 384)
 
@@ -58,56 +56,14 @@ if awk -v t="$train_minutes" 'BEGIN { exit !(t < 1) }'; then
   exit 2
 fi
 echo "best: $(date +%H:%M:%S) training ${members[*]} side by side, $train_minutes minutes each"
-pids=()
-# Ctrl-C, or one member failing, stops the other too.
-trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
-for m in "${members[@]}"; do
-  build/nmt train "${recipe[@]}" "${sizes[@]}" --attention "$m" --model-dir "$out/$m" --overwrite \
-    --threads 1 --max-minutes "$train_minutes" --early-stopping-patience 0 --keep-checkpoints 5 \
-    --precision "$precision" > "$out/$m.out" 2>&1 &
-  pids+=($!)
-done
-for _ in "${pids[@]}"; do
-  if ! wait -n; then   # the members are this shell's only background jobs
-    echo "best: a member failed, see $(printf "$out/%s.out " "${members[@]}")" >&2
-    exit 1
-  fi
-done
-trap - EXIT
+train_members "$train_minutes" "${recipe[@]}" "${sizes[@]}" --precision "$precision"
 
-dev_bleu() {  # nmt evaluate options (models and checkpoints): prints dev BLEU
-  local result
-  result=$(build/nmt evaluate "$@" "${dev[@]}" "${search[@]}" --json --quiet) || return 1
-  python3 -c 'import json, sys; print("%.2f" % json.loads(sys.argv[1])["bleu"])' "$result"
-}
-
-printf "system\tcheckpoints\tdev BLEU (val, %s)\n" "${search[*]}" > "$out/val.tsv"
-higher() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
-chosen=() picks=()          # each member's better checkpoint, as evaluate options and as names
-single_bleu=-1 single=()    # the better member
-for m in "${members[@]}"; do
-  build/nmt average --model "$out/$m" --last 3 --output "$out/$m/avg3.ckpt" > /dev/null
-  pick="" bleu=-1
-  for checkpoint in best.ckpt avg3.ckpt; do
-    score=$(dev_bleu --model "$out/$m" --checkpoint "$out/$m/$checkpoint")
-    printf "%s\t%s\t%s\n" "$m" "$checkpoint" "$score" >> "$out/val.tsv"
-    if higher "$score" "$bleu"; then pick=$checkpoint bleu=$score; fi
-  done
-  chosen+=(--model "$out/$m" --checkpoint "$out/$m/$pick")
-  picks+=("$m/$pick")
-  if higher "$bleu" "$single_bleu"; then single_bleu=$bleu single=(--model "$out/$m" --checkpoint "$out/$m/$pick"); fi
-done
-ensemble_bleu=$(dev_bleu "${chosen[@]}")
-printf "ensemble\t%s\t%s\n" "${picks[*]}" "$ensemble_bleu" >> "$out/val.tsv"
-if higher "$ensemble_bleu" "$single_bleu"; then system=("${chosen[@]}"); else system=("${single[@]}"); fi
+choose_on_val
 used=$(awk -v l="$(minutes_left)" -v b="$budget" 'BEGIN { printf "%.1f", b - l }')
 echo "best: $(date +%H:%M:%S) chosen on val after $used minutes: ${system[*]}"
 column -t -s $'\t' "$out/val.tsv" 2>/dev/null || cat "$out/val.tsv"
 
-echo "best: test_2016_flickr, ${search[*]}, once:"
-build/nmt evaluate "${system[@]}" "${test[@]}" "${search[@]}" --output "$out/test.hyp" --quiet > "$out/test.txt.tmp"
-mv "$out/test.txt.tmp" "$out/test.txt"
-cat "$out/test.txt"
+test_once
 {
   echo "wall-clock of preparing, training and choosing: $used minutes (budget $budget)"
   echo "system: ${system[*]}"

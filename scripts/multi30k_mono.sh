@@ -36,6 +36,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/get_multi30k.sh --mono
 scripts/build.sh
+source scripts/lib/members.sh
+name=mono
 
 out="${1:-models/multi30k_mono}"
 budget="${MONO_MINUTES:-120}"
@@ -65,11 +67,7 @@ esac
 # What step 5 needs after training stops: each member's last validation and checkpoint, the
 # averages, and five dev translations (the last by the ensemble).
 reserve_minutes=2
-search=(--beam-size 5 --length-penalty 0.6)
-members=(additive cosine)
 m30k=data/multi30k
-dev=(--src $m30k/val.de --ref $m30k/val.en)
-test=(--src $m30k/test_2016_flickr.de --ref $m30k/test_2016_flickr.en)
 sizes=(--embedding-size 384 --encoder-hidden-size 384 --decoder-hidden-size 384 --attention-size 384)
 vocab=(--joint-vocab false --vocab-size 8000)
 
@@ -123,55 +121,16 @@ if awk -v t="$train_minutes" 'BEGIN { exit !(t < 1) }'; then
   exit 2
 fi
 log "training ${members[*]} side by side, $train_minutes minutes each"
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT   # Ctrl-C, or one member failing, stops the other too
-for m in "${members[@]}"; do
-  build/nmt train --config configs/multi30k_de_en.toml "${sizes[@]}" "${vocab[@]}" "${corpora[@]}" \
-    --attention "$m" --model-dir "$out/$m" --overwrite --threads 1 --max-minutes "$train_minutes" \
-    --early-stopping-patience 0 --keep-checkpoints 5 --precision "$precision" > "$out/$m.out" 2>&1 &
-  pids+=($!)
-done
-for _ in "${pids[@]}"; do
-  if ! wait -n; then   # the members are this shell's only background jobs
-    echo "mono: a member failed, see $(printf "$out/%s.out " "${members[@]}")" >&2
-    exit 1
-  fi
-done
-trap - EXIT
+train_members "$train_minutes" --config configs/multi30k_de_en.toml "${sizes[@]}" "${vocab[@]}" "${corpora[@]}" \
+  --precision "$precision"
 
 # 5. The choice on val.
-dev_bleu() {  # nmt evaluate options (models and checkpoints): prints dev BLEU
-  local result
-  result=$(build/nmt evaluate "$@" "${dev[@]}" "${search[@]}" --json --quiet) || return 1
-  python3 -c 'import json, sys; print("%.2f" % json.loads(sys.argv[1])["bleu"])' "$result"
-}
-printf "system\tcheckpoints\tdev BLEU (val, %s)\n" "${search[*]}" > "$out/val.tsv"
-higher() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
-chosen=() picks=()          # each member's better checkpoint, as evaluate options and as names
-single_bleu=-1 single=()    # the better member
-for m in "${members[@]}"; do
-  build/nmt average --model "$out/$m" --last 3 --output "$out/$m/avg3.ckpt" > /dev/null
-  pick="" bleu=-1
-  for checkpoint in best.ckpt avg3.ckpt; do
-    score=$(dev_bleu --model "$out/$m" --checkpoint "$out/$m/$checkpoint")
-    printf "%s\t%s\t%s\n" "$m" "$checkpoint" "$score" >> "$out/val.tsv"
-    if higher "$score" "$bleu"; then pick=$checkpoint bleu=$score; fi
-  done
-  chosen+=(--model "$out/$m" --checkpoint "$out/$m/$pick")
-  picks+=("$m/$pick")
-  if higher "$bleu" "$single_bleu"; then single_bleu=$bleu single=(--model "$out/$m" --checkpoint "$out/$m/$pick"); fi
-done
-ensemble_bleu=$(dev_bleu "${chosen[@]}")
-printf "ensemble\t%s\t%s\n" "${picks[*]}" "$ensemble_bleu" >> "$out/val.tsv"
-if higher "$ensemble_bleu" "$single_bleu"; then system=("${chosen[@]}"); else system=("${single[@]}"); fi
+choose_on_val
 used=$(awk -v l="$(minutes_left)" -v b="$budget" 'BEGIN { printf "%.1f", b - l }')
 log "chosen on val after $used minutes: ${system[*]}"
 column -t -s $'\t' "$out/val.tsv" 2>/dev/null || cat "$out/val.tsv"
 
-echo "mono: test_2016_flickr, ${search[*]}, once:"
-build/nmt evaluate "${system[@]}" "${test[@]}" "${search[@]}" --output "$out/test.hyp" --quiet > "$out/test.txt.tmp"
-mv "$out/test.txt.tmp" "$out/test.txt"
-cat "$out/test.txt"
+test_once
 {
   echo "wall-clock of steps 1-5: $used minutes (budget $budget)"
   echo "reverse model: $reverse$([[ -s $out/reverse.out ]] && grep -o 'best dev bleu [0-9.]*' "$out/reverse.out" | tail -1 | awk '{ print ", dev BLEU " $4 " (val, greedy)" }')"

@@ -14,6 +14,7 @@
 #include "inference/model.h"
 #include "search/translator.h"
 #include "text/corpus.h"
+#include "text/words.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -22,16 +23,6 @@ namespace nmt {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<std::string> words_of(const std::string& line) {
-  std::vector<std::string> words;
-  for (size_t start = 0; start < line.size();) {
-    const size_t space = std::min(line.find(' ', start), line.size());
-    if (space > start) words.push_back(line.substr(start, space - start));
-    start = space + 1;
-  }
-  return words;
-}
 
 // "2026-11-29T07:09:05Z"
 std::string utc_time(std::time_t time) {

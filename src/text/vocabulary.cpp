@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "text/special_tokens.h"
+#include "text/words.h"
 
 namespace nmt {
 
@@ -46,16 +47,6 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
 }
 
 namespace {
-
-// Calls take(start, length) for each word of `line`: its runs of bytes between ASCII spaces.
-template <typename Take>
-void for_each_word(const std::string& line, Take take) {
-  for (size_t start = 0; start < line.size();) {
-    const size_t space = std::min(line.find(' ', start), line.size());
-    if (space > start) take(start, space - start);
-    start = space + 1;
-  }
-}
 
 // Whether `vocabulary` encodes lines as its words one by one: probes with repeated, leading,
 // trailing and other spaces, punctuation and letters outside ASCII.
