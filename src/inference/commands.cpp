@@ -27,6 +27,16 @@ namespace nmt {
 
 namespace fs = std::filesystem;
 
+std::function<void(size_t)> progress_reporter(size_t total, bool quiet) {
+  if (quiet || !::isatty(STDERR_FILENO) || total < 50) return {};
+  const auto start = std::chrono::steady_clock::now();
+  return [start, total](size_t done) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "\r%zu/%zu sentences, %.1f sentences/s%s", done, total,
+                 static_cast<double>(done) / std::max(seconds, 1e-9), done == total ? "\n" : "");
+  };
+}
+
 namespace {
 
 // Output files are named after their input: "stdin" or the input's file name.
@@ -45,17 +55,6 @@ void require_same_line_count(const std::string& name, size_t lines, const std::s
 TranslationModels load(const TranslateOptions& options) {
   set_threads(options.threads);
   return load_models(options, parse_device(options.device));
-}
-
-// "\r1200/3000 sentences, 85.3 sentences/s" on stderr, only when stderr is a terminal.
-std::function<void(size_t)> progress_reporter(size_t total, bool quiet) {
-  if (quiet || !::isatty(STDERR_FILENO) || total < 50) return {};
-  const auto start = std::chrono::steady_clock::now();
-  return [start, total](size_t done) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "\r%zu/%zu sentences, %.1f sentences/s%s", done, total,
-                 static_cast<double>(done) / std::max(seconds, 1e-9), done == total ? "\n" : "");
-  };
 }
 
 // `progress`: as TranslateJob's; empty, a progress line on a terminal.

@@ -15,6 +15,11 @@
 
 namespace nmt {
 
+// "\r1200/3000 sentences, 85.3 sentences/s" on standard error after each batch, for
+// Translator::translate's `progress`: only when standard error is a terminal, not `quiet`, and
+// `total` is at least 50 sentences (otherwise an empty function).
+std::function<void(size_t)> progress_reporter(size_t total, bool quiet);
+
 struct TranslateJob {
   TranslateOptions options;
   std::vector<std::string> inputs;  // files, or "-" for standard input (the default)

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "inference/commands.h"
 #include "inference/model.h"
 #include "search/translator.h"
 #include "text/corpus.h"
@@ -140,7 +141,8 @@ SynthesizeSummary synthesize(const SynthesizeJob& job) {
   const TranslationModels models = load_models(job.options, device);
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), job.options.search,
                         job.options.batching, device, models.shortlist);
-  const std::vector<Translation> translations = translator.translate(lines);
+  const std::vector<Translation> translations =
+      translator.translate(lines, progress_reporter(lines.size(), job.options.quiet));
 
   SynthesizeSummary summary;
   summary.lines = static_cast<int64_t>(lines.size());
