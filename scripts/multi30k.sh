@@ -8,7 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/get_multi30k.sh
-scripts/build.sh
+scripts/build.sh nmt
 
 # The model directory as training will resolve it (config file, then the options given).
 model_dir=$(build/nmt train --config configs/multi30k_de_en.toml "$@" --dump-config | sed -n 's/^model-dir = "\(.*\)"$/\1/p')

@@ -26,7 +26,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/get_multi30k.sh
-scripts/build.sh
+scripts/build.sh nmt
 source scripts/lib/members.sh
 name=best
 

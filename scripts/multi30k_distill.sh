@@ -32,7 +32,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/get_multi30k.sh --mono
-scripts/build.sh
+scripts/build.sh nmt
+source scripts/lib/captions.sh
 
 out="${1:-models/multi30k_distill}"
 minutes="${DISTILL_MINUTES:-60}"
@@ -79,9 +80,7 @@ log() { echo "distill: $(date +%H:%M:%S) $*"; }
 # 1. The teacher's translations.
 cp $m30k/train.de "$out/sources.de.part"
 if [[ $mono == yes ]]; then
-  gunzip -c $m30k/task2/train.{1,2,3,4,5}.de.gz |
-    awk 'FILENAME != "-" { seen[$0] = 1; next } NF > 0 && !seen[$0]++' \
-      $m30k/train.de $m30k/val.de $m30k/test_2016_flickr.de - >> "$out/sources.de.part"
+  task2_captions de >> "$out/sources.de.part"
 fi
 if [[ $lines != all ]]; then
   head -n "$lines" "$out/sources.de.part" > "$out/sources.de.head" && mv "$out/sources.de.head" "$out/sources.de.part"

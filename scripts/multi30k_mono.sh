@@ -35,8 +35,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/get_multi30k.sh --mono
-scripts/build.sh
+scripts/build.sh nmt
 source scripts/lib/members.sh
+source scripts/lib/captions.sh
 name=mono
 
 out="${1:-models/multi30k_mono}"
@@ -79,9 +80,7 @@ log() { echo "mono: $(date +%H:%M:%S) $*"; }
 
 # 1. The English captions of task 2 that task 1 does not hold, each once, in their first order.
 log "monolingual English from data/multi30k/task2"
-gunzip -c $m30k/task2/train.{1,2,3,4,5}.en.gz |
-  awk 'FILENAME != "-" { seen[$0] = 1; next } NF > 0 && !seen[$0]++' \
-    $m30k/train.en $m30k/val.en $m30k/test_2016_flickr.en - > "$out/mono.en.part"
+task2_captions en > "$out/mono.en.part"
 if [[ $mono_lines != all ]]; then
   head -n "$mono_lines" "$out/mono.en.part" > "$out/mono.en.head" && mv "$out/mono.en.head" "$out/mono.en.part"
 fi

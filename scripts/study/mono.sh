@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# What monolingual text buys on Multi30k German->English: tagged against untagged
+# back-translation, sampling against beam search (and beam search with noise), self-training, and
+# the share of real data, each a member of scripts/multi30k_mono.sh (sizes 384, separate 8k
+# vocabularies, additive attention) trained for STUDY_MINUTES on one thread, side by side in pairs
+# (scripts/study/mono.txt), then scored on val and test (scripts/study/report.py).
+#  1. From MONO_DIR (a finished scripts/multi30k_mono.sh run: its reverse model and English
+#     captions), in int8 on both cores: sample (top-10 sampling, as that script), beam (beam 5,
+#     length penalty 0.6), beam-noise (beam, then each word deleted or replaced by <blank> with
+#     probability 0.1 and the words shuffled by up to 3 places, as Edunov et al. 2018);
+#  2. real-only, the member on the real corpus alone (alone on the machine);
+#  3. forward, for self-training (He et al. 2020): real-only's best checkpoint translates task 2's
+#     German captions (beam 5, int8), their German sides noised as beam-noise's;
+#  4. every other variant, two at a time;
+#  5. the report, STUDY_DIR/report.md.
+# Each step whose output is there is skipped, so that a study cut short goes on where it stopped.
+#
+# Usage: scripts/study/mono.sh [MONO_DIR]          (default models/multi30k_mono)
+# Environment: STUDY_DIR (default models/study_mono), STUDY_MINUTES (default 30).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+source scripts/lib/captions.sh
+mono="${1:-models/multi30k_mono}"
+export STUDY_DIR="${STUDY_DIR:-models/study_mono}" STUDY_MINUTES="${STUDY_MINUTES:-30}" STUDY_JOBS=2 STUDY_THREADS=1
+[[ -s $mono/reverse/best.ckpt && -s $mono/mono.en ]] ||
+  { echo "study: $mono holds no reverse/best.ckpt and mono.en; run scripts/multi30k_mono.sh first" >&2; exit 2; }
+[[ -x build/nmt ]] || { echo "study: build/nmt not found; run scripts/build.sh first" >&2; exit 1; }
+corpora="$STUDY_DIR/corpora"
+mkdir -p "$corpora"
+log() { echo "study: $(date +%H:%M:%S) $*"; }
+noise=(--noise-delete 0.1 --noise-blank 0.1 --noise-shift 3)
+beam=(--beam-size 5 --length-penalty 0.6)
+
+synthesize() {  # NAME SYNTHESIZE_OPTIONS...: $corpora/NAME.{de,en}, unless there
+  local name=$1
+  shift
+  [[ -s $corpora/$name.de.origin.json ]] && return 0
+  log "synthetic corpus $name: $*"
+  build/nmt synthesize "$@" --seed 1 --compute-type int8 --threads 2 --quiet \
+    --source-output "$corpora/$name.de" --target-output "$corpora/$name.en" > "$corpora/$name.out" 2>&1 ||
+    { tail -5 "$corpora/$name.out"; exit 1; }
+}
+variants="$STUDY_DIR/variants.txt"
+member="--embedding-size 384 --encoder-hidden-size 384 --decoder-hidden-size 384 --attention-size 384"
+member+=" --joint-vocab false --vocab-size 8000 --attention additive --early-stopping-patience 0"
+sed -e "s|@MEMBER@|$member|" -e "s|@CORPORA@|$corpora|g" scripts/study/mono.txt > "$variants"
+
+# 1. Back-translation three ways.
+reverse=(--model "$mono/reverse" --input "$mono/mono.en")
+synthesize sample "${reverse[@]}" --sampling-topk 10
+synthesize beam "${reverse[@]}" "${beam[@]}"
+synthesize beam-noise "${reverse[@]}" "${beam[@]}" "${noise[@]}"
+# 2. The member on real data alone.
+scripts/study/run.sh <(grep '^real-only ' "$variants")
+# 3. Self-training's corpus.
+[[ -s $corpora/captions.de ]] || { task2_captions de > "$corpora/captions.de.part" && mv "$corpora/captions.de.part" "$corpora/captions.de"; }
+synthesize forward --direction forward --model "$STUDY_DIR/real-only" --input "$corpora/captions.de" "${beam[@]}" "${noise[@]}"
+# 4. The rest, two at a time.
+scripts/study/run.sh "$variants"
+# 5. The report.
+log "scoring every run on val and test"
+scripts/study/report.py "$STUDY_DIR" $(grep -v '^#' "$variants" | awk '{ print $1 }') > "$STUDY_DIR/report.md.part"
+mv "$STUDY_DIR/report.md.part" "$STUDY_DIR/report.md"
+cat "$STUDY_DIR/report.md"
