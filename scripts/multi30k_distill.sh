@@ -4,7 +4,9 @@
 # translations beside the real ones, and the student's greedy search in int8 through a shortlist
 # is set against the teacher's beam search on test_2016_flickr, in BLEU and in whole-command time.
 #  1. the teacher's translations of data/multi30k/train.de (nmt synthesize --direction forward,
-#     beam 5, length penalty 0.6), and with DISTILL_MONO=yes of task 2's German captions too;
+#     beam 5, length penalty 0.6), and with DISTILL_MONO=yes of task 2's German captions too (kept,
+#     with OUTPUT_DIR/teacher.txt naming the teacher, its files and the sources, so that a rerun
+#     with the same teacher and sources goes straight to step 2);
 #  2. the student, on one thread for DISTILL_MINUTES, on the distilled corpus (weight
 #     DISTILL_WEIGHT), the real one (weight DISTILL_REAL_WEIGHT) and the back-translated one
 #     (DISTILL_BT, tagged <bt>): by default it starts from the teacher's first member
@@ -77,8 +79,8 @@ mkdir -p "$out"
 rm -f "$out/summary.txt" "$out/times.tsv"
 log() { echo "distill: $(date +%H:%M:%S) $*"; }
 
-# 1. The teacher's translations.
-cp $m30k/train.de "$out/sources.de.part"
+# 1. The teacher's translations, unless this teacher already translated these sources here.
+cat $m30k/train.de > "$out/sources.de.part"
 if [[ $mono == yes ]]; then
   task2_captions de >> "$out/sources.de.part"
 fi
@@ -86,10 +88,20 @@ if [[ $lines != all ]]; then
   head -n "$lines" "$out/sources.de.part" > "$out/sources.de.head" && mv "$out/sources.de.head" "$out/sources.de.part"
 fi
 mv "$out/sources.de.part" "$out/sources.de"
-log "the teacher (${teacher[*]}) translates $(wc -l < "$out/sources.de") German sentences, ${beam[*]}"
-build/nmt synthesize "${teacher[@]}" --direction forward --input "$out/sources.de" "${beam[@]}" --threads 2 \
-  --quiet --source-output "$out/distilled.de" --target-output "$out/distilled.en" > "$out/synthesize.out" 2>&1 ||
-  { tail -5 "$out/synthesize.out"; exit 1; }
+made_by="${teacher[*]} ${beam[*]}; sources $(md5sum < "$out/sources.de" | cut -d' ' -f1)"
+for option in "${teacher[@]}"; do  # the teacher's files as they are now
+  [[ -e $option ]] && made_by+="; $option $(stat -c '%s %Y' "$option")"
+done
+if [[ -s $out/distilled.en && -s $out/teacher.txt && $(< "$out/teacher.txt") == "$made_by" ]]; then
+  log "the teacher's translations of $out/sources.de are there ($out/teacher.txt says by whom); not made again"
+else
+  rm -f "$out/teacher.txt"
+  log "the teacher (${teacher[*]}) translates $(wc -l < "$out/sources.de") German sentences, ${beam[*]}"
+  build/nmt synthesize "${teacher[@]}" --direction forward --input "$out/sources.de" "${beam[@]}" --threads 2 \
+    --quiet --source-output "$out/distilled.de" --target-output "$out/distilled.en" > "$out/synthesize.out" 2>&1 ||
+    { tail -5 "$out/synthesize.out"; exit 1; }
+  echo "$made_by" > "$out/teacher.txt"
+fi
 
 # 2. The student.
 sources=("$out/distilled.de") targets=("$out/distilled.en") weights=("$weight") tags=("")

@@ -8,7 +8,7 @@
 #     captions), in int8 on both cores: sample (top-10 sampling, as that script), beam (beam 5,
 #     length penalty 0.6), beam-noise (beam, then each word deleted or replaced by <blank> with
 #     probability 0.1 and the words shuffled by up to 3 places, as Edunov et al. 2018);
-#  2. real-only, the member on the real corpus alone (alone on the machine);
+#  2. real-only, the member on the real corpus alone, beside sample-tagged;
 #  3. forward, for self-training (He et al. 2020): real-only's best checkpoint translates task 2's
 #     German captions (beam 5, int8), their German sides noised as beam-noise's;
 #  4. every other variant, two at a time;
@@ -51,8 +51,8 @@ reverse=(--model "$mono/reverse" --input "$mono/mono.en")
 synthesize sample "${reverse[@]}" --sampling-topk 10
 synthesize beam "${reverse[@]}" "${beam[@]}"
 synthesize beam-noise "${reverse[@]}" "${beam[@]}" "${noise[@]}"
-# 2. The member on real data alone.
-scripts/study/run.sh <(grep '^real-only ' "$variants")
+# 2. The member on real data alone, beside the first on synthetic data.
+scripts/study/run.sh <(grep -E '^(real-only|sample-tagged) ' "$variants")
 # 3. Self-training's corpus.
 [[ -s $corpora/captions.de ]] || { task2_captions de > "$corpora/captions.de.part" && mv "$corpora/captions.de.part" "$corpora/captions.de"; }
 synthesize forward --direction forward --model "$STUDY_DIR/real-only" --input "$corpora/captions.de" "${beam[@]}" "${noise[@]}"
