@@ -53,12 +53,9 @@ for setting in "MONO_MINUTES=$budget" "MONO_REVERSE_MINUTES=$reverse_minutes" "M
   [[ ${setting#*=} =~ $number ]] || { echo "mono: ${setting%%=*} must be a number, not '${setting#*=}'" >&2; exit 2; }
 done
 [[ $mono_lines == all || $mono_lines =~ ^[1-9][0-9]*$ ]] || { echo "mono: MONO_LINES must be a count or all, not '$mono_lines'" >&2; exit 2; }
-case $bt_search in
-  sample) bt_options=(--sampling-topk 10) ;;
-  beam) bt_options=(--beam-size 5 --length-penalty 0.6) ;;
-  beam-noise) bt_options=(--beam-size 5 --length-penalty 0.6 --noise-delete 0.1 --noise-blank 0.1 --noise-shift 3) ;;
-  *) echo "mono: MONO_BT must be sample, beam or beam-noise, not '$bt_search'" >&2; exit 2 ;;
-esac
+bt_options=$(back_translation_options "$bt_search") ||
+  { echo "mono: MONO_BT must be sample, beam or beam-noise, not '$bt_search'" >&2; exit 2; }
+readarray -t bt_options <<< "$bt_options"
 case $tag in
   yes) tags=(--train-tags ",<bt>") ;;
   no) tags=() ;;

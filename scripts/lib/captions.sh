@@ -1,4 +1,5 @@
-# Task 2 of Multi30k as monolingual text, sourced by the scripts that use it.
+# Task 2 of Multi30k as monolingual text, and the ways to back-translate it, sourced by the scripts
+# that use them.
 
 # task2_captions LANGUAGE (en or de): prints the captions of task 2 in that language that are not
 # lines of task 1's training, dev or test text, each once, in their first order.
@@ -7,4 +8,18 @@ task2_captions() {
   gunzip -c $m30k/task2/train.{1,2,3,4,5}."$language".gz |
     awk 'FILENAME != "-" { seen[$0] = 1; next } NF > 0 && !seen[$0]++' \
       $m30k/train."$language" $m30k/val."$language" $m30k/test_2016_flickr."$language" -
+}
+
+# back_translation_options WAY (sample, beam or beam-noise): prints the nmt synthesize options of
+# that way of back-translating, one per line (readarray), or fails for another word. sample draws
+# from the 10 likeliest subwords; beam-noise is beam 5, then each word deleted or replaced by
+# <blank> with probability 0.1 and the words shuffled by up to 3 places (Edunov et al. 2018).
+back_translation_options() {
+  local beam=(--beam-size 5 --length-penalty 0.6)
+  case $1 in
+    sample) printf '%s\n' --sampling-topk 10 ;;
+    beam) printf '%s\n' "${beam[@]}" ;;
+    beam-noise) printf '%s\n' "${beam[@]}" --noise-delete 0.1 --noise-blank 0.1 --noise-shift 3 ;;
+    *) return 1 ;;
+  esac
 }

@@ -29,8 +29,7 @@ export STUDY_DIR="${STUDY_DIR:-models/study_mono}" STUDY_MINUTES="${STUDY_MINUTE
 corpora="$STUDY_DIR/corpora"
 mkdir -p "$corpora"
 log() { echo "study: $(date +%H:%M:%S) $*"; }
-noise=(--noise-delete 0.1 --noise-blank 0.1 --noise-shift 3)
-beam=(--beam-size 5 --length-penalty 0.6)
+readarray -t beam_noise < <(back_translation_options beam-noise)
 
 synthesize() {  # NAME SYNTHESIZE_OPTIONS...: $corpora/NAME.{de,en}, unless there
   local name=$1
@@ -48,14 +47,15 @@ sed -e "s|@MEMBER@|$member|" -e "s|@CORPORA@|$corpora|g" scripts/study/mono.txt 
 
 # 1. Back-translation three ways.
 reverse=(--model "$mono/reverse" --input "$mono/mono.en")
-synthesize sample "${reverse[@]}" --sampling-topk 10
-synthesize beam "${reverse[@]}" "${beam[@]}"
-synthesize beam-noise "${reverse[@]}" "${beam[@]}" "${noise[@]}"
+for way in sample beam beam-noise; do
+  readarray -t options < <(back_translation_options $way)
+  synthesize $way "${reverse[@]}" "${options[@]}"
+done
 # 2. The member on real data alone, beside the first on synthetic data.
 scripts/study/run.sh <(grep -E '^(real-only|sample-tagged) ' "$variants")
 # 3. Self-training's corpus.
 [[ -s $corpora/captions.de ]] || { task2_captions de > "$corpora/captions.de.part" && mv "$corpora/captions.de.part" "$corpora/captions.de"; }
-synthesize forward --direction forward --model "$STUDY_DIR/real-only" --input "$corpora/captions.de" "${beam[@]}" "${noise[@]}"
+synthesize forward --direction forward --model "$STUDY_DIR/real-only" --input "$corpora/captions.de" "${beam_noise[@]}"
 # 4. The rest, two at a time.
 scripts/study/run.sh "$variants"
 # 5. The report.
