@@ -171,6 +171,40 @@ TEST_CASE("cli: back-translation end to end: a reverse model, synthesize with sa
   CHECK(read_lines(ft_source).size() == read_lines(ft_target).size());
   CHECK(nlohmann::json::parse(read_file(ft_source + ".origin.json")).at("search").at("beam_size") == 2);
 
+  // Noise on translations made before: the bytes of a search with that noise and seed in one run.
+  const std::string beam = "synthesize --model " + reverse + " --input " + mono + " --beam-size 2 --max-length 12";
+  const std::string noise = " --seed 5 --noise-delete 0.2 --noise-blank 0.1 --noise-shift 2";
+  const fs::path plain = dir / "plain", searched = dir / "searched", noised = dir / "noised";
+  const auto outputs = [](const fs::path& stem) {
+    return " --source-output " + stem.string() + ".src --target-output " + stem.string() + ".tgt";
+  };
+  REQUIRE(run_nmt(beam + outputs(plain)).status == 0);
+  REQUIRE(run_nmt(beam + outputs(searched) + noise).status == 0);
+  const std::string from_file =
+      "synthesize --translations " + plain.string() + ".src --input " + plain.string() + ".tgt";
+  CommandResult noisy_copy = run_nmt(from_file + outputs(noised) + noise);
+  INFO(noisy_copy.output);
+  REQUIRE(noisy_copy.status == 0);
+  CHECK(read_file(noised.string() + ".src") == read_file(searched.string() + ".src"));
+  CHECK(read_file(noised.string() + ".tgt") == read_file(plain.string() + ".tgt"));
+  CHECK(read_file(noised.string() + ".src") != read_file(plain.string() + ".src"));
+  const auto noised_origin = nlohmann::json::parse(read_file(noised.string() + ".src.origin.json"));
+  CHECK(noised_origin.at("translations").at("path").get<std::string>() ==
+        fs::absolute(plain.string() + ".src").lexically_normal().string());
+  CHECK(noised_origin.at("translations_origin").at("search").at("beam_size") == 2);
+  CHECK_FALSE(noised_origin.contains("models"));
+  CommandResult both = run_nmt(from_file + " --model " + reverse + outputs(dir / "both"));
+  CHECK(both.status != 0);
+  CHECK_THAT(both.output, Catch::Contains("--translations"));
+  CommandResult neither = run_nmt("synthesize --input " + mono + outputs(dir / "neither"));
+  CHECK(neither.status != 0);
+  CHECK_THAT(neither.output, Catch::Contains("--model: give the model"));
+  CommandResult misaligned =
+      run_nmt("synthesize --translations " + plain.string() + ".src --input " + mono + outputs(dir / "misaligned"));
+  CHECK(misaligned.status != 0);
+  CHECK_THAT(misaligned.output, Catch::Contains("lines and --input 40"));
+  CHECK_FALSE(fs::exists(dir / "misaligned.src"));
+
   // The forward model trains on the real corpus and the tagged synthetic one.
   const std::string model_dir = (dir / "forward").string();
   CommandResult mixed =

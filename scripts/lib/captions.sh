@@ -10,16 +10,18 @@ task2_captions() {
       $m30k/train."$language" $m30k/val."$language" $m30k/test_2016_flickr."$language" -
 }
 
-# back_translation_options WAY (sample, beam or beam-noise): prints the nmt synthesize options of
-# that way of back-translating, one per line (readarray), or fails for another word. sample draws
-# from the 10 likeliest subwords; beam-noise is beam 5, then each word deleted or replaced by
-# <blank> with probability 0.1 and the words shuffled by up to 3 places (Edunov et al. 2018).
+# back_translation_options WAY (sample, beam, beam-noise or noise): prints the nmt synthesize
+# options of that way of back-translating, one per line (readarray), or fails for another word.
+# sample draws from the 10 likeliest subwords; beam-noise is beam 5, then each word deleted or
+# replaced by <blank> with probability 0.1 and the words shuffled by up to 3 places (Edunov et al.
+# 2018); noise is that noise alone.
 back_translation_options() {
-  local beam=(--beam-size 5 --length-penalty 0.6)
+  local beam=(--beam-size 5 --length-penalty 0.6) noise=(--noise-delete 0.1 --noise-blank 0.1 --noise-shift 3)
   case $1 in
     sample) printf '%s\n' --sampling-topk 10 ;;
     beam) printf '%s\n' "${beam[@]}" ;;
-    beam-noise) printf '%s\n' "${beam[@]}" --noise-delete 0.1 --noise-blank 0.1 --noise-shift 3 ;;
+    beam-noise) printf '%s\n' "${beam[@]}" "${noise[@]}" ;;
+    noise) printf '%s\n' "${noise[@]}" ;;
     *) return 1 ;;
   esac
 }

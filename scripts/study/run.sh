@@ -10,6 +10,9 @@
 # Environment:
 #   STUDY_DIR      where the runs go (default models/study): STUDY_DIR/NAME and STUDY_DIR/NAME.out
 #   STUDY_MINUTES  training budget of each run (default 22)
+#   STUDY_STEPS    when set, the budget is this many updates instead: other work on the machine then
+#                  slows a run down but does not change it, and a run cut short (no "done:" in its
+#                  log, a last.ckpt) goes on from its last checkpoint with --resume
 #   STUDY_JOBS     runs at the same time (default 2)
 #   STUDY_THREADS  threads of each run (default 1: two one-thread runs get more from two cores than
 #                  one two-thread run, and every run sees the same machine)
@@ -21,6 +24,8 @@ cd "$root"
 [ $# -ge 1 ] || { echo "usage: scripts/study/run.sh VARIANTS_FILE..." >&2; exit 2; }
 study_dir="${STUDY_DIR:-models/study}"
 minutes="${STUDY_MINUTES:-22}"
+steps="${STUDY_STEPS:-}"
+[[ -z $steps || $steps =~ ^[1-9][0-9]*$ ]] || { echo "study: STUDY_STEPS='$steps' must be a whole number of updates" >&2; exit 2; }
 jobs="${STUDY_JOBS:-2}"
 threads="${STUDY_THREADS:-1}"
 [ -x build/nmt ] || { echo "study: build/nmt not found; run scripts/build.sh first" >&2; exit 1; }
@@ -36,9 +41,15 @@ train_one() {  # NAME OPTIONS...
   if grep -q "done:" "$dir/train.log" 2>/dev/null; then
     echo "study: $name already trained"; return 0
   fi
-  echo "study: $(date +%H:%M:%S) training $name: $*"
-  if "$study_dir/nmt" train --config configs/multi30k_de_en.toml --model-dir "$dir" --overwrite \
-      --max-minutes "$minutes" --threads "$threads" --keep-checkpoints 5 "$@" >"$dir.out" 2>&1; then
+  local budget=(--max-minutes "$minutes") start=--overwrite
+  if [[ -n $steps ]]; then
+    budget=(--max-steps "$steps" --max-minutes 0)
+    [[ -s $dir/last.ckpt ]] && start=--resume
+  fi
+  [[ $start == --resume ]] || : >"$dir.out"
+  echo "study: $(date +%H:%M:%S) training $name ($start): $*"
+  if "$study_dir/nmt" train --config configs/multi30k_de_en.toml --model-dir "$dir" $start \
+      "${budget[@]}" --threads "$threads" --keep-checkpoints 5 "$@" >>"$dir.out" 2>&1; then
     echo "study: $(date +%H:%M:%S) $name done"
   else
     echo "study: $name FAILED, see $dir.out" >&2
@@ -46,7 +57,7 @@ train_one() {  # NAME OPTIONS...
   fi
 }
 export -f train_one
-export study_dir minutes threads
+export study_dir minutes steps threads
 
 variants=$(grep -hv '^[[:space:]]*\(#\|$\)' "$@" || true)
 [ -n "$variants" ] || { echo "study: no variants in $*" >&2; exit 2; }

@@ -16,9 +16,14 @@ Command add_synthesize(CLI::App& program) {
       "synthesize",
       "make a synthetic parallel corpus: translate monolingual text (back-translation with a reverse model, or "
       "forward translation for self-training and distillation) and write both sides");
-  command->add_option("--model", job->options.models, "model directory or exported model; several: an ensemble")
-      ->required();
+  CLI::Option* model =
+      command->add_option("--model", job->options.models, "model directory or exported model; several: an ensemble");
   command->add_option("--input", job->input, "monolingual text, one sentence per line")->required();
+  command
+      ->add_option("--translations", job->translations,
+                   "instead of --model: the input's translations, made before (one a line), to write as a corpus "
+                   "with --noise-*: the same bytes as searching again with that noise and --seed")
+      ->excludes(model);
   command->add_option("--source-output", job->source_output, "the synthetic corpus's source side")->required();
   command->add_option("--target-output", job->target_output, "its target side, line by line")->required();
   command
@@ -40,7 +45,7 @@ Command add_synthesize(CLI::App& program) {
       ->capture_default_str();
   add_translate_options(*command, job->options);
   return {command, [job] {
-            warn_if_slow_blas();
+            if (job->translations.empty()) warn_if_slow_blas();
             const SynthesizeSummary summary = synthesize(*job);
             spdlog::info(
                 "{} lines: {} pairs written to {} and {} ({} skipped: an empty line or translation); "

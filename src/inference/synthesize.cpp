@@ -44,35 +44,59 @@ nlohmann::json file_record(const std::string& path) {
 
 nlohmann::json origin_record(const SynthesizeJob& job, const SynthesizeSummary& summary) {
   const SearchOptions& search = job.options.search;
-  nlohmann::json models = nlohmann::json::array();
-  for (const auto& [model, checkpoint] : model_checkpoints(job.options)) {
-    models.push_back(file_record(fs::is_directory(model) ? resolve_checkpoint(model, checkpoint) : model));
-  }
   nlohmann::json record = {{"made_by", "nmt synthesize"},
                            {"made_at", utc_time(std::time(nullptr))},
                            {"direction", job.direction},
-                           {"input", file_record(job.input)},
-                           {"models", models},
-                           {"compute_type", job.options.compute_type},
-                           {"shortlist", job.options.shortlist},
-                           {"search", search.samples() ? nlohmann::json{{"sampling", true},
-                                                                        {"topk", search.sampling_topk},
-                                                                        {"topp", search.sampling_topp},
-                                                                        {"temperature", search.sampling_temperature},
-                                                                        {"seed", search.seed}}
-                                                       : nlohmann::json{{"beam_size", search.beam_size},
-                                                                        {"length_penalty", search.length_penalty}}},
-                           {"noise", nlohmann::json{{"delete", job.noise.delete_probability},
-                                                    {"blank", job.noise.blank_probability},
-                                                    {"blank_token", job.noise.blank},
-                                                    {"max_shift", job.noise.max_shift},
-                                                    {"seed", search.seed}}},
-                           {"lines", summary.lines},
-                           {"pairs", summary.pairs},
-                           {"skipped", summary.skipped},
-                           {"source_output", fs::absolute(job.source_output).lexically_normal().string()},
-                           {"target_output", fs::absolute(job.target_output).lexically_normal().string()}};
+                           {"input", file_record(job.input)}};
+  if (job.translations.empty()) {
+    nlohmann::json models = nlohmann::json::array();
+    for (const auto& [model, checkpoint] : model_checkpoints(job.options)) {
+      models.push_back(file_record(fs::is_directory(model) ? resolve_checkpoint(model, checkpoint) : model));
+    }
+    record["models"] = models;
+    record["compute_type"] = job.options.compute_type;
+    record["shortlist"] = job.options.shortlist;
+    record["search"] = search.samples()
+                           ? nlohmann::json{{"sampling", true},
+                                            {"topk", search.sampling_topk},
+                                            {"topp", search.sampling_topp},
+                                            {"temperature", search.sampling_temperature},
+                                            {"seed", search.seed}}
+                           : nlohmann::json{{"beam_size", search.beam_size}, {"length_penalty", search.length_penalty}};
+  } else {
+    record["translations"] = file_record(job.translations);
+    // What made the translations, when a synthesize run did: the chain stays on record.
+    const std::string made = job.translations + ".origin.json";
+    if (fs::exists(made)) {
+      nlohmann::json origin = nlohmann::json::parse(read_file(made), nullptr, false);
+      if (!origin.is_discarded()) record["translations_origin"] = std::move(origin);
+    }
+  }
+  record["noise"] = {{"delete", job.noise.delete_probability},
+                     {"blank", job.noise.blank_probability},
+                     {"blank_token", job.noise.blank},
+                     {"max_shift", job.noise.max_shift},
+                     {"seed", search.seed}};
+  record["lines"] = summary.lines;
+  record["pairs"] = summary.pairs;
+  record["skipped"] = summary.skipped;
+  record["source_output"] = fs::absolute(job.source_output).lexically_normal().string();
+  record["target_output"] = fs::absolute(job.target_output).lexically_normal().string();
   return record;
+}
+
+// The first translation of each line ("" where the search gave none).
+std::vector<std::string> translate(const SynthesizeJob& job, const std::vector<std::string>& lines) {
+  set_threads(job.options.threads);
+  const torch::Device device = parse_device(job.options.device);
+  const TranslationModels models = load_models(job.options, device);
+  Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), job.options.search,
+                        job.options.batching, device, models.shortlist);
+  std::vector<std::string> firsts;
+  for (Translation& translation : translator.translate(lines, progress_reporter(lines.size(), job.options.quiet))) {
+    firsts.push_back(translation.texts.empty() ? "" : std::move(translation.texts.front()));
+  }
+  return firsts;
 }
 
 }  // namespace
@@ -119,6 +143,15 @@ void check_synthesize_job(const SynthesizeJob& job) {
   }
   if (job.options.search.n_best != 1) throw std::invalid_argument("--n-best: synthesize writes one translation a line");
   if (!fs::exists(job.input)) throw FileNotFound(job.input + ": --input file not found");
+  if (job.translations.empty() && job.options.models.empty()) {
+    throw std::invalid_argument("--model: give the model that translates --input (or --translations, made before)");
+  }
+  if (!job.translations.empty()) {
+    if (!job.options.models.empty()) {
+      throw std::invalid_argument("--translations and --model: give one (translations made before, or a model)");
+    }
+    if (!fs::exists(job.translations)) throw FileNotFound(job.translations + ": --translations file not found");
+  }
   for (const auto& [path, option] :
        {std::pair{job.source_output, "--source-output"}, std::pair{job.target_output, "--target-output"}}) {
     if (path.empty()) throw std::invalid_argument(std::string(option) + ": give the file to write");
@@ -136,20 +169,20 @@ void check_synthesize_job(const SynthesizeJob& job) {
 SynthesizeSummary synthesize(const SynthesizeJob& job) {
   check_synthesize_job(job);
   const std::vector<std::string> lines = read_lines(job.input);
-  set_threads(job.options.threads);
-  const torch::Device device = parse_device(job.options.device);
-  const TranslationModels models = load_models(job.options, device);
-  Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), job.options.search,
-                        job.options.batching, device, models.shortlist);
-  const std::vector<Translation> translations =
-      translator.translate(lines, progress_reporter(lines.size(), job.options.quiet));
+  const std::vector<std::string> translations =
+      job.translations.empty() ? translate(job, lines) : read_lines(job.translations);
+  if (translations.size() != lines.size()) {
+    throw std::invalid_argument("--translations: " + job.translations + " has " + std::to_string(translations.size()) +
+                                " lines and --input " + std::to_string(lines.size()) +
+                                "; give the input's translations, one a line");
+  }
 
   SynthesizeSummary summary;
   summary.lines = static_cast<int64_t>(lines.size());
   std::string source_text, target_text;
   std::mt19937_64 generator(static_cast<uint64_t>(job.options.search.seed));
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string translation = translations[i].texts.empty() ? "" : translations[i].texts.front();
+    const std::string& translation = translations[i];
     const bool back = job.direction == "back";
     const std::string& source = back ? translation : lines[i];
     const std::string& target = back ? lines[i] : translation;

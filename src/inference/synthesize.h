@@ -43,6 +43,7 @@ std::string add_noise(const std::string& line, const NoiseOptions& noise, std::m
 struct SynthesizeJob {
   TranslateOptions options;        // the model(s) and the search: beam, sampling, int8, shortlist...
   std::string input;               // monolingual text, one sentence per line
+  std::string translations;        // or input's translations, already made (line by line): no model
   std::string source_output;       // the synthetic corpus's source side
   std::string target_output;       // its target side, line by line with source_output
   std::string direction = "back";  // back: the input is target-language text; forward: source-language
@@ -55,12 +56,15 @@ struct SynthesizeSummary {
   int64_t skipped = 0;  // an empty input line or an empty translation
 };
 
-// Checks the job's files and options before any model is loaded: std::invalid_argument or
-// FileNotFound naming the option.
+// Checks the job's files and options before any model is loaded (a model, or translations, but not
+// both): std::invalid_argument or FileNotFound naming the option.
 void check_synthesize_job(const SynthesizeJob& job);
 
-// Translates job.input and writes the two sides and SOURCE_OUTPUT.origin.json (what made them:
-// the direction, the models, the search, the noise, the input file's size and time, the counts).
+// Translates job.input (or takes job.translations) and writes the two sides and
+// SOURCE_OUTPUT.origin.json (what made them: the direction, the models and the search or the
+// translations' file and its own origin record, the noise, the input file's size and time, the
+// counts). With the same seed, noise on translations already made gives the bytes that the search
+// and that noise give in one run: one search serves a corpus with noise and one without.
 // Each file is written under a temporary name and renamed; the origin file, written last, says the
 // pair is whole.
 SynthesizeSummary synthesize(const SynthesizeJob& job);
