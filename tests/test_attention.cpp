@@ -4,7 +4,7 @@
 #include "helpers.h"
 #include "kernels/dispatch.h"
 #include "model/attention.h"
-#include "model/fused_attention.h"
+#include "model/ops/attention_products.h"
 #include "model/scorers/registry.h"
 
 using namespace nmt;

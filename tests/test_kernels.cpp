@@ -17,13 +17,13 @@
 #include "kernels/int8_gemm.h"
 #include "kernels/row_kernels.h"
 #include "model/attention.h"
-#include "model/bf16_products.h"
 #include "model/dropout.h"
-#include "model/fused_attention.h"
 #include "model/gru_cell.h"
-#include "model/int8_linear.h"
-#include "model/loop_weight.h"
-#include "model/packed_linear.h"
+#include "model/linear/bf16_products.h"
+#include "model/linear/int8_linear.h"
+#include "model/linear/loop_weight.h"
+#include "model/linear/packed_linear.h"
+#include "model/ops/attention_products.h"
 #include "model/seq2seq.h"
 #include "train/fused_adam.h"
 #include "train/loss.h"
@@ -454,7 +454,7 @@ TEST_CASE("bf16 conversions give LibTorch's bits at every level, and bf16 linear
 }
 
 TEST_CASE("the output layer's fused loss in bf16: float64's loss and gradients on the rounded factors", "[kernels]") {
-  if (!cpu_has_bf16()) return;  // precision bf16 is refused on this CPU
+  if (!kernels::cpu_has_bf16()) return;  // precision bf16 is refused on this CPU
   torch::manual_seed(43);
   // 37 rows: several blocks of 8 and a ragged one, over two threads' shares.
   const torch::Tensor hidden = torch::randn({37, 24}, torch::requires_grad()),

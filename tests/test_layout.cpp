@@ -1,6 +1,8 @@
-// The source tree's shape: the folders of src/ include each other without a cycle, and main.cpp
-// only parses and dispatches (it includes no model, search, text or metric code, and each command
-// is a file of its own in src/cli/), and test names are ones CTest keeps whole.
+// The source tree's shape: the folders of src/ include each other without a cycle; in src/model/
+// the execution paths are folders of their own that only the functions choosing among them
+// include; the CPU's instruction sets are read in src/kernels/ alone; main.cpp only parses and
+// dispatches (it includes no model, search, text or metric code, and each command is a file of its
+// own in src/cli/); and test names are ones CTest keeps whole.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "helpers.h"
@@ -48,7 +51,107 @@ std::map<std::string, std::set<std::string>> folder_graph() {
   return graph;
 }
 
+std::string file_text(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Every file under src/, as its path relative to src/ ("model/decoder.cpp") and its text.
+std::vector<std::pair<std::string, std::string>> source_files() {
+  const fs::path source = nmt::testing::source_path("src");
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& entry : fs::recursive_directory_iterator(source)) {
+    if (entry.is_regular_file()) {
+      files.emplace_back(fs::relative(entry.path(), source).generic_string(), file_text(entry.path()));
+    }
+  }
+  return files;
+}
+
 }  // namespace
+
+TEST_CASE("src/model/: each execution path is a folder that only the functions choosing a path include", "[layout]") {
+  // The passes beside the architecture (model/*.h, model/scorers/): the reference, step by step;
+  // the fused CPU pass; the GPU graph pass. None builds on another.
+  const std::set<std::string> paths = {"model/reference", "model/fused_cpu", "model/gpu_graph"};
+  // The files that choose among them: DecoderImpl::teacher_forced_path (the decoder's training
+  // pass) and BiGruImpl::forward (the encoder's recurrence: step by step, both directions fused on
+  // the CPU, cuDNN on a GPU).
+  const std::set<std::string> fronts = {"model/decoder.cpp", "model/bigru.cpp"};
+  static const std::regex path_include(R"(#include "(model/[a-z_]+)/)");
+  std::map<std::string, std::set<std::string>> included_by_fronts;
+  for (const auto& [file, text] : source_files()) {
+    const std::string folder = fs::path(file).parent_path().generic_string();
+    for (auto match = std::sregex_iterator(text.begin(), text.end(), path_include); match != std::sregex_iterator();
+         ++match) {
+      const std::string included = (*match)[1].str();
+      if (paths.count(included) == 0 || included == folder) continue;
+      INFO(file << " includes " << included << "/");
+      CHECK(paths.count(folder) == 0);  // a path does not build on another
+      CHECK(fronts.count(file) == 1);   // only a front chooses a path
+      included_by_fronts[file].insert(included);
+    }
+  }
+  // The walk saw the choice: the decoder's front includes all three.
+  CHECK(included_by_fronts["model/decoder.cpp"] == paths);
+}
+
+TEST_CASE("src/model/: the device is chosen in the execution paths and in one front function per operation",
+          "[layout]") {
+  // A branch on the device outside a TORCH_CHECK (which only states what a function takes). Each
+  // front below chooses for one operation; a new choice goes into one of them, or a new front named
+  // here.
+  const std::map<std::string, const char*> fronts = {
+      {"model/gru_cell.cpp", "GruCellImpl::from_gates: the GRU step (LibTorch's CUDA cell, the kernel, the reference)"},
+      {"model/ops/attention_products.cpp", "additive_energy, weighted_sum: the attention products"},
+      {"model/bigru.cpp", "BiGruImpl::forward: the encoder's recurrence (cuDNN, fused, packed, step by step)"},
+      {"model/seq2seq.cpp", "the keys of the encoder states (real positions only in CPU inference)"},
+      {"model/dropout.cpp", "dropout_mask: the hashed mask on the CPU"},
+      {"model/linear/bf16_products.cpp", "to_bf16, to_float: the conversions"},
+  };
+  static const std::regex device_branch(
+      R"(is_cuda\(\)|is_cpu\(\)|type\(\)\s*==\s*(torch::|c10::DeviceType::)?k(CPU|CUDA))");
+  int branches = 0;
+  for (auto [file, text] : source_files()) {
+    if (file.rfind("model/", 0) != 0) continue;
+    // Drop each TORCH_CHECK( ... ) statement.
+    for (size_t at = text.find("TORCH_CHECK("); at != std::string::npos; at = text.find("TORCH_CHECK(", at)) {
+      size_t end = at + std::string("TORCH_CHECK(").size();
+      for (int depth = 1; end < text.size() && depth > 0; ++end)
+        depth += text[end] == '(' ? 1 : text[end] == ')' ? -1 : 0;
+      text.erase(at, end - at);
+    }
+    if (!std::regex_search(text, device_branch)) continue;
+    ++branches;
+    const std::string folder = fs::path(file).parent_path().generic_string();
+    const bool in_a_path = folder == "model/reference" || folder == "model/fused_cpu" || folder == "model/gpu_graph";
+    INFO(file << " branches on the device: move the choice into a front of tests/test_layout.cpp's list");
+    CHECK((in_a_path || fronts.count(file) == 1));
+  }
+  CHECK(branches >= 3);  // the pattern finds what it looks for
+}
+
+TEST_CASE("the CPU's instruction sets are read and a kernel chosen by them only in src/kernels/", "[layout]") {
+  // cpuid and the compiler's CPU checks read the CPU; comparing kernel_level() or asking
+  // *_kernels_available() chooses a kernel variant: kernels/dispatch.h does both for every caller
+  // (int8_kernel, packed_kernel, cpu_has_bf16, use_kernel).
+  static const std::regex reads_cpu(
+      R"(cpuid|__builtin_cpu_supports|__get_cpuid|xgetbv|kernel_level\(\)\s*[=!<>]|_kernels_available\(\))");
+  bool seen_kernels = false;
+  for (const auto& [file, text] : source_files()) {
+    if (file.rfind("kernels/", 0) == 0) {
+      seen_kernels = seen_kernels || std::regex_search(text, reads_cpu);
+      continue;
+    }
+    std::smatch match;
+    const bool reads = std::regex_search(text, match, reads_cpu);
+    INFO(file << (reads ? ": " + match.str() : std::string()));
+    CHECK_FALSE(reads);
+  }
+  CHECK(seen_kernels);  // the pattern finds what it looks for
+}
 
 TEST_CASE("the folders of src/ include each other without a cycle", "[layout]") {
   const auto graph = folder_graph();

@@ -10,12 +10,12 @@
 #include "kernels/available.h"
 #include "kernels/dispatch.h"
 #include "model/bigru.h"
-#include "model/decoder_gpu.h"
 #include "model/dropout.h"
+#include "model/gpu_graph/decoder_pass.h"
 #include "model/gru_cell.h"
-#include "model/int8_linear.h"
-#include "model/loop_linear.h"
-#include "model/loop_weight.h"
+#include "model/linear/int8_linear.h"
+#include "model/linear/loop_linear.h"
+#include "model/linear/loop_weight.h"
 #include "model/seq2seq.h"
 
 using namespace nmt;
@@ -225,7 +225,7 @@ TEST_CASE("LoopLinear without gradients is a plain linear map", "[model]") {
 }
 
 TEST_CASE("BiGru equals LibTorch's packed bidirectional GRU, outputs and gradients, and loads its weights", "[model]") {
-  // float64 takes the LibTorch-op path; float32 the fused one (bigru_fused.h) where the CPU has
+  // float64 takes the LibTorch-op path; float32 the fused one (fused_cpu/bigru_layer.h) where the CPU has
   // AVX2, its two directions side by side with two threads (three: one thread waits) and one after
   // the other with one.
   // Hidden size 5 is all tail lanes, 13 one group of eight and a tail.
@@ -441,7 +441,7 @@ TEST_CASE("a GRU step gives the equations' values and gradients (fused kernels w
 }
 
 TEST_CASE("the fused training pass of the decoder equals the per-step path, values and gradients", "[model]") {
-  // float32 with the AVX2 kernels takes the fused function (decoder_fused.h); the float64 copy of
+  // float32 with the AVX2 kernels takes the fused function (fused_cpu/decoder_pass.h); the float64 copy of
   // the same model takes advance() step by step. Dropout masks are drawn in the same order, so
   // with the same seed both compute the same function. Decoder size 13 is a lane group and a tail;
   // 9 rows split unevenly between two threads. Targets are ragged: the fused loop skips the rows
@@ -597,7 +597,7 @@ struct GpuLoopCase {
   GpuLoopWeights weights;
 };
 
-// Random inputs of the GPU's decoder loop (decoder_gpu.h), float64 leaves that require gradients.
+// Random inputs of the GPU's decoder loop (gpu_graph/decoder_pass.h), float64 leaves that require gradients.
 GpuLoopCase random_gpu_loop_case(int64_t batch, int64_t steps, const std::vector<int64_t>& source_lengths,
                                  uint64_t seed) {
   constexpr int64_t H = 5, A = 4, C = 6;
@@ -614,7 +614,7 @@ GpuLoopCase random_gpu_loop_case(int64_t batch, int64_t steps, const std::vector
   return c;
 }
 
-// The loop's maths in autograd's operations (decoder_gpu.h), with dropout masks [T, B, H] (or none).
+// The loop's maths in autograd's operations (gpu_graph/decoder_pass.h), with dropout masks [T, B, H] (or none).
 std::pair<torch::Tensor, torch::Tensor> reference_gpu_loop(const GpuLoopCase& c, const torch::Tensor& masks) {
   const GpuLoopWeights& w = c.weights;
   torch::Tensor hidden = c.initial_hidden, fed = torch::zeros_like(c.initial_hidden);

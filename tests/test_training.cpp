@@ -13,8 +13,8 @@
 #include "inference/model.h"
 #include "kernels/dispatch.h"
 #include "kernels/row_kernels.h"
-#include "model/bf16_products.h"
 #include "model/dropout.h"
+#include "model/linear/bf16_products.h"
 #include "model/word_dropout.h"
 #include "text/batching.h"
 #include "text/corpus.h"
@@ -693,7 +693,7 @@ TEST_CASE("bf16 training on a CPU: the first steps' losses within 1% of fp32's, 
   config.model.dropout = 0;
   config.label_smoothing = 0.1;
   config.precision = "bf16";
-  if (!cpu_has_bf16()) {
+  if (!kernels::cpu_has_bf16()) {
     CHECK_THROWS_WITH(check_precision(config, torch::kCPU), Catch::Contains("precision bf16") &&
                                                                 Catch::Contains("AVX512_BF16") &&
                                                                 Catch::Contains("precision fp32"));

@@ -38,7 +38,7 @@
 #include "config/train_config.h"
 #include "config/translate_options.h"
 #include "inference/model.h"
-#include "model/loop_weight.h"
+#include "model/linear/loop_weight.h"
 #include "search/continuous.h"
 #include "search/translator.h"
 #include "text/batching.h"
@@ -100,7 +100,7 @@ void print_row(const Row& row) {
 }
 
 // [rows x inner] times [inner x columns], repeated for at least 3 s after warm-up. With `packed`,
-// through LoopWeight (the weight packed once, model/loop_weight.h), as the recurrent loops multiply.
+// through LoopWeight (the weight packed once, model/linear/loop_weight.h), as the recurrent loops multiply.
 Row bench_mm(int64_t rows, int64_t inner, int64_t columns, bool packed, double mm_gflops) {
   torch::NoGradGuard no_grad;
   torch::Tensor a = torch::randn({rows, inner}), b = torch::randn({inner, columns}), c = torch::empty({rows, columns});

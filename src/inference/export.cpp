@@ -11,7 +11,7 @@
 #include "config/model_fields.h"
 #include "inference/checkpoint_format.h"
 #include "inference/model.h"
-#include "model/int8_linear.h"
+#include "model/linear/int8_linear.h"
 #include "util/format.h"
 #include "util/io.h"
 

@@ -1,6 +1,6 @@
 // Inference-only model files (nmt export) and what compute type int8 does to a model's weights.
 //
-// Compute type int8 rounds every weight matrix of the model to int8 per row (model/int8_linear.h's
+// Compute type int8 rounds every weight matrix of the model to int8 per row (model/linear/int8_linear.h's
 // quantize_rows, then dequantize_rows): the encoder and the rest of the scorer compute in float32
 // with the rounded matrices, and the decoder step multiplies by the int8 rows themselves. An int8
 // export stores exactly those int8 rows and scales (a quarter of the float32 bytes) and loads into

@@ -1,4 +1,4 @@
-// Kernels for training in bfloat16 on a CPU (precision bf16, model/bf16_products.h): conversions
+// Kernels for training in bfloat16 on a CPU (precision bf16, model/linear/bf16_products.h): conversions
 // between float32 and bfloat16, and the recurrent loops' products on AMX tiles.
 //
 // Conversions (AVX-512): rounding to nearest with ties to even, as LibTorch's float-to-bfloat16
@@ -6,7 +6,7 @@
 // widening can add a row vector (a bias) on the way. They replace LibTorch's conversions of the
 // large products' factors and results.
 //
-// Products: what a LoopWeight (model/loop_weight.h) multiplies by when a training step runs in bf16.
+// Products: what a LoopWeight (model/linear/loop_weight.h) multiplies by when a training step runs in bf16.
 // The weight is rounded and packed once per loop (pack_weight_bf16); each step rounds its few rows
 // of activations the same way and multiplies them, on AMX tiles (Intel Sapphire Rapids and later:
 // 16 x 16 float32 sums per tile over 32 bfloat16 products each) or, on a CPU with AVX512_BF16 and no

@@ -12,6 +12,10 @@
 
 #include "kernels/available.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 namespace nmt::kernels {
 namespace {
 
@@ -39,11 +43,12 @@ std::atomic<int>& level_store() {
 
 // What use_kernel() needs to know of an operation.
 struct OperationRule {
-  const char* name;       // in the log
-  KernelLevel least;      // the lowest level that runs the kernel
-  bool float32_only;      // the kernel takes float32 tensors only (otherwise any type, on the CPU)
-  const char* kernel;     // what runs when the kernel does, for the log
-  const char* reference;  // what runs otherwise
+  const char* name;             // in the log
+  KernelLevel least;            // the lowest level that runs the kernel
+  bool float32_only;            // the kernel takes float32 tensors only (otherwise any type, on the CPU)
+  const char* kernel;           // what runs when the kernel does, for the log
+  const char* reference;        // what runs otherwise
+  bool (*cpu_has)() = nullptr;  // what the CPU must have besides the level (kernels/available.h)
 };
 
 OperationRule operation_rule(Operation operation) {
@@ -74,7 +79,8 @@ OperationRule operation_rule(Operation operation) {
     case Operation::kLogSoftmax:
       return {"log_softmax", KernelLevel::kAvx2, true, "avx2 (with the beam's top-k fused)", "the LibTorch reference"};
     case Operation::kBf16Conversions:
-      return {"bf16_conversions", KernelLevel::kAvx512, false, "avx512", "LibTorch's conversions"};
+      return {"bf16_conversions", KernelLevel::kAvx512,     false,
+              "avx512",           "LibTorch's conversions", bf16_kernels_available};
   }
   return {"unknown", KernelLevel::kAvx512, true, "", ""};
 }
@@ -125,7 +131,8 @@ bool use_kernel(Operation operation, TensorRefs tensors, bool fits) {
     return !tensor.defined() ||
            (tensor.device().is_cpu() && (!wanted.float32_only || tensor.scalar_type() == torch::kFloat));
   };
-  const bool kernel = fits && kernel_level() >= wanted.least && std::all_of(tensors.begin(), tensors.end(), takes);
+  const bool kernel = fits && kernel_level() >= wanted.least && (wanted.cpu_has == nullptr || wanted.cpu_has()) &&
+                      std::all_of(tensors.begin(), tensors.end(), takes);
   log_first_path(operation, kernel);
   return kernel;
 }
@@ -136,6 +143,36 @@ bool autograd_records(TensorRefs tensors) {
     if (tensor.defined() && tensor.requires_grad()) return true;
   }
   return false;
+}
+
+Int8Kernel int8_kernel() {
+  if (!use_kernel(Operation::kInt8Products)) return Int8Kernel::kReference;
+  const bool vnni = kernel_level() == KernelLevel::kAvx512 && vnni_kernels_available();
+  return vnni ? Int8Kernel::kVnni : Int8Kernel::kAvx2;
+}
+
+PackedKernel packed_kernel(bool bf16) {
+  if (kernel_level() != KernelLevel::kAvx512) return PackedKernel::kAvx2;
+  if (bf16 && amx_kernels_available()) return PackedKernel::kAmx;
+  if (bf16 && avx512_bf16_kernels_available()) return PackedKernel::kAvx512Bf16;
+  return PackedKernel::kAvx512;
+}
+
+bool cpu_has_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // CPUID leaf 7: AMX-BF16 is EDX bit 22 of subleaf 0, AVX512_BF16 EAX bit 5 of subleaf 1 (read
+  // directly: not every compiler's __builtin_cpu_supports knows these names). Either needs AVX-512
+  // (or AMX) state that the system saves, which AVX-512 Foundation's check covers.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amx_bf16 = (edx >> 22) & 1u;
+  const unsigned subleaves = eax;
+  bool avx512_bf16 = false;
+  if (subleaves >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) avx512_bf16 = (eax >> 5) & 1u;
+  return avx512_bf16 || amx_bf16;
+#else
+  return false;
+#endif
 }
 
 }  // namespace nmt::kernels

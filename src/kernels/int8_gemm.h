@@ -1,4 +1,4 @@
-// Symmetric int8 matrix products for decoding with compute type int8 (model/int8_linear.h), as
+// Symmetric int8 matrix products for decoding with compute type int8 (model/linear/int8_linear.h), as
 // CTranslate2's and Marian's int8 CPU paths do: a weight W [rows, depth] quantized once per row
 // (q = round(W / s), s = max|W_row| / 127), activations x [m, depth] per row on the fly
 // (a = round(x / t), t = max|x_row| / L), and
@@ -16,7 +16,7 @@
 //     64 multiply-adds of a row instead of three (docs/dev/performance-notes.md has what that costs). The sign
 //     trick that keeps 8 bits (|a| times q carrying a's sign) adds abs and sign to the instructions;
 //   - a plain reference, behind NMT_KERNELS=off; L = 127.
-// Reached through kernels/dispatch.h (Operation::kInt8Products) and model/int8_linear.h only.
+// Reached through kernels/dispatch.h (Operation::kInt8Products) and model/linear/int8_linear.h only.
 //
 // Layout: the quantized weight is packed in panels of 16 rows (16 output columns), each panel a
 // run of groups of 4 depths: packed[((p * groups + g) * 16 + j) * 4 + i] = q[16 p + j, 4 g + i],

@@ -6,7 +6,7 @@
 // (pack_weight_*, once per pass over the loop) and run a register-blocked FMA kernel over it (8 x 32
 // with AVX-512, packed_gemm.cpp; 6 x 16 with AVX2, packed_gemm_avx2.cpp), so a step's product costs
 // only its arithmetic. The two share the packed layout. Reached only through kernels/dispatch.h
-// (use_kernel(Operation::kPackedProducts)) and model/loop_weight.h, which picks the kernel of the
+// (use_kernel(Operation::kPackedProducts)) and model/linear/loop_weight.h, which picks the kernel of the
 // level in force (kernel_level()).
 //
 // Shapes: a [rows, depth] row-major with leading dimension lda; the weight b [depth, columns]

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "model/fused_attention.h"
+#include "model/ops/attention_products.h"
 #include "util/runtime.h"
 
 namespace nmt {

@@ -33,7 +33,7 @@
 namespace nmt {
 
 // The parameters of a scorer of the additive form v^T tanh(W q + k_j + u c_j) (u c_j with
-// coverage only), which the decoder's fused training loop (decoder_fused.h) runs without calling
+// coverage only), which the decoder's fused training loop (fused_cpu/decoder_pass.h) runs without calling
 // the scorer.
 struct AdditiveForm {
   torch::Tensor query_weight;  // W [A, Q]

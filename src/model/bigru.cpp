@@ -8,15 +8,15 @@
 #include <cmath>
 
 #include "kernels/dispatch.h"
-#include "model/bf16_products.h"
-#include "model/bigru_fused.h"
 #include "model/dropout.h"
 #include "model/encoded_source.h"
+#include "model/fused_cpu/bigru_layer.h"
 #include "model/gru_cell.h"
-#include "model/int8_linear.h"
-#include "model/loop_linear.h"
-#include "model/loop_weight.h"
-#include "model/packed_linear.h"
+#include "model/linear/bf16_products.h"
+#include "model/linear/int8_linear.h"
+#include "model/linear/loop_linear.h"
+#include "model/linear/loop_weight.h"
+#include "model/linear/packed_linear.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -243,7 +243,7 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
     const Direction& backward = directions_[2 * layer + 1];
     std::vector<torch::Tensor> halves(2);
     if (kernels::use_kernel(kernels::Operation::kBiGruLayer, {layer_input, forward.weight_hh, backward.weight_hh})) {
-      // Both directions at once (bigru_fused.h).
+      // Both directions at once (fused_cpu/bigru_layer.h).
       auto [states_forward, states_backward, final_forward, final_backward] = fused_bigru_layer(
           input_gates, {forward.weight_hh, backward.weight_hh}, {forward.bias_hh, backward.bias_hh}, mask, shortest);
       halves = {states_forward, states_backward};

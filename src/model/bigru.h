@@ -5,7 +5,7 @@
 // so checkpoints of either load into the other. It runs faster in training than LibTorch's packed
 // GRU, which computes the input gates one step at a time: here each direction's input gates for
 // all positions are one matrix product before the loop, the loop holds only the hidden product,
-// and that product's weight gradient is one product after the loop (loop_linear.h).
+// and that product's weight gradient is one product after the loop (linear/loop_linear.h).
 //
 // On a GPU the whole network is one cuDNN call instead (forward_cudnn).
 //
@@ -22,9 +22,12 @@
 #include <functional>
 #include <vector>
 
-#include "model/bigru_fused.h"
-
 namespace nmt {
+
+// A loop's hidden product, out [R, 3H] = W_h hidden + b_h for hidden [R, H] (both with contiguous
+// rows), in float32 or in int8 (BiGruImpl); called on its direction's own thread
+// (fused_cpu/bigru_layer.h, packed_bigru_layer).
+using HiddenGates = std::function<void(const torch::Tensor& hidden, const torch::Tensor& out)>;
 
 class BiGruImpl : public torch::nn::Module {
  public:
@@ -41,11 +44,11 @@ class BiGruImpl : public torch::nn::Module {
 
   // From now on inference on the CPU (forward_packed) multiplies by copies of the weights prepared
   // once, instead of packing them for every batch: in float32 for the kernels (the input gates'
-  // products, packed_linear.h, and the loops', loop_weight.h), or, for compute type int8, rounded
-  // to int8 per row with the activations quantized per row on the fly (int8_linear.h), as the
+  // products, linear/packed_linear.h, and the loops', linear/loop_weight.h), or, for compute type int8, rounded
+  // to int8 per row with the activations quantized per row on the fly (linear/int8_linear.h), as the
   // decoder's products are. The copies are of the weights as they are now (translation;
   // inference/model.h). In int8 the packed path is taken at every kernel level: its products fall
-  // back to int8_linear.h's reference, not to float32.
+  // back to linear/int8_linear.h's reference, not to float32.
   void pack_float32();
   void quantize_int8();
 
@@ -55,7 +58,7 @@ class BiGruImpl : public torch::nn::Module {
   };
   struct PackedDirection {  // pack_float32()'s or quantize_int8()'s copies of a Direction
     std::function<torch::Tensor(const torch::Tensor&)> input;  // x [N, I] -> W_i x + b_i [N, 3H]
-    HiddenGates hidden;                                        // W_h h + b_h (bigru_fused.h)
+    HiddenGates hidden;                                        // W_h h + b_h (fused_cpu/bigru_layer.h)
   };
   // One direction over time-major input gates [S, B, 3H]; returns its states [S, B, H] and sets
   // `final` [B, H]. mask [S, B, 1] float (1 at real positions); first_padded = min length.
@@ -64,7 +67,7 @@ class BiGruImpl : public torch::nn::Module {
 
   Output forward_cudnn(const torch::Tensor& input, const torch::Tensor& lengths_cpu);
   // Inference on the CPU with the kernels: the batch packed without its padding
-  // (bigru_fused.h, packed_bigru_layer), for the input gates' products and the loops alike.
+  // (fused_cpu/bigru_layer.h, packed_bigru_layer), for the input gates' products and the loops alike.
   Output forward_packed(const torch::Tensor& input, const torch::Tensor& lengths_cpu);
   bool takes_packed_path(const torch::Tensor& input) const;
   void flatten_for_cudnn(const std::vector<torch::Tensor>& weights, int64_t input_size);
@@ -81,7 +84,7 @@ class BiGruImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BiGru);
 
-// The padding rule above, in one place for the per-step loop and the fused one (bigru_fused.cpp).
+// The padding rule above, in one place for the per-step loop and the fused one (fused_cpu/bigru_layer.cpp).
 // mask [B, 1] at step t: 1 for rows whose sentence is still running, 0 for rows that have ended.
 //
 // The next state: h + m (h' - h), which is h' for m = 1 and h for m = 0 (ended rows keep h).

@@ -2,14 +2,19 @@
 
 #include <torch/torch.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <tuple>
 
 #include "kernels/dispatch.h"
-#include "model/bf16_products.h"
-#include "model/decoder_fused.h"
 #include "model/dropout.h"
+#include "model/fused_cpu/decoder_pass.h"
+#include "model/gpu_graph/decoder_pass.h"
+#include "model/linear/bf16_products.h"
+#include "model/reference/decoder_steps.h"
 #include "model/word_dropout.h"
 #include "text/special_tokens.h"
 
@@ -229,84 +234,91 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
   return {logits, weights, next};
 }
 
+DecoderImpl::Path DecoderImpl::teacher_forced_path(const torch::Tensor& token_gates,
+                                                   const EncodedSource& source) const {
+  if (takes_gpu_loop(token_gates)) return Path::kGpuGraph;
+  if (gpu_loop_device(token_gates.device()) && torch::autograd::GradMode::is_enabled()) {
+    static std::once_flag logged;
+    std::call_once(logged, [&] {
+      spdlog::debug(
+          "decoder: the GPU graph pass takes one layer and the additive scorer of one head without "
+          "coverage; scorer {} with {} layer(s) trains on the reference pass",
+          options_.attention.scorer, cell_pointers_.size());
+    });
+  }
+  if (takes_fused_loop(token_gates, source)) return Path::kFusedCpu;  // use_kernel logs its choice
+  return Path::kReference;
+}
+
+DecoderOutput DecoderImpl::gpu_graph_pass(const torch::Tensor& token_gates, const DecoderState& state,
+                                          const EncodedSource& source) {
+  const AdditiveForm form = *attention->additive_form();
+  const GruCellImpl& cell = *cell_pointers_.front();
+  if (!gpu_loop_) gpu_loop_ = std::make_shared<GpuDecoderLoop>();
+  auto [attentional, weights] = gpu_loop_->run(
+      token_gates, state.hidden[0], source,
+      {feed_gates->weight, cell.weight_hh, cell.bias_hh, form.query_weight, form.energy, combine->weight},
+      is_training() ? options_.dropout : 0.0);
+  return {attentional, weights};
+}
+
+DecoderOutput DecoderImpl::fused_cpu_pass(const torch::Tensor& token_gates, const DecoderState& state,
+                                          const EncodedSource& source, const torch::Tensor& target_input) {
+  // The additive form runs on the loop's own kernels; any other scorer runs its forward().
+  const std::optional<AdditiveForm> form = attention->additive_form();
+  FusedDecoderWeights fused;
+  fused.feed = feed_gates->weight;
+  for (const GruCellImpl* cell : cell_pointers_) {
+    fused.hidden.push_back(cell->weight_hh);
+    fused.hidden_bias.push_back(cell->bias_hh);
+  }
+  for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) {
+    fused.layer_gates.push_back(gates->weight);
+    fused.layer_bias.push_back(gates->bias);
+  }
+  if (form) {
+    fused.query = form->query_weight, fused.energy = form->energy, fused.coverage = form->coverage;
+    fused.heads = form->heads;
+  }
+  fused.combine = combine->weight;
+  // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
+  const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);
+  FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden, source, fused, *attention, target_lengths,
+                                                 is_training() ? options_.dropout : 0.0);
+  return {output.attentional, output.attention};
+}
+
 DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const EncodedSource& source,
                                    double teacher_forcing) {
   TORCH_CHECK(target_input.dim() == 2 && target_input.size(0) == source.states.size(0),
               "decoder: target_input [B, T] expected, with the encoder's batch size");
-  const int64_t steps = target_input.size(1);
-  DecoderState state = initial_state(source);
-  std::vector<torch::Tensor> attentionals, weights;
-  attentionals.reserve(steps), weights.reserve(steps);
-
-  const bool always_reference = teacher_forcing >= 1.0 || !is_training();
-  if (always_reference) {
-    // Every input token is known: embed and project all of them in one matrix multiply.
-    const torch::Tensor token_gates =
-        training_linear(embed(target_input), embedding_gates->weight, embedding_gates->bias);  // [B, T, 3H]
-    if (takes_gpu_loop(token_gates)) {
-      const AdditiveForm form = *attention->additive_form();
-      const GruCellImpl& cell = *cell_pointers_.front();
-      if (!gpu_loop_) gpu_loop_ = std::make_shared<GpuDecoderLoop>();
-      auto [attentional, weights] = gpu_loop_->run(
-          token_gates, state.hidden[0], source,
-          {feed_gates->weight, cell.weight_hh, cell.bias_hh, form.query_weight, form.energy, combine->weight},
-          is_training() ? options_.dropout : 0.0);
-      return {attentional, weights};
-    }
-    if (takes_fused_loop(token_gates, source)) {
-      // The additive form runs on the loop's own kernels; any other scorer runs its forward().
-      const std::optional<AdditiveForm> form = attention->additive_form();
-      FusedDecoderWeights fused;
-      fused.feed = feed_gates->weight;
-      for (const GruCellImpl* cell : cell_pointers_) {
-        fused.hidden.push_back(cell->weight_hh);
-        fused.hidden_bias.push_back(cell->bias_hh);
-      }
-      for (const torch::nn::LinearImpl* gates : layer_gate_pointers_) {
-        fused.layer_gates.push_back(gates->weight);
-        fused.layer_bias.push_back(gates->bias);
-      }
-      if (form) {
-        fused.query = form->query_weight, fused.energy = form->energy, fused.coverage = form->coverage;
-        fused.heads = form->heads;
-      }
-      fused.combine = combine->weight;
-      // [B]: BOS y_1 .. y_n, then padding only (collate pads at the end).
-      const torch::Tensor target_lengths = target_input.ne(kPadId).sum(1);
-      FusedDecoderOutput output = fused_decoder_loop(token_gates, state.hidden, source, fused, *attention,
-                                                     target_lengths, is_training() ? options_.dropout : 0.0);
-      return {output.attentional, output.attention};
-    }
-    const StepMaps maps = step_maps();
-    // unbind, not select(1, t) per step: each select's backward would write a zero [B, T, 3H] tensor.
-    const std::vector<torch::Tensor> all_gates = token_gates.unbind(1);  // T x [B, 3H]
-    for (int64_t t = 0; t < steps; ++t) {
-      auto [attentional, step_weights] = advance(all_gates[static_cast<size_t>(t)], state, source, maps);
-      attentionals.push_back(attentional);
-      weights.push_back(step_weights);
-    }
-  } else {
+  const DecoderState state = initial_state(source);
+  const bool has_scorer = attention->has_scorer();
+  if (teacher_forcing < 1.0 && is_training()) {
     // Scheduled feeding: per step, the reference token with probability teacher_forcing, else the
     // model's own greedy prediction from the previous step.
     const StepMaps maps = step_maps();
-    torch::Tensor previous = target_input.select(1, 0);
-    for (int64_t t = 0; t < steps; ++t) {
-      if (t > 0) {
-        const bool use_reference = torch::rand({1}).item<double>() < teacher_forcing;
-        if (use_reference) {
-          previous = target_input.select(1, t);
-        } else {
-          torch::NoGradGuard no_grad;  // only the argmax is needed
-          previous = output_logits(attentionals.back()).argmax(1);
-        }
-      }
-      torch::Tensor token_gates = embedding_gates(embed(previous));  // [B, 3H]
-      auto [attentional, step_weights] = advance(token_gates, state, source, maps);
-      attentionals.push_back(attentional);
-      weights.push_back(step_weights);
-    }
+    return reference::scheduled_feeding_steps(
+        target_input, state, teacher_forcing,
+        [this](const torch::Tensor& tokens) { return embedding_gates(embed(tokens)); },
+        [this](const torch::Tensor& attentional) { return output_logits(attentional); },
+        [&](const torch::Tensor& gates, DecoderState& next) { return advance(gates, next, source, maps); }, has_scorer);
   }
-  return {torch::stack(attentionals, 1), attention->has_scorer() ? torch::stack(weights, 1) : torch::Tensor()};
+  // Every input token is known: embed and project all of them in one matrix multiply.
+  const torch::Tensor token_gates =
+      training_linear(embed(target_input), embedding_gates->weight, embedding_gates->bias);  // [B, T, 3H]
+  switch (teacher_forced_path(token_gates, source)) {
+    case Path::kGpuGraph:
+      return gpu_graph_pass(token_gates, state, source);
+    case Path::kFusedCpu:
+      return fused_cpu_pass(token_gates, state, source, target_input);
+    case Path::kReference:
+      break;
+  }
+  const StepMaps maps = step_maps();
+  return reference::teacher_forced_steps(
+      token_gates, state,
+      [&](const torch::Tensor& gates, DecoderState& next) { return advance(gates, next, source, maps); }, has_scorer);
 }
 
 }  // namespace nmt

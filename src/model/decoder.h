@@ -4,12 +4,13 @@
 //   a_t   = tanh(W_c [h_t; c_t])                    Luong et al. 2015, eq. 5
 //   p(y_t)= softmax(W_o a_t + b_o)                  eq. 6
 // advance() is the one place this runs; step() (both searches) and forward() (teacher forcing)
-// use it. The exceptions are training passes: with a scorer on a CPU with the AVX2 kernels, forward() runs the same
-// maths as one fused function with a hand-written backward (decoder_fused.h); on a GPU, with one layer and the
-// additive scorer, as a loop of recorded step graphs (decoder_gpu.h). Both are tested against advance().
+// use it. forward()'s training pass runs it once per position (model/reference/), or, faster, the
+// same maths as one fused function with a hand-written backward on a CPU with the AVX2 kernels
+// (model/fused_cpu/), or as a loop of recorded step graphs on a GPU (model/gpu_graph/); one
+// function chooses (teacher_forced_path), and the fast passes are tested against the reference.
 // After quantize_int8() (translation with compute type int8), step() runs the same advance() with the
-// step's products in int8 (int8_linear.h); after pack_float32() (translation in float32 on the CPU),
-// with the weights packed once for the CPU's kernels (packed_linear.h).
+// step's products in int8 (linear/int8_linear.h); after pack_float32() (translation in float32 on the CPU),
+// with the weights packed once for the CPU's kernels (linear/packed_linear.h).
 //
 // Shapes: B batch (or batch * beam), S source length, T target length, E embedding size,
 // H decoder hidden size, L layers, C encoder state size, V target vocabulary.
@@ -26,15 +27,16 @@
 #include <vector>
 
 #include "model/attention.h"
-#include "model/decoder_gpu.h"
 #include "model/encoded_source.h"
 #include "model/gru_cell.h"
-#include "model/int8_linear.h"
-#include "model/loop_linear.h"
+#include "model/linear/int8_linear.h"
+#include "model/linear/loop_linear.h"
+#include "model/linear/packed_linear.h"
 #include "model/options.h"
-#include "model/packed_linear.h"
 
 namespace nmt {
+
+class GpuDecoderLoop;  // model/gpu_graph/decoder_pass.h
 
 struct DecoderState {
   torch::Tensor hidden;       // [L, B, H]
@@ -85,7 +87,7 @@ using Int8DecoderWeights = StepWeights<Int8Linear>;
 // is left to the caller (output_logits), so that training projects only the positions that hold a
 // real target token (src/train/loss.h).
 // Positions past the end of a row's target (padding) are for no loss to read: the fused training
-// pass (decoder_fused.h) leaves them 0, the per-step path computes them.
+// pass (fused_cpu/decoder_pass.h) leaves them 0, the per-step path computes them.
 struct DecoderOutput {
   torch::Tensor attentional;  // [B, T, H] a_t of every step, the input of the output layer
   torch::Tensor attention;    // [B, T, S]; undefined for attention `none`
@@ -120,7 +122,7 @@ class DecoderImpl : public torch::nn::Module {
   // From now on step() multiplies by int8 copies of its weights (inference on the CPU; the float32
   // weights stay for training and saving). The copies are of the weights as they are now.
   void quantize_int8();
-  // The same with float32 copies packed for the CPU's kernels (packed_linear.h), for translation
+  // The same with float32 copies packed for the CPU's kernels (linear/packed_linear.h), for translation
   // in float32 on the CPU: the same products without repacking the weights at every step.
   void pack_float32();
   const Int8DecoderWeights* int8_weights() const { return int8_.get(); }
@@ -140,7 +142,7 @@ class DecoderImpl : public torch::nn::Module {
 
  private:
   // The linear maps applied inside every step. Made once per pass over the target, so that while
-  // training each weight's gradient is one product over all steps (loop_linear.h).
+  // training each weight's gradient is one product over all steps (linear/loop_linear.h).
   // LoopLinear maps, or Int8Linear ones after quantize_int8().
   using StepMap = std::function<torch::Tensor(const torch::Tensor&)>;
   struct StepMaps {
@@ -169,12 +171,21 @@ class DecoderImpl : public torch::nn::Module {
   // gates computed from y_{t-1} [B, 3H]. Returns a_t [B, H] and the attention weights.
   std::pair<torch::Tensor, torch::Tensor> advance(const torch::Tensor& token_gates, DecoderState& state,
                                                   const EncodedSource& source, const StepMaps& maps);
-  // Whether forward() runs as one fused function (decoder_fused.h): while autograd records, with
-  // the kernels on (kernels/dispatch.h), for any scorer and number of layers.
+  // The passes of forward() with every input token known (teacher forcing), each in a folder of its
+  // own beside the architecture: the reference (model/reference/), the fused CPU pass
+  // (model/fused_cpu/) and the GPU graph pass (model/gpu_graph/). teacher_forced_path() is the one
+  // place that chooses: the GPU graph pass while autograd records on a GPU, for one layer and the
+  // additive scorer of one head without coverage (any other decoder on a GPU is logged once at debug
+  // level and takes the reference); else the fused CPU pass while autograd records, with the
+  // kernels on (kernels/dispatch.h), for any scorer and number of layers; else the reference.
+  enum class Path { kReference, kFusedCpu, kGpuGraph };
+  Path teacher_forced_path(const torch::Tensor& token_gates, const EncodedSource& source) const;
   bool takes_fused_loop(const torch::Tensor& token_gates, const EncodedSource& source) const;
-  // Whether forward() runs as the GPU's loop (decoder_gpu.h): while autograd records, on a GPU, with
-  // one layer and the additive scorer of one head without coverage.
   bool takes_gpu_loop(const torch::Tensor& token_gates) const;
+  DecoderOutput gpu_graph_pass(const torch::Tensor& token_gates, const DecoderState& state,
+                               const EncodedSource& source);
+  DecoderOutput fused_cpu_pass(const torch::Tensor& token_gates, const DecoderState& state, const EncodedSource& source,
+                               const torch::Tensor& target_input);
   // Embeddings of tokens [...] -> [..., E], with word dropout and dropout while training.
   torch::Tensor embed(const torch::Tensor& tokens);
 

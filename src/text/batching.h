@@ -46,7 +46,7 @@ std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
 // about 100 batches (so padding stays small), and the batches shuffled; all seeded by `seed`.
 // Without it, batches follow sorted length (for validation). Within a batch, examples are in
 // order of decreasing target length, so that the rows still going at any target position come
-// first (the fused training decoder then skips the rest, decoder_fused.h).
+// first (the fused training decoder then skips the rest, fused_cpu/decoder_pass.h).
 // `pairs` are the indices in `corpus` to batch (those within the length limit).
 std::vector<std::vector<int64_t>> make_batches(const TokenCorpus& corpus, const std::vector<int64_t>& pairs,
                                                int batch_tokens, bool shuffle, uint64_t seed);

@@ -8,7 +8,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/row_kernels.h"
-#include "model/bf16_products.h"
+#include "model/linear/bf16_products.h"
 #include "text/special_tokens.h"
 
 namespace nmt {

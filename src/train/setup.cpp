@@ -14,7 +14,7 @@
 #include <tuple>
 
 #include "kernels/dispatch.h"
-#include "model/bf16_products.h"
+#include "model/linear/bf16_products.h"
 #include "text/batching.h"
 #include "text/corpus_mix.h"
 #include "train/gradient_reducer.h"
@@ -282,7 +282,7 @@ void use_training_corpus(const TrainConfig& config, const PreparedCorpus& prepar
 }
 
 void check_precision(const TrainConfig& config, const torch::Device& device) {
-  if (config.precision == "bf16" && device.is_cpu() && !cpu_has_bf16()) {
+  if (config.precision == "bf16" && device.is_cpu() && !kernels::cpu_has_bf16()) {
     throw std::invalid_argument(
         "precision bf16: this CPU has no bfloat16 dot products (AVX512_BF16 or AMX, as on Zen 4 and Xeons "
         "since Cooper Lake); use precision fp32");
@@ -450,7 +450,7 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
     SequenceLoss loss;
-    // bf16 on a CPU: the large products in bf16, forward and backward (model/bf16_products.h).
+    // bf16 on a CPU: the large products in bf16, forward and backward (model/linear/bf16_products.h).
     const Bf16ProductsScope bf16(config.precision == "bf16" && batch.source.device().is_cpu());
     {
       // bf16 on a GPU: the forward pass under autocast, the backward (below) outside it, as torch.autocast.

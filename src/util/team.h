@@ -1,7 +1,7 @@
 // A team of LibTorch's threads that go through a loop's phases together, with a barrier between
 // phases: inside a phase each thread works on its own share (a block of rows or columns), and
 // after it every thread sees what the others wrote. Used by the fused recurrent loops
-// (model/decoder_fused.cpp, model/bigru_fused.cpp). Inside the team LibTorch's operators and
+// (model/fused_cpu/decoder_pass.cpp, model/fused_cpu/bigru_layer.cpp). Inside the team LibTorch's operators and
 // OpenBLAS (its OpenMP build) run single-threaded, as in any parallel region.
 //
 // An exception anywhere in a thread, inside a phase or between phases, ends the team's work: the

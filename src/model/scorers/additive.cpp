@@ -9,8 +9,8 @@
 // source words. The decoder carries c in its state (DecoderState::coverage).
 #include <torch/torch.h>
 
-#include "model/bf16_products.h"
-#include "model/fused_attention.h"
+#include "model/linear/bf16_products.h"
+#include "model/ops/attention_products.h"
 #include "model/scorers/registry.h"
 
 namespace nmt {
@@ -38,7 +38,7 @@ class AdditiveScorerImpl : public ScorerImpl {
   torch::Tensor score(const torch::Tensor&, const torch::Tensor& keys, const AttentionStep& step) override {
     const torch::Tensor energy = energy_layer_->weight.squeeze(0);  // [A]
     if (!coverage_layer_) {
-      // v^T tanh(W s + k_j) for every j in one pass over the keys (model/fused_attention.h).
+      // v^T tanh(W s + k_j) for every j in one pass over the keys (model/ops/attention_products.h).
       return additive_energy(keys, step.projected, energy, 1, step.mask);  // [B, S]
     }
     // The coverage term joins the keys (one more pass over [B, S, A]), then the same fused energy.

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "model/bf16_products.h"
+#include "model/linear/bf16_products.h"
 #include "model/scorers/registry.h"
 
 namespace nmt {

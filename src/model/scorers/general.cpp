@@ -2,7 +2,7 @@
 // W h_j is the key, computed once per batch; each step is then one batched dot product.
 #include <torch/torch.h>
 
-#include "model/bf16_products.h"
+#include "model/linear/bf16_products.h"
 #include "model/scorers/registry.h"
 
 namespace nmt {

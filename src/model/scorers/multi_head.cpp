@@ -9,8 +9,8 @@
 // keeps the size the decoder's combine layer takes. Heatmaps show the mean of the heads' weights.
 #include <torch/torch.h>
 
-#include "model/bf16_products.h"
-#include "model/fused_attention.h"
+#include "model/linear/bf16_products.h"
+#include "model/ops/attention_products.h"
 #include "model/scorers/registry.h"
 
 namespace nmt {
@@ -35,7 +35,7 @@ class MultiHeadScorerImpl : public ScorerImpl {
   }
 
   torch::Tensor score(const torch::Tensor&, const torch::Tensor& keys, const AttentionStep& step) override {
-    // Each head's energy in one pass over the keys (model/fused_attention.h).
+    // Each head's energy in one pass over the keys (model/ops/attention_products.h).
     return additive_energy(keys, step.projected, energy_layer_->weight.squeeze(0), heads_, step.mask).transpose(1, 2);
   }
 

@@ -1,5 +1,5 @@
-// The per-row arithmetic of the fused decoder loop's additive attention (decoder_fused_rows.h).
-#include "model/decoder_fused_rows.h"
+// The per-row arithmetic of the fused decoder loop's additive attention (fused_cpu/decoder_rows.h).
+#include "model/fused_cpu/decoder_rows.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// The fused decoder loop's state in autograd's context (decoder_fused_state.h).
+// The fused decoder loop's state in autograd's context (fused_cpu/decoder_state.h).
 //
 // LibTorch 1.13's AutogradContext keeps what a backward needs in two ways: save_for_backward, a
 // list of tensors, and saved_data, a map from string keys to IValues. The function's inputs and
@@ -8,7 +8,7 @@
 // outputs go to save_for_backward at the positions that Slot names, and the rest of the state to
 // saved_data as one capsule (an intrusive_ptr to a CustomClassHolder: the IValue that holds a C++
 // object of our own) under one key. These two functions are the only code that knows either layout.
-#include "model/decoder_fused_state.h"
+#include "model/fused_cpu/decoder_state.h"
 
 #include <torch/torch.h>
 

@@ -1,11 +1,10 @@
-#include "model/int8_linear.h"
+#include "model/linear/int8_linear.h"
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 
-#include "kernels/available.h"
 #include "kernels/dispatch.h"
 #include "kernels/int8_gemm.h"
 
@@ -55,13 +54,7 @@ torch::Tensor Int8Linear::dequantized_weight() const { return dequantize_rows({q
 
 namespace {
 
-enum class Int8Kernel { kReference, kAvx2, kVnni };
-
-Int8Kernel int8_kernel() {
-  if (!kernels::use_kernel(kernels::Operation::kInt8Products)) return Int8Kernel::kReference;
-  const bool vnni = kernels::kernel_level() == kernels::KernelLevel::kAvx512 && kernels::vnni_kernels_available();
-  return vnni ? Int8Kernel::kVnni : Int8Kernel::kAvx2;
-}
+using kernels::Int8Kernel;
 
 int32_t limit_of(Int8Kernel kernel) {
   return kernel == Int8Kernel::kAvx2 ? kernels::kInt8Avx2Limit : kernels::kInt8Limit;
@@ -69,7 +62,7 @@ int32_t limit_of(Int8Kernel kernel) {
 
 }  // namespace
 
-int32_t Int8Linear::activation_limit() { return limit_of(int8_kernel()); }
+int32_t Int8Linear::activation_limit() { return limit_of(kernels::int8_kernel()); }
 
 torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
   torch::Tensor out = torch::empty({input.size(0), out_features()}, torch::kFloat32);
@@ -88,7 +81,7 @@ void Int8Linear::operator()(const torch::Tensor& input, const torch::Tensor& out
               "Int8Linear: out [", m, ", ", columns, "] float32 on the CPU with contiguous rows expected");
   const torch::Tensor a = torch::empty({m, kernels::int8_depth(depth)}, torch::kInt8);
   const torch::Tensor row_scale = torch::empty({m}, torch::kFloat32);
-  const Int8Kernel which = int8_kernel();
+  const Int8Kernel which = kernels::int8_kernel();
   const auto kernel = which == Int8Kernel::kVnni   ? kernels::int8_gemm_vnni
                       : which == Int8Kernel::kAvx2 ? kernels::int8_gemm_avx2
                                                    : kernels::int8_gemm_reference;

@@ -1,4 +1,4 @@
-#include "model/packed_linear.h"
+#include "model/linear/packed_linear.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>

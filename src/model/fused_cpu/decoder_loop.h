@@ -1,4 +1,4 @@
-// What the fused decoder loop's forward and backward share (decoder_fused.h has the maths and the
+// What the fused decoder loop's forward and backward share (fused_cpu/decoder_pass.h has the maths and the
 // shapes): the function's inputs, its weights as the loop's products use them, what the forward
 // loop records for the backward and what the backward loop writes, and how the loops index rows,
 // columns and positions.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/packed_gemm.h"
-#include "model/loop_weight.h"
+#include "model/linear/loop_weight.h"
 #include "util/team.h"
 
 namespace nmt::fused_decoder {

@@ -1,4 +1,4 @@
-#include "model/loop_linear.h"
+#include "model/linear/loop_linear.h"
 
 #include <torch/torch.h>
 

@@ -1,4 +1,4 @@
-// The state that the fused decoder loop's forward hands its backward (decoder_fused.h), as one
+// The state that the fused decoder loop's forward hands its backward (fused_cpu/decoder_pass.h), as one
 // typed struct, and the one place that puts it into autograd's context and takes it back out.
 #pragma once
 
@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/decoder_fused_loop.h"
-#include "model/decoder_fused_recorded.h"
+#include "model/fused_cpu/decoder_loop.h"
+#include "model/fused_cpu/decoder_recorded.h"
 
 namespace nmt::fused_decoder {
 

@@ -3,10 +3,10 @@
 // when the LoopWeight is made, for the kernel of the level then in force (kernels/packed_gemm.h);
 // a BLAS call would repack all of it on every step. With NMT_KERNELS=off (kernels/dispatch.h)
 // OpenBLAS multiplies by a contiguous copy, the reference.
-// Made while a training step computes in bf16 (model/bf16_products.h) on a CPU with AMX or
+// Made while a training step computes in bf16 (model/linear/bf16_products.h) on a CPU with AMX or
 // AVX512_BF16, the weight is packed as bfloat16 for the tile kernel of kernels/bf16_kernels.h, or
 // its vdpbf16ps kernel, instead.
-// Used inside the fused loops (decoder_fused.cpp, bigru_fused.cpp), one LoopWeight per pass.
+// Used inside the fused loops (fused_cpu/decoder_pass.cpp, fused_cpu/bigru_layer.cpp), one LoopWeight per pass.
 #pragma once
 
 #include <torch/types.h>

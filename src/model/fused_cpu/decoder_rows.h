@@ -1,4 +1,4 @@
-// The per-row arithmetic of the fused decoder loop's additive attention (decoder_fused.h) that
+// The per-row arithmetic of the fused decoder loop's additive attention (fused_cpu/decoder_pass.h) that
 // the kernels of src/kernels/ leave to it: a source row's real length, the softmax's backward,
 // multi-head attention's softmaxes and contexts, and the coverage terms. Like the kernels, plain
 // pointer-and-size functions, each on one batch row at one target position.

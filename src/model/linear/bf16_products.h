@@ -3,7 +3,7 @@
 // float32. They are the output layer's (forward and backward: train/loss.cpp), every input-gate and
 // attention-key projection over all positions (training_linear), and the recurrent loops' weight
 // gradients (training_product), one product over all positions each. The loops' per-step products
-// are bfloat16 too (model/loop_weight.h: on AMX tiles, or with AVX512_BF16). Weights, optimizer
+// are bfloat16 too (model/linear/loop_weight.h: on AMX tiles, or with AVX512_BF16). Weights, optimizer
 // state and the loss stay float32. (On a GPU, precision bf16 is autocast instead: util/runtime.h.)
 //
 // The setting is the process's, for a training step's scope (forward and backward; the loops'
@@ -13,9 +13,6 @@
 #include <torch/types.h>
 
 namespace nmt {
-
-// Whether this CPU computes bfloat16 dot products in hardware (AVX512_BF16 or AMX-BF16).
-bool cpu_has_bf16();
 
 class Bf16ProductsScope {
  public:

@@ -1,8 +1,8 @@
-// The fused decoder loop's backward pass (decoder_fused_backward.h): each thread's part of the
+// The fused decoder loop's backward pass (fused_cpu/decoder_backward.h): each thread's part of the
 // loop over the positions, last to first, one member function per phase of a position; then the
 // weights' gradients, each one product over all positions (as LoopLinear does for the per-step
 // path).
-#include "model/decoder_fused_backward.h"
+#include "model/fused_cpu/decoder_backward.h"
 
 #include <torch/torch.h>
 
@@ -12,8 +12,8 @@
 
 #include "kernels/attention_kernels.h"
 #include "kernels/gru_kernels.h"
-#include "model/bf16_products.h"
-#include "model/decoder_fused_rows.h"
+#include "model/fused_cpu/decoder_rows.h"
+#include "model/linear/bf16_products.h"
 
 namespace nmt::fused_decoder {
 namespace {

@@ -1,7 +1,7 @@
 // A linear map y = x W^T + b in float32 for decoding on the CPU, with W packed once when the model
 // loads: torch's linear map (a BLAS call) repacks the whole weight on every call, and a decoder
 // step multiplies a few rows by the same weights at every step. The products are the loops'
-// register-blocked kernels (loop_weight.h, kernels/packed_gemm.h), split over the threads by
+// register-blocked kernels (linear/loop_weight.h, kernels/packed_gemm.h), split over the threads by
 // blocks of output columns; with NMT_KERNELS=off, BLAS's product, the reference.
 // Each output is one row of x times one column of W^T, summed in the same order whatever the other
 // rows and columns are: a sentence's step gives the same bits in any batch, and a shortlist's rows
@@ -12,7 +12,7 @@
 
 #include <torch/types.h>
 
-#include "model/loop_weight.h"
+#include "model/linear/loop_weight.h"
 
 namespace nmt {
 

@@ -24,7 +24,7 @@
 // (forward and backward) on tensors of about 60 x 256 floats, and autograd adds each step's
 // gradient of the encoder states and keys into a running sum ([B, S, C] and [B, S, A] per step).
 // Here a position costs 2L + 2 matrix products for L layers (2L + 1 for a scorer without a query
-// map; weights packed once per pass, loop_weight.h) and a few kernel passes each way; the states'
+// map; weights packed once per pass, linear/loop_weight.h) and a few kernel passes each way; the states'
 // and keys' gradients accumulate in place, and each weight's gradient is one product over all
 // positions after the loop (as LoopLinear does for the per-step path).
 //
@@ -36,11 +36,11 @@
 // Shapes: B batch, T target positions, S source length, H decoder hidden size, A attention
 // size, C encoder state size.
 //
-// The files: decoder_fused.cpp the autograd function (checks and glue); decoder_fused_forward and
-// decoder_fused_backward the two loops, a member function per phase of a position;
-// decoder_fused_state the state the forward hands the backward, one typed struct;
-// decoder_fused_loop.h the types they share; decoder_fused_rows the additive form's per-row
-// arithmetic; decoder_fused_recorded any other scorer's recorded step.
+// The files, all in model/fused_cpu/: decoder_pass.cpp the autograd function (checks and glue);
+// decoder_forward and decoder_backward the two loops, a member function per phase of a position;
+// decoder_state the state the forward hands the backward, one typed struct; decoder_loop.h the
+// types they share; decoder_rows the additive form's per-row arithmetic; decoder_recorded any other
+// scorer's recorded step.
 #pragma once
 
 #include <torch/types.h>

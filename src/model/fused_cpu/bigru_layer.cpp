@@ -1,4 +1,4 @@
-#include "model/bigru_fused.h"
+#include "model/fused_cpu/bigru_layer.h"
 
 #include <torch/torch.h>
 
@@ -9,10 +9,10 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
-#include "model/bf16_products.h"
 #include "model/bigru.h"
 #include "model/gru_cell.h"
-#include "model/loop_weight.h"
+#include "model/linear/bf16_products.h"
+#include "model/linear/loop_weight.h"
 #include "util/team.h"
 
 namespace nmt {

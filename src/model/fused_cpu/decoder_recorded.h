@@ -1,5 +1,5 @@
 // The attention step of any scorer but the additive form inside the fused decoder loop
-// (decoder_fused.h): AttentionImpl::forward, run by each thread on its block of rows with
+// (fused_cpu/decoder_pass.h): AttentionImpl::forward, run by each thread on its block of rows with
 // autograd recording just that step, and its backward block by block (torch::autograd::grad).
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/attention.h"
-#include "model/decoder_fused_loop.h"
+#include "model/fused_cpu/decoder_loop.h"
 
 namespace nmt::fused_decoder {
 
@@ -23,7 +23,7 @@ struct RecordedBlock {
 };
 
 // The attention steps the forward loop recorded, kept for the backward (in the loop's state,
-// decoder_fused_state.h).
+// fused_cpu/decoder_state.h).
 struct RecordedAttention {
   AttentionImpl* attention = nullptr;
   std::vector<torch::Tensor> parameters;          // the attention module's

@@ -1,4 +1,4 @@
-#include "model/fused_attention.h"
+#include "model/ops/attention_products.h"
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>

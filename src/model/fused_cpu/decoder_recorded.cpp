@@ -1,5 +1,5 @@
-// The recorded attention step of the fused decoder loop (decoder_fused_recorded.h).
-#include "model/decoder_fused_recorded.h"
+// The recorded attention step of the fused decoder loop (fused_cpu/decoder_recorded.h).
+#include "model/fused_cpu/decoder_recorded.h"
 
 #include <torch/torch.h>
 

@@ -1,7 +1,7 @@
-// The fused decoder loop's forward pass (decoder_fused_forward.h): the record and the dropout
+// The fused decoder loop's forward pass (fused_cpu/decoder_forward.h): the record and the dropout
 // masks made before the loop, then each thread's part of the loop, one member function per phase
 // of a position.
-#include "model/decoder_fused_forward.h"
+#include "model/fused_cpu/decoder_forward.h"
 
 #include <torch/torch.h>
 
@@ -12,8 +12,8 @@
 #include "kernels/attention_kernels.h"
 #include "kernels/gru_kernels.h"
 #include "kernels/row_kernels.h"
-#include "model/decoder_fused_rows.h"
 #include "model/dropout.h"
+#include "model/fused_cpu/decoder_rows.h"
 
 namespace nmt::fused_decoder {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/bf16_products.h"
+#include "model/linear/bf16_products.h"
 
 #include <torch/torch.h>
 
@@ -11,33 +11,12 @@
 #include "kernels/bf16_kernels.h"
 #include "kernels/dispatch.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
-
 namespace nmt {
 namespace {
 
 std::atomic<bool> bf16_enabled{false};
 
 }  // namespace
-
-bool cpu_has_bf16() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  // CPUID leaf 7: AMX-BF16 is EDX bit 22 of subleaf 0, AVX512_BF16 EAX bit 5 of subleaf 1 (read
-  // directly: not every compiler's __builtin_cpu_supports knows these names). Either needs AVX-512
-  // (or AMX) state that the system saves, which AVX-512 Foundation's check covers.
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool amx_bf16 = (edx >> 22) & 1u;
-  const unsigned subleaves = eax;
-  bool avx512_bf16 = false;
-  if (subleaves >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) avx512_bf16 = (eax >> 5) & 1u;
-  return avx512_bf16 || amx_bf16;
-#else
-  return false;
-#endif
-}
 
 Bf16ProductsScope::Bf16ProductsScope(bool enabled) : was_enabled_(bf16_enabled) { bf16_enabled = enabled; }
 
@@ -50,8 +29,8 @@ namespace {
 // Whether the AVX-512 conversions take these (contiguous, on the CPU) at the level in force.
 bool fast_conversion(const torch::Tensor& in, const torch::Tensor& out) {
   return kernels::use_kernel(kernels::Operation::kBf16Conversions, {},
-                             kernels::bf16_kernels_available() && in.device().is_cpu() && out.device().is_cpu() &&
-                                 in.is_contiguous() && out.is_contiguous() && in.numel() == out.numel());
+                             in.device().is_cpu() && out.device().is_cpu() && in.is_contiguous() &&
+                                 out.is_contiguous() && in.numel() == out.numel());
 }
 
 uint16_t* bits(const torch::Tensor& tensor) { return static_cast<uint16_t*>(tensor.data_ptr()); }

@@ -1,17 +1,17 @@
-// The fused decoder loop as one autograd function (decoder_fused.h): the checks of its inputs, and
-// the glue that hands them to the forward pass (decoder_fused_forward.h), keeps the state the
-// backward needs (decoder_fused_state.h) and returns the backward pass's gradients
-// (decoder_fused_backward.h) in the order of the function's inputs.
-#include "model/decoder_fused.h"
+// The fused decoder loop as one autograd function (fused_cpu/decoder_pass.h): the checks of its inputs, and
+// the glue that hands them to the forward pass (fused_cpu/decoder_forward.h), keeps the state the
+// backward needs (fused_cpu/decoder_state.h) and returns the backward pass's gradients
+// (fused_cpu/decoder_backward.h) in the order of the function's inputs.
+#include "model/fused_cpu/decoder_pass.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "model/decoder_fused_backward.h"
-#include "model/decoder_fused_forward.h"
-#include "model/decoder_fused_state.h"
+#include "model/fused_cpu/decoder_backward.h"
+#include "model/fused_cpu/decoder_forward.h"
+#include "model/fused_cpu/decoder_state.h"
 
 namespace nmt {
 namespace {
@@ -92,7 +92,7 @@ struct DecoderLoop : public torch::autograd::Function<DecoderLoop> {
   }
 };
 
-// The shapes of fused_decoder_loop's inputs but the weights (decoder_fused.h).
+// The shapes of fused_decoder_loop's inputs but the weights (fused_cpu/decoder_pass.h).
 void check_inputs(const torch::Tensor& token_gates, const torch::Tensor& initial_hidden, const EncodedSource& source,
                   const FusedDecoderWeights& weights, const torch::Tensor& target_lengths) {
   const auto layers = static_cast<int64_t>(weights.hidden.size());

@@ -1,8 +1,8 @@
-// The fused decoder loop's forward pass (decoder_fused.h has the maths): a_t and w_t for every
+// The fused decoder loop's forward pass (fused_cpu/decoder_pass.h has the maths): a_t and w_t for every
 // target position, and what the backward needs of them.
 #pragma once
 
-#include "model/decoder_fused_state.h"
+#include "model/fused_cpu/decoder_state.h"
 
 namespace nmt::fused_decoder {
 

@@ -16,6 +16,8 @@
 #include <functional>
 #include <vector>
 
+#include "model/bigru.h"  // HiddenGates
+
 namespace nmt {
 
 // For tensors the kernels take (kernels::use_kernel, kernels/dispatch.h).
@@ -35,10 +37,6 @@ struct PackedPositions {
   std::vector<int64_t> offset;  // offset[t]: the packed row of position t's first sentence
   int64_t total = 0;            // the packed rows: the real positions of the batch
 };
-
-// A loop's hidden product, out [R, 3H] = W_h hidden + b_h for hidden [R, H] (both with contiguous
-// rows), in float32 or in int8 (BiGruImpl); called on its direction's own thread.
-using HiddenGates = std::function<void(const torch::Tensor& hidden, const torch::Tensor& out)>;
 
 // Inference alone (nothing kept for a backward) over a packed batch: each step multiplies only
 // the rows of the sentences still running, so a batch of mixed lengths costs what its real

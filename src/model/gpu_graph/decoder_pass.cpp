@@ -1,6 +1,6 @@
-// The decoder's training pass on a GPU (decoder_gpu.h): the buffers that keep their addresses,
+// The decoder's training pass on a GPU (gpu_graph/decoder_pass.h): the buffers that keep their addresses,
 // the step graphs, the forward and backward steps, and the autograd function around them.
-#include "model/decoder_gpu.h"
+#include "model/gpu_graph/decoder_pass.h"
 
 #include <c10/util/accumulate.h>
 #include <torch/torch.h>
@@ -219,7 +219,7 @@ void add_backward_views(Arena& arena, const Sizes& n, bool grad_attention, const
   v.grad_fed = arena.exact(kGradFed, {B, H}, options);
 }
 
-// Position t forward (decoder_gpu.h has the maths); then t + 1.
+// Position t forward (gpu_graph/decoder_pass.h has the maths); then t + 1.
 void forward_step(const Views& v) {
   const torch::Tensor& t = v.position;
   const torch::Tensor input_gates = torch::addmm(at_position(v.gates, t), v.fed, v.feed.t());

@@ -1,4 +1,4 @@
-#include "model/loop_weight.h"
+#include "model/linear/loop_weight.h"
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -8,7 +8,7 @@
 #include "kernels/bf16_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/packed_gemm.h"
-#include "model/bf16_products.h"
+#include "model/linear/bf16_products.h"
 
 namespace nmt {
 
@@ -20,9 +20,10 @@ LoopWeight::LoopWeight(const torch::Tensor& weight) : plain_(weight.contiguous()
   TORCH_CHECK(plain_.dim() == 2, "LoopWeight: a matrix [depth, columns] expected");
   if (!kernels::use_kernel(kernels::Operation::kPackedProducts, {plain_})) return;
   const int64_t depth = plain_.size(0), width = plain_.size(1);
-  avx512_ = kernels::kernel_level() == kernels::KernelLevel::kAvx512;
-  amx_ = avx512_ && bf16_products() && kernels::amx_kernels_available();
-  bf16_ = amx_ || (avx512_ && bf16_products() && kernels::avx512_bf16_kernels_available());
+  const kernels::PackedKernel kernel = kernels::packed_kernel(bf16_products());
+  avx512_ = kernel != kernels::PackedKernel::kAvx2;
+  amx_ = kernel == kernels::PackedKernel::kAmx;
+  bf16_ = amx_ || kernel == kernels::PackedKernel::kAvx512Bf16;
   if (bf16_) {
     packed_ = torch::empty({kernels::packed_bf16_size(depth, width)}, plain_.options().dtype(torch::kBFloat16));
     const int64_t panels = (width + kernels::kBf16Panel - 1) / kernels::kBf16Panel;

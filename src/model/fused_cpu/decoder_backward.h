@@ -1,4 +1,4 @@
-// The fused decoder loop's backward pass (decoder_fused.h has the maths): the gradients of the
+// The fused decoder loop's backward pass (fused_cpu/decoder_pass.h has the maths): the gradients of the
 // function's inputs from those of its outputs a_t and w_t.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "model/decoder_fused_state.h"
+#include "model/fused_cpu/decoder_state.h"
 
 namespace nmt::fused_decoder {
 
