@@ -20,6 +20,7 @@
 #include "text/corpus.h"
 #include "text/vocabulary.h"
 #include "util/io.h"
+#include "util/runtime.h"
 
 using namespace nmt;
 using namespace nmt::testing;
@@ -235,8 +236,27 @@ TEST_CASE("cli: --device cuda without CUDA is a clear error", "[cli]") {
   CommandResult result = run_nmt(tiny_train_arguments((work_directory() / "cuda").string()) + " --device cuda");
   CHECK(result.status != 0);
   CHECK_THAT(result.output, Catch::Contains("--device cuda"));
+  CommandResult second = run_nmt("translate --model " + (work_directory() / "none").string() + " --device cuda:1");
+  CHECK(second.status != 0);
+  CHECK_THAT(second.output, Catch::Contains("--device cuda:1: this LibTorch has no CUDA support"));
 }
 #endif
+
+TEST_CASE("cli: --device takes cpu, cuda and cuda:N, and names any other", "[cli]") {
+  for (const char* name : {"cpu", "cuda", "cuda:0", "cuda:7"}) {
+    INFO(name);
+    CHECK(nmt::device_name_problem(name).empty());
+  }
+  for (const char* name : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1.5", "CUDA", "cuda:99999", "cpu:0"}) {
+    INFO(name);
+    CHECK_THAT(nmt::device_name_problem(name), Catch::Contains("is not one of cpu|cuda|cuda:N"));
+    CHECK_THROWS_WITH(nmt::parse_device(name), Catch::Contains(std::string("--device: '") + name + "'"));
+  }
+  CommandResult training = run_nmt(tiny_train_arguments((work_directory() / "gpu").string()) + " --device gpu:1");
+  CHECK(training.status != 0);
+  CHECK_THAT(training.output, Catch::Contains("device: 'gpu:1' is not one of cpu|cuda|cuda:N"));
+  CHECK_FALSE(fs::exists(work_directory() / "gpu" / "config.toml"));
+}
 
 TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint translate can use", "[cli]") {
   const std::string model_dir = (work_directory() / "kept").string();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What monolingual text buys on Multi30k German->English: tagged against untagged
 # back-translation, sampling against beam search (and beam search with noise), self-training, and
-# the share of real data, each a member of scripts/multi30k_mono.sh (sizes 384, separate 8k
-# vocabularies, additive attention) trained for STUDY_STEPS updates on one thread, side by side in
-# pairs (scripts/study/mono.txt), then scored on val and test (scripts/study/report.py).
+# the share of real data (2:1 and 1:1), each a member of scripts/multi30k_mono.sh (sizes 384,
+# separate 8k vocabularies, additive attention) trained for STUDY_STEPS updates on one thread, side
+# by side in pairs (scripts/study/mono.txt), then scored on val and test (scripts/study/report.py).
 #  1. From MONO_DIR (a finished scripts/multi30k_mono.sh run: its reverse model and English
 #     captions), in int8 on both cores: sample (top-10 sampling, as that script) and beam (beam 5,
 #     length penalty 0.6);
@@ -14,20 +14,21 @@
 #  5. beam-noise: beam's pairs with noise on the German side (each word deleted or replaced by
 #     <blank> with probability 0.1, the words shuffled by up to 3 places, as Edunov et al. 2018),
 #     by `synthesize --translations`: the same bytes as translating again, without the search;
-#  6. every other variant, two at a time;
+#  6. the other two beside each other, then real-1-sample-tagged;
 #  7. the report, STUDY_DIR/report.md.
 # Each step whose output is there is skipped, and a run cut short goes on from its last checkpoint,
 # so that a study cut short goes on where it stopped.
 #
 # Usage: scripts/study/mono.sh [MONO_DIR]          (default models/multi30k_mono)
-# Environment: STUDY_DIR (default models/study_mono), STUDY_STEPS (default 4000, about half an
-# hour of one thread of a 2-core Xeon with a second run beside it).
+# Environment: STUDY_DIR (default models/study_mono), STUDY_STEPS (default 8000, about an hour of
+# one thread of a 2-core Xeon with a second run beside it; the members of multi30k_mono.sh train
+# some 12,700).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 source scripts/lib/captions.sh
 mono="${1:-models/multi30k_mono}"
-export STUDY_DIR="${STUDY_DIR:-models/study_mono}" STUDY_STEPS="${STUDY_STEPS:-4000}" STUDY_JOBS=2 STUDY_THREADS=1
+export STUDY_DIR="${STUDY_DIR:-models/study_mono}" STUDY_STEPS="${STUDY_STEPS:-8000}" STUDY_JOBS=2 STUDY_THREADS=1
 [[ -s $mono/reverse/best.ckpt && -s $mono/mono.en ]] ||
   { echo "study: $mono holds no reverse/best.ckpt and mono.en; run scripts/multi30k_mono.sh first" >&2; exit 2; }
 [[ -x build/nmt ]] || { echo "study: build/nmt not found; run scripts/build.sh first" >&2; exit 1; }

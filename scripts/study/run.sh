@@ -12,7 +12,8 @@
 #   STUDY_MINUTES  training budget of each run (default 22)
 #   STUDY_STEPS    when set, the budget is this many updates instead: other work on the machine then
 #                  slows a run down but does not change it, and a run cut short (no "done:" in its
-#                  log, a last.ckpt) goes on from its last checkpoint with --resume
+#                  log, a last.ckpt), or finished with fewer updates, goes on from its last
+#                  checkpoint with --resume
 #   STUDY_JOBS     runs at the same time (default 2)
 #   STUDY_THREADS  threads of each run (default 1: two one-thread runs get more from two cores than
 #                  one two-thread run, and every run sees the same machine)
@@ -38,13 +39,17 @@ cp build/nmt "$study_dir/nmt.tmp.$$" && mv -f "$study_dir/nmt.tmp.$$" "$study_di
 train_one() {  # NAME OPTIONS...
   local name="$1"; shift
   local dir="$study_dir/$name"
-  if grep -q "done:" "$dir/train.log" 2>/dev/null; then
-    echo "study: $name already trained"; return 0
-  fi
-  local budget=(--max-minutes "$minutes") start=--overwrite
+  local budget=(--max-minutes "$minutes") start=--overwrite trained
   if [[ -n $steps ]]; then
     budget=(--max-steps "$steps" --max-minutes 0)
     [[ -s $dir/last.ckpt ]] && start=--resume
+  fi
+  if grep -q "done:" "$dir/train.log" 2>/dev/null; then
+    # A run finished under a smaller STUDY_STEPS goes on to the new one.
+    trained=$(grep -o 'done: .* after [0-9]* steps' "$dir/train.log" | tail -n 1 | grep -o '[0-9]* steps' | cut -d' ' -f1)
+    if [[ -z $steps || -z $trained || $trained -ge $steps ]]; then
+      echo "study: $name already trained"; return 0
+    fi
   fi
   [[ $start == --resume ]] || : >"$dir.out"
   echo "study: $(date +%H:%M:%S) training $name ($start): $*"

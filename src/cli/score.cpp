@@ -15,7 +15,7 @@ void add_forced_decoding_options(CLI::App& command, TranslateOptions& options) {
         "GNMT length penalty alpha of the scores, as translate scores (0 = none)");
   adder("batch-size", options.batching.batch_size, "sentence pairs per batch");
   adder("threads", options.threads, "CPU threads (0 = number of cores)");
-  adder("device", Choice<std::string>{options.device, {"cpu", "cuda"}}, "cpu or cuda");
+  adder("device", options.device, "cpu, cuda, or cuda:N (GPU N of those CUDA_VISIBLE_DEVICES shows)");
 }
 
 Command add_score(CLI::App& program) {

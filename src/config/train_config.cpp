@@ -86,7 +86,7 @@ void visit_fields(Visitor& visit, Config& config) {
 
   visit("seed", config.seed, "random seed (training is reproducible for a seed and thread count)", fixed);
   visit("threads", config.threads, "CPU threads (0 = number of cores)");
-  visit("device", config.device, "cpu or cuda");
+  visit("device", config.device, "cpu, cuda, or cuda:N (GPU N of those CUDA_VISIBLE_DEVICES shows)");
   visit("precision", config.precision,
         "fp32, or bf16: products in bfloat16 with float32 sums (a GPU: autocast; a CPU with AVX512_BF16 or AMX: the "
         "large ones, and with AMX the recurrent steps' too), weights, optimizer and loss in float32");
@@ -156,8 +156,7 @@ void validate(const TrainConfig& config) {
   require(config.dev_max_length >= 1, "dev-max-length", "must be at least 1");
   require(config.dev_max_decode_ratio >= 1, "dev-max-decode-ratio", "must be at least 1");
   check_threads(config.threads);
-  require(config.device == "cpu" || config.device == "cuda", "device",
-          "'" + config.device + "' is not one of cpu|cuda");
+  require(device_name_problem(config.device).empty(), "device", device_name_problem(config.device));
   require(config.precision == "fp32" || config.precision == "bf16", "precision",
           "'" + config.precision + "' is not one of fp32|bf16");
 }

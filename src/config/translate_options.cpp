@@ -32,7 +32,7 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
         "MiB one batch's search may hold (beams x sentences x vocabulary); larger batches are cut");
   visit("quiet", Flag{options.quiet}, "no progress line on stderr");
   visit("threads", options.threads, "CPU threads (0 = number of cores)");
-  visit("device", Choice<std::string>{options.device, {"cpu", "cuda"}}, "cpu or cuda");
+  visit("device", options.device, "cpu, cuda, or cuda:N (GPU N of those CUDA_VISIBLE_DEVICES shows)");
 }
 
 }  // namespace

@@ -187,7 +187,8 @@ void bind_translator(py::module_& module) {
            "shortlist"_a = py::none(),
            "Loads `model`, a model directory from nmt train or a file from nmt export, or a list of them (an "
            "ensemble). checkpoint: best, "
-           "last or a path, or a list (one per model, or several of one model). device: cpu or cuda. threads: CPU "
+           "last or a path, or a list (one per model, or several of one model). device: cpu, cuda or cuda:N. threads: "
+           "CPU "
            "threads (0 = number of cores; set for the whole process). compute_type: default (int8 for an int8 export, "
            "float32 otherwise), float32 or int8 (weights rounded to int8 and the encoder's and decoder's products in "
            "int8, on the "
@@ -222,7 +223,7 @@ void bind_translator(py::module_& module) {
           "checkpoints", [](const PyTranslator& t) { return t.models().checkpoints; },
           "the checkpoint file of each member")
       .def_property_readonly(
-          "device", [](const PyTranslator& t) { return t.options().device; }, "cpu or cuda")
+          "device", [](const PyTranslator& t) { return t.options().device; }, "cpu, cuda or cuda:N")
       .def_property_readonly(
           "attention", [](const PyTranslator& t) { return t.models().attention(); }, "the members' attention scorers");
 }

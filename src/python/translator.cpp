@@ -142,8 +142,8 @@ PyTranslator::PyTranslator(const py::object& model, const py::object& checkpoint
   options_.device = std::move(device);
   options_.threads = threads;
   options_.quiet = true;
-  if (options_.device != "cpu" && options_.device != "cuda") {
-    throw py::value_error("device must be cpu or cuda, not " + options_.device);
+  if (const std::string problem = device_name_problem(options_.device); !problem.empty()) {
+    throw py::value_error("device: " + problem);
   }
   if (threads < 0) throw py::value_error("threads must be >= 0 (0 = number of cores)");
   if (compute_type != "default" && compute_type != "float32" && compute_type != "int8") {

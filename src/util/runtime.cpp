@@ -114,28 +114,39 @@ void set_random_state(const torch::Tensor& state, const torch::Device& device) {
   generator.set_state(state.to(torch::kCPU));  // a checkpoint loaded onto a GPU brings it there
 }
 
+std::string device_name_problem(const std::string& name) {
+  if (name == "cpu" || name == "cuda") return "";
+  const std::string index = name.rfind("cuda:", 0) == 0 ? name.substr(5) : "";
+  if (!index.empty() && index.size() <= 4 && index.find_first_not_of("0123456789") == std::string::npos) return "";
+  return "'" + name + "' is not one of cpu|cuda|cuda:N (N: a GPU's number among those CUDA_VISIBLE_DEVICES shows)";
+}
+
 torch::Device parse_device(const std::string& name, int local_rank) {
-  if (name == "cpu") return torch::kCPU;
-  if (name == "cuda") {
-    if (!torch::cuda::is_available()) {
-      throw std::invalid_argument(
-          "--device cuda: this LibTorch has no CUDA support or sees no GPU; use --device cpu, or build "
-          "against a CUDA LibTorch (docs/building.md, 'LibTorch 2.x and CUDA')");
-    }
-    const auto gpus = static_cast<int>(torch::cuda::device_count());
-    if (local_rank >= gpus) {
-      throw std::invalid_argument("--device cuda: local rank " + std::to_string(local_rank) + " needs GPU " +
-                                  std::to_string(local_rank) + ", and this machine shows " + std::to_string(gpus) +
-                                  ": start at most one rank per GPU (CUDA_VISIBLE_DEVICES picks them), and set "
-                                  "LOCAL_RANK (as torchrun does) when the ranks span machines");
-    }
-    const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-#ifdef NMT_WITH_CUDA
-    c10::cuda::set_device(device.index());  // where LibTorch and NCCL put what names no GPU
-#endif
-    return device;
+  if (const std::string problem = device_name_problem(name); !problem.empty()) {
+    throw std::invalid_argument("--device: " + problem);
   }
-  throw std::invalid_argument("--device: '" + name + "' is not one of cpu|cuda");
+  if (name == "cpu") return torch::kCPU;
+  const int first = name == "cuda" ? 0 : std::stoi(name.substr(5));
+  if (!torch::cuda::is_available()) {
+    throw std::invalid_argument("--device " + name +
+                                ": this LibTorch has no CUDA support or sees no GPU; use --device cpu, or build "
+                                "against a CUDA LibTorch (docs/building.md, 'LibTorch 2.x and CUDA')");
+  }
+  const auto gpus = static_cast<int>(torch::cuda::device_count());
+  const int gpu = first + local_rank;
+  if (gpu >= gpus) {
+    throw std::invalid_argument(
+        "--device " + name + ": " +
+        (local_rank > 0 ? "local rank " + std::to_string(local_rank) + " needs " : "needs ") + "GPU " +
+        std::to_string(gpu) + ", and this process sees " + std::to_string(gpus) +
+        ": give a GPU it sees (CUDA_VISIBLE_DEVICES picks them), start at most one rank per GPU, and set "
+        "LOCAL_RANK (as torchrun does) when the ranks span machines");
+  }
+  const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
+#ifdef NMT_WITH_CUDA
+  c10::cuda::set_device(device.index());  // where LibTorch and NCCL put what names no GPU
+#endif
+  return device;
 }
 
 torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device) {

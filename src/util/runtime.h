@@ -55,9 +55,13 @@ void set_seed(int seed);
 torch::Tensor random_state(const torch::Device& device = torch::kCPU);
 void set_random_state(const torch::Tensor& state, const torch::Device& device = torch::kCPU);
 
-// "cpu" or "cuda"; throws std::invalid_argument when CUDA is asked for but unavailable. With CUDA,
-// `local_rank` picks the GPU (cuda:<local_rank>, as torchrun numbers a machine's processes), which
-// becomes the process's current GPU; there must be that many GPUs.
+// What is wrong with a --device name, in words; "" for cpu, cuda and cuda:N.
+std::string device_name_problem(const std::string& name);
+
+// "cpu", "cuda" (cuda:0) or "cuda:N"; throws std::invalid_argument for another name, or when CUDA is
+// asked for but unavailable. With CUDA, GPU N + `local_rank` of those the process sees (ranks take
+// consecutive GPUs from N, as torchrun numbers a machine's processes), which becomes the process's
+// current GPU; there must be that many GPUs.
 torch::Device parse_device(const std::string& name, int local_rank = 0);
 
 // `tensor` on `device`. A CPU tensor bound for a GPU goes through pinned memory without waiting:
