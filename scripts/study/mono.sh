@@ -44,7 +44,7 @@ synthesize() {  # NAME SYNTHESIZE_OPTIONS...: $corpora/NAME.{de,en}, unless ther
   shift
   [[ -s $corpora/$name.de.origin.json ]] && return 0
   log "synthetic corpus $name: $*"
-  "$nmt" synthesize "$@" --seed 1 --compute-type int8 --threads 2 --quiet \
+  "$nmt" synthesize "$@" --seed 1 --quiet \
     --source-output "$corpora/$name.de" --target-output "$corpora/$name.en" > "$corpora/$name.out" 2>&1 ||
     { tail -5 "$corpora/$name.out"; exit 1; }
 }
@@ -54,7 +54,7 @@ member+=" --joint-vocab false --vocab-size 8000 --attention additive --early-sto
 sed -e "s|@MEMBER@|$member|" -e "s|@CORPORA@|$corpora|g" scripts/study/mono.txt > "$variants"
 
 # 1. Back-translation two ways.
-reverse=(--model "$mono/reverse" --input "$mono/mono.en")
+reverse=(--model "$mono/reverse" --input "$mono/mono.en" --compute-type int8 --threads 2)
 for way in sample beam; do
   readarray -t options < <(back_translation_options $way)
   synthesize $way "${reverse[@]}" "${options[@]}"
@@ -65,6 +65,7 @@ nmt="$STUDY_DIR/nmt"
 # 3. Self-training's corpus.
 [[ -s $corpora/captions.de ]] || { task2_captions de > "$corpora/captions.de.part" && mv "$corpora/captions.de.part" "$corpora/captions.de"; }
 synthesize forward --direction forward --model "$STUDY_DIR/real-only" --input "$corpora/captions.de" \
+  --compute-type int8 --threads 2 \
   "${beam_noise[@]}"
 # 4. Sampling beside beam search.
 scripts/study/run.sh <(grep -E '^(sample-untagged|beam-untagged) ' "$variants")

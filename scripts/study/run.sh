@@ -17,8 +17,9 @@
 #   STUDY_JOBS     runs at the same time (default 2)
 #   STUDY_THREADS  threads of each run (default 1: two one-thread runs get more from two cores than
 #                  one two-thread run, and every run sees the same machine)
-# Runs that already finished (NAME/train.log says "done:") are not trained again. The exit status
-# is non-zero when a run failed (its log is STUDY_DIR/NAME.out).
+# Runs that already finished (NAME/train.log says "done:") are not trained again, but for those that
+# STUDY_STEPS resumes (above). The exit status is non-zero when a run failed (its log is
+# STUDY_DIR/NAME.out).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -45,9 +46,13 @@ train_one() {  # NAME OPTIONS...
     [[ -s $dir/last.ckpt ]] && start=--resume
   fi
   if grep -q "done:" "$dir/train.log" 2>/dev/null; then
-    # A run finished under a smaller STUDY_STEPS goes on to the new one.
-    trained=$(grep -o 'done: .* after [0-9]* steps' "$dir/train.log" | tail -n 1 | grep -o '[0-9]* steps' | cut -d' ' -f1)
-    if [[ -z $steps || -z $trained || $trained -ge $steps ]]; then
+    # A run that stopped at its budget under a smaller STUDY_STEPS goes on to the new one; one that
+    # stopped for another reason (early stopping, max-epochs) stays as it is.
+    local last reason
+    last=$(sed -n 's/.*done: \(.*\) after \([0-9]*\) steps.*/\1|\2/p' "$dir/train.log" | tail -n 1)
+    reason=${last%|*} trained=${last##*|}
+    if [[ -z $steps || ! $reason =~ ^(max-steps reached|max-minutes reached|interrupted)$ || -z $trained ||
+          $trained -ge $steps ]]; then
       echo "study: $name already trained"; return 0
     fi
   fi

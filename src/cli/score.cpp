@@ -16,6 +16,7 @@ void add_forced_decoding_options(CLI::App& command, TranslateOptions& options) {
   adder("batch-size", options.batching.batch_size, "sentence pairs per batch");
   adder("threads", options.threads, "CPU threads (0 = number of cores)");
   adder("device", options.device, "cpu, cuda, or cuda:N (GPU N of those CUDA_VISIBLE_DEVICES shows)");
+  check_device_option(command);
 }
 
 Command add_score(CLI::App& program) {

@@ -44,16 +44,26 @@ Command add_synthesize(CLI::App& program) {
                    "... the farthest a word moves when the words are shuffled (0 = order kept)")
       ->capture_default_str();
   add_translate_options(*command, job->options);
-  return {command, [job] {
-            if (job->translations.empty()) warn_if_slow_blas();
-            const SynthesizeSummary summary = synthesize(*job);
-            spdlog::info(
-                "{} lines: {} pairs written to {} and {} ({} skipped: an empty line or translation); "
-                "origin in {}.origin.json",
-                summary.lines, summary.pairs, job->source_output, job->target_output, summary.skipped,
-                job->source_output);
-            return 0;
-          }};
+  return {
+      command, [job, command] {
+        if (job->translations.empty()) {
+          warn_if_slow_blas();
+        } else {
+          for (const char* option : {"--checkpoint", "--beam-size", "--length-penalty", "--sampling", "--sampling-topk",
+                                     "--sampling-topp", "--sampling-temperature", "--compute-type", "--shortlist",
+                                     "--device", "--batch-size", "--max-length", "--max-length-ratio"}) {
+            if (command->count(option) > 0) {
+              spdlog::warn("synthesize: {} does nothing with --translations: no model translates", option);
+            }
+          }
+        }
+        const SynthesizeSummary summary = synthesize(*job);
+        spdlog::info(
+            "{} lines: {} pairs written to {} and {} ({} skipped: an empty line or translation); "
+            "origin in {}.origin.json",
+            summary.lines, summary.pairs, job->source_output, job->target_output, summary.skipped, job->source_output);
+        return 0;
+      }};
 }
 
 }  // namespace nmt::cli

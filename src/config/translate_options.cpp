@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/fields.h"
+#include "util/runtime.h"
 
 namespace nmt {
 namespace {
@@ -37,9 +38,15 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
 
 }  // namespace
 
+void check_device_option(CLI::App& command) {
+  command.get_option("--device")
+      ->check(CLI::Validator([](const std::string& name) { return device_name_problem(name); }, "DEVICE"));
+}
+
 void add_translate_options(CLI::App& command, TranslateOptions& options) {
   OptionAdder adder{command};
   visit_translate_fields(adder, options);
+  check_device_option(command);
   command.add_option("--checkpoint", options.checkpoints,
                      "best (default), last, or a checkpoint path; several make an ensemble: one per --model, or "
                      "each of one --model's");

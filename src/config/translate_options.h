@@ -47,7 +47,7 @@ struct TranslateOptions {
   BatchingOptions batching;
   std::string batch_type = "sentences";  // unit of batch_size: sentences | tokens
   int threads = 0;                       // 0 = number of cores
-  std::string device = "cpu";            // cpu | cuda
+  std::string device = "cpu";            // cpu | cuda | cuda:N
   bool quiet = false;                    // no progress line on stderr
   std::string shortlist;                 // a lexical shortlist file (search/shortlist.h); empty: none
   std::string compute_type = "default";  // default | float32 | int8 (inference/model.h's load_models)
@@ -55,6 +55,10 @@ struct TranslateOptions {
 
 // Declares the options of `options` (all but models and n_best) on `command`.
 void add_translate_options(CLI::App& command, TranslateOptions& options);
+
+// Checks the command's --device option when the command line is read (util/runtime.h,
+// device_name_problem): a wrong name stops the command before any work.
+void check_device_option(CLI::App& command);
 
 // Throws std::invalid_argument naming the option.
 void validate(const SearchOptions& options);

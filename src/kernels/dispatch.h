@@ -62,8 +62,9 @@ enum class Operation {
   // or BiGruImpl::run per direction in the same file.
   kBiGruLayer,
   // DecoderImpl::takes_fused_loop (model/decoder.cpp): the teacher-forced loop in
-  // fused_decoder_loop (model/fused_cpu/decoder_pass.h) while autograd records, or DecoderImpl::advance per
-  // step in DecoderImpl::forward, the same file (whose steps ask for their own operations).
+  // fused_decoder_loop (model/fused_cpu/decoder_pass.h) while autograd records, or the reference,
+  // DecoderImpl::advance per step (model/reference/decoder_steps.h; its steps ask for their own
+  // operations).
   kDecoderLoop,
   // LoopWeight (model/linear/loop_weight.cpp): the packed products of kernels/packed_gemm.h (the AVX-512
   // kernel at level avx512, the AVX2 one at avx2; in a bf16 training step at level avx512, the

@@ -237,17 +237,17 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
 DecoderImpl::Path DecoderImpl::teacher_forced_path(const torch::Tensor& token_gates,
                                                    const EncodedSource& source) const {
   if (takes_gpu_loop(token_gates)) return Path::kGpuGraph;
+  const Path path = takes_fused_loop(token_gates, source) ? Path::kFusedCpu : Path::kReference;
   if (gpu_loop_device(token_gates.device()) && torch::autograd::GradMode::is_enabled()) {
     static std::once_flag logged;
     std::call_once(logged, [&] {
       spdlog::debug(
-          "decoder: the GPU graph pass takes one layer and the additive scorer of one head without "
-          "coverage; scorer {} with {} layer(s) trains on the reference pass",
-          options_.attention.scorer, cell_pointers_.size());
+          "decoder: not the GPU graph pass (it takes one layer, the additive scorer of one head without coverage, "
+          "float32 weights that learn): scorer {} with {} layer(s) trains on the {} pass",
+          options_.attention.scorer, cell_pointers_.size(), path == Path::kFusedCpu ? "fused CPU" : "reference");
     });
   }
-  if (takes_fused_loop(token_gates, source)) return Path::kFusedCpu;  // use_kernel logs its choice
-  return Path::kReference;
+  return path;  // use_kernel logs the fused CPU pass's choice
 }
 
 DecoderOutput DecoderImpl::gpu_graph_pass(const torch::Tensor& token_gates, const DecoderState& state,

@@ -318,7 +318,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   set_threads(config.threads);
   set_seed(config.seed);
   TrainingSetup setup;
-  setup.device = parse_device(config.device);  // rank 0 is its machine's first: cuda:0
+  setup.device = parse_device(config.device);  // rank 0 is its machine's first: GPU N of cuda:N
   check_precision(config, setup.device);
   if (std::string warning = slow_blas_warning(); !warning.empty()) log.warn("{}", warning);
   log.info("LibTorch {} threads, device {}, CPU kernels {}", torch::get_num_threads(), config.device,

@@ -139,8 +139,10 @@ torch::Device parse_device(const std::string& name, int local_rank) {
         "--device " + name + ": " +
         (local_rank > 0 ? "local rank " + std::to_string(local_rank) + " needs " : "needs ") + "GPU " +
         std::to_string(gpu) + ", and this process sees " + std::to_string(gpus) +
-        ": give a GPU it sees (CUDA_VISIBLE_DEVICES picks them), start at most one rank per GPU, and set "
-        "LOCAL_RANK (as torchrun does) when the ranks span machines");
+        ": give a GPU it sees (CUDA_VISIBLE_DEVICES picks them)" +
+        (local_rank > 0 ? "; start at most one rank per GPU, and set LOCAL_RANK (as torchrun does) when the ranks "
+                          "span machines"
+                        : ""));
   }
   const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
 #ifdef NMT_WITH_CUDA

@@ -59,7 +59,7 @@ class Translator:
         self,
         model: Union[_Path, List[_Path], Tuple[_Path, ...]],
         checkpoint: Union[_Path, List[_Path], Tuple[_Path, ...]] = "best",
-        device: Literal["cpu", "cuda"] = "cpu",
+        device: str = "cpu",  # "cpu", "cuda" or "cuda:N"
         threads: int = 0,
         compute_type: Literal["default", "float32", "int8"] = "default",
         shortlist: Optional[_Path] = None,
