@@ -12,6 +12,7 @@
 #include "model/bigru.h"
 #include "model/dropout.h"
 #include "model/gpu_graph/decoder_pass.h"
+#include "model/gpu_graph/recorded_pass.h"
 #include "model/gru_cell.h"
 #include "model/linear/int8_linear.h"
 #include "model/linear/loop_linear.h"
@@ -22,8 +23,13 @@ using namespace nmt;
 using namespace nmt::testing;
 
 namespace {
-constexpr int64_t kVocab = 23;
+
+// The [cuda] cases fail, saying why, where no GPU is to be seen.
+void require_gpu() {
+  if (!torch::cuda::is_available()) FAIL("no GPU: the [cuda] cases need a CUDA build of nmt_tests and a visible GPU");
 }
+constexpr int64_t kVocab = 23;
+}  // namespace
 
 TEST_CASE("the encoder gives the same states for a sentence alone and padded in a batch", "[model]") {
   for (int64_t layers : {1, 2}) {
@@ -710,7 +716,7 @@ TEST_CASE("the GPU's training loop of the decoder gives the maths' values and gr
 }
 
 TEST_CASE("cuda: the GPU's decoder loop, as recorded graphs, gives the maths' values and gradients", "[.][cuda]") {
-  if (!torch::cuda::is_available()) FAIL("no GPU: the [cuda] cases need a CUDA build of nmt_tests and a visible GPU");
+  require_gpu();
   check_gpu_loop_shapes(torch::kCUDA, 3);
 }
 
@@ -765,4 +771,147 @@ TEST_CASE("the decoder's training pass through the GPU's loop equals the per-ste
       CHECK(torch::allclose(item.value().grad().to(torch::kFloat64), expected[item.key()].grad(), 1e-3, 1e-4));
     }
   }
+}
+
+namespace {
+
+// The recorded pass (ScopedRecordedPassEverywhere) against the per-step path in float64, for every
+// decoder: batches of two buckets, each taken `rounds` times with new values (on a GPU: run as it
+// is, then recorded, then replayed). Rows of 5 and 7 share a bucket (8 rows, 8 target and 8 source
+// positions); 9 rows are another. Targets and sources are ragged, as collate pads them.
+void check_recorded_pass(const torch::Device& device, int rounds) {
+  const ScopedRecordedPassEverywhere everywhere;
+  struct Batch {
+    std::vector<int64_t> source_lengths, target_lengths;
+  };
+  const std::vector<Batch> batches{{{6, 3, 5, 1, 6}, {5, 2, 4, 5, 1}},
+                                   {{7, 2, 5, 7, 1, 3, 4}, {6, 6, 3, 2, 1, 4, 5}},
+                                   {{3, 2, 3, 1, 2, 3, 1, 2, 3}, {2, 1, 2, 2, 1, 2, 2, 1, 2}}};
+  for (const std::string& type : all_attention_types()) {
+    for (int64_t layers : {1, 2}) {
+      DYNAMIC_SECTION(type << ", " << layers << " decoder layers") {
+        ModelOptions options = tiny_model_options(type, /*decoder_hidden=*/13);
+        options.decoder_layers = layers;
+        torch::manual_seed(400);
+        Seq2Seq ours(options, kVocab, kVocab);
+        Seq2Seq reference(options, kVocab, kVocab);
+        {
+          torch::NoGradGuard no_grad;
+          const auto parameters = ours->named_parameters();
+          for (const auto& item : reference->named_parameters()) item.value().copy_(parameters[item.key()]);
+        }
+        reference->to(torch::kFloat64);  // float64 takes the per-step path
+        ours->to(device);
+        ours->train(), reference->train();
+        uint64_t seed = 401;
+        for (int round = 0; round < rounds; ++round) {
+          for (const Batch& batch : batches) {
+            const int64_t rows = static_cast<int64_t>(batch.target_lengths.size());
+            const int64_t steps = *std::max_element(batch.target_lengths.begin(), batch.target_lengths.end());
+            INFO("round " << round << ", " << rows << " rows");
+            auto [source, lengths] = random_source(batch.source_lengths, kVocab, ++seed);
+            torch::Tensor target_input = torch::randint(4, kVocab, {rows, steps}, torch::kInt64);
+            target_input.select(1, 0).fill_(kBosId);
+            for (int64_t b = 0; b < rows; ++b) {
+              target_input[b].narrow(0, batch.target_lengths[b], steps - batch.target_lengths[b]).fill_(kPadId);
+            }
+            ours->zero_grad(), reference->zero_grad();
+            const DecoderOutput mine = ours(source.to(device), lengths.to(device), target_input.to(device));
+            const DecoderOutput theirs = reference(source, lengths, target_input);
+            REQUIRE(mine.attentional.grad_fn() != nullptr);
+            CHECK(mine.attentional.grad_fn()->name().find("RecordedPassFunction") != std::string::npos);
+            const auto on_cpu = [](const torch::Tensor& tensor) { return tensor.to(torch::kCPU, torch::kFloat64); };
+            CHECK(torch::allclose(on_cpu(mine.attentional), theirs.attentional, 1e-4, 1e-5));
+            REQUIRE(mine.attention.defined() == theirs.attention.defined());
+            if (theirs.attention.defined()) {
+              REQUIRE(mine.attention.sizes() == theirs.attention.sizes());  // the bucket's padding is cut off
+              CHECK(torch::allclose(on_cpu(mine.attention), theirs.attention, 1e-4, 1e-5));
+            }
+
+            // A loss on both outputs: every parameter's gradient, the encoder's included (through
+            // the states, the keys and the initial state).
+            const torch::Tensor output_weights = torch::randn(theirs.attentional.sizes(), torch::kFloat64);
+            torch::Tensor our_loss = (on_cpu(mine.attentional) * output_weights).sum();
+            torch::Tensor their_loss = (theirs.attentional * output_weights).sum();
+            if (theirs.attention.defined()) {
+              const torch::Tensor attention_weights = torch::randn(theirs.attention.sizes(), torch::kFloat64);
+              our_loss = our_loss + (on_cpu(mine.attention) * attention_weights).sum();
+              their_loss = their_loss + (theirs.attention * attention_weights).sum();
+            }
+            our_loss.backward(), their_loss.backward();
+            const auto expected = reference->named_parameters();
+            for (const auto& item : ours->named_parameters()) {
+              INFO(item.key());
+              const torch::Tensor& wanted = expected[item.key()].grad();
+              REQUIRE(item.value().grad().defined() == wanted.defined());  // the output layer is in no loss
+              if (wanted.defined()) CHECK(torch::allclose(on_cpu(item.value().grad()), wanted, 1e-3, 1e-4));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the recorded GPU training pass equals the per-step path for every decoder, values and gradients",
+          "[model]") {
+  check_recorded_pass(torch::kCPU, 2);  // on the CPU (its graphs are a GPU's), float32 against float64
+}
+
+TEST_CASE("cuda: the recorded GPU training pass, as graphs, equals the per-step path for every decoder", "[.][cuda]") {
+  require_gpu();
+  check_recorded_pass(torch::kCUDA, 3);
+}
+
+TEST_CASE("the recorded GPU training pass drops out, differently in every pass", "[model]") {
+  // With dropout, the same batch twice gives two different outputs (on a GPU, the recording draws
+  // new masks at every replay), and the gradients still reach every weight of the steps.
+  const ScopedRecordedPassEverywhere everywhere;
+  for (const std::string& type : {std::string("general"), std::string("local-p")}) {
+    INFO(type);
+    ModelOptions options = tiny_model_options(type, /*decoder_hidden=*/13);
+    options.decoder_layers = 2;
+    options.dropout = 0.5;
+    torch::manual_seed(410);
+    Seq2Seq model(options, kVocab, kVocab);
+    model->train();
+    auto [source, lengths] = random_source({6, 3, 5}, kVocab, 411);
+    torch::Tensor target_input = torch::randint(4, kVocab, {3, 5}, torch::kInt64);
+    target_input.select(1, 0).fill_(kBosId);
+    std::vector<torch::Tensor> outputs;
+    for (int pass = 0; pass < 3; ++pass) {
+      model->zero_grad();
+      const DecoderOutput output = model(source, lengths, target_input);
+      CHECK(output.attentional.grad_fn()->name().find("RecordedPassFunction") != std::string::npos);
+      CHECK((output.attentional == 0).sum().item<int64_t>() > 0);
+      output.attentional.sum().backward();
+      CHECK(model->decoder->combine->weight.grad().abs().sum().item<double>() > 0);
+      outputs.push_back(output.attentional.detach());
+    }
+    CHECK_FALSE(torch::equal(outputs[1], outputs[2]));
+  }
+}
+
+TEST_CASE("the recorded GPU training pass refuses a backward whose values a later forward overwrote", "[model]") {
+  const ScopedRecordedPassEverywhere everywhere;
+  torch::manual_seed(420);
+  Seq2Seq model(tiny_model_options("dot"), kVocab, kVocab);
+  model->train();
+  auto [source, lengths] = random_source({4, 2}, kVocab, 421);
+  torch::Tensor target_input = torch::randint(4, kVocab, {2, 3}, torch::kInt64);
+  target_input.select(1, 0).fill_(kBosId);
+  const DecoderOutput first = model(source, lengths, target_input);
+  const DecoderOutput second = model(source, lengths, target_input);
+  CHECK_THROWS_WITH(first.attentional.sum().backward(), Catch::Contains("before this pass's backward"));
+  second.attentional.sum().backward();  // the last forward's backward still runs
+  CHECK(model->decoder->combine->weight.grad().defined());
+}
+
+TEST_CASE("a bucket pads a size up to its multiple", "[model]") {
+  CHECK(bucket_size(1, 8) == 8);
+  CHECK(bucket_size(8, 8) == 8);
+  CHECK(bucket_size(9, 8) == 16);
+  CHECK(bucket_size(13, 4) == 16);
 }

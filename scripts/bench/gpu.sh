@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
 # The GPU benchmark: our training and search against a PyTorch reference of the same model
 # (scripts/bench/gpu_reference.py: cuDNN's GRU for the encoder, a Python loop over GRUCell for the
-# decoder), side by side in one run on one GPU. Prints one Markdown table, BLEU lines and versions.
+# decoder), eager and under torch.compile (mode reduce-overhead: CUDA graphs), side by side in one
+# run on one GPU. Prints one Markdown table, BLEU lines and versions.
 #   1. the recipe trained on the GPU in fp32 and in bf16, side by side (two processes on the one GPU:
 #      their times are not speeds), for NMT_GPU_STEPS updates (default 2000; 0: the whole recipe, to
 #      its early stop);
 #   2. training speed at the recipe's batch (2000 tokens) and at 8000 tokens: ours in fp32 and bf16,
-#      the reference's (fp32);
+#      the reference's (fp32), eager and compiled;
 #   3. test_2016_flickr translated greedy and with beam 5 (batch 64): ours and the reference's with
 #      the same weights, and the BLEU of both (the same model: the two should score alike), and of
 #      the bf16-trained model.
-# Usage: scripts/bench/gpu.sh    (a CUDA build: scripts/libtorch2.sh; the corpus: scripts/get_multi30k.sh;
-#        python3 with torch and sentencepiece: pip install torch sentencepiece)
+# With --attention LIST (of additive, dot, general, cosine, comma-separated), only part 2 at the
+# recipe's batch, for each scorer in LIST: the recipe with that scorer, ours against the reference
+# of the same model.
+# Usage: scripts/bench/gpu.sh [--attention LIST]   (a CUDA build: scripts/libtorch2.sh; the corpus:
+#        scripts/get_multi30k.sh; python3 with torch and sentencepiece: pip install torch sentencepiece)
 # Environment: NMT_BUILD_DIR (default build-libtorch), NMT_BENCH_STEPS (timed updates, default 200),
 # NMT_GPU_STEPS, NMT_GPU_MODELS (where the trained models go, default models).
 set -euo pipefail
+scorers=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --attention)
+      [ $# -ge 2 ] || { echo "gpu bench: --attention needs a list, such as additive,dot,general,cosine" >&2; exit 2; }
+      scorers="$2"
+      shift 2
+      ;;
+    *) echo "gpu bench: unknown argument $1 (usage: scripts/bench/gpu.sh [--attention LIST])" >&2; exit 2 ;;
+  esac
+done
+for scorer in ${scorers//,/ }; do
+  case "$scorer" in
+    additive | dot | general | cosine) ;;
+    *) echo "gpu bench: --attention: no reference for $scorer (additive, dot, general or cosine)" >&2; exit 2 ;;
+  esac
+done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 build="${NMT_BUILD_DIR:-$root/build-libtorch}"
@@ -33,6 +54,36 @@ python3 -c "import torch, sentencepiece; assert torch.cuda.is_available()" ||
   { echo "gpu bench: python3 needs torch with CUDA and sentencepiece (pip install torch sentencepiece)" >&2; exit 1; }
 nvidia-smi -L
 mkdir -p "$(dirname "$model")"
+table_head() {
+  echo "| what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+}
+# Training speed at $1 tokens a batch, $2 timed updates, with the scorer $3: ours in fp32 and bf16,
+# the reference eager and compiled. The reference needs a joint vocabulary: the recipe's, or one
+# made here when no recipe has been trained yet.
+training_speed() {
+  local tokens=$1 timed=$2 scorer=$3 precision compile
+  for precision in fp32 bf16; do
+    "$build/nmt_bench" --config "$config" train --device cuda --precision "$precision" --batch-tokens "$tokens" \
+      --attention "$scorer" --bench-steps "$timed" --bench-warmup 20 2>&1 | tail -1 |
+      sed "s/, GPU |/, GPU, $precision |/"
+  done
+  for compile in "" --compile; do
+    $reference train --vocab "$vocab" --source data/multi30k/train.de --target data/multi30k/train.en \
+      --batch-tokens "$tokens" --steps "$timed" --warmup 20 --device cuda --attention "$scorer" $compile | tail -1
+  done
+}
+vocab="$model/vocab.joint.model"
+if [ -n "$scorers" ]; then
+  if [ ! -s "$vocab" ]; then
+    vocab="$(dirname "$model")/gpu-bench-vocab/vocab.joint.model"
+    [ -s "$vocab" ] || "$build/nmt" prepare --config "$config" --model-dir "$(dirname "$vocab")" > /dev/null
+  fi
+  table_head
+  for scorer in ${scorers//,/ }; do training_speed 2000 "$steps" "$scorer"; done
+  python3 -c "import torch; print('torch', torch.__version__, 'cuDNN', torch.backends.cudnn.version(), torch.cuda.get_device_name(0))"
+  exit 0
+fi
 
 # Trains the recipe into $1 with precision $2; prints how it ended.
 train_recipe() {
@@ -46,17 +97,10 @@ train_recipe "$model-bf16" bf16 > "$model-bf16.result" 2>&1 &
 train_recipe "$model" fp32
 wait $! || echo "gpu bench: training in bf16 failed ($model-bf16.log)" >&2
 cat "$model-bf16.result"
-echo "| what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+table_head
 for tokens in 2000 8000; do
   # One epoch has 125 batches of 8000 tokens.
-  timed=$([ "$tokens" -gt 2000 ] && echo $((steps < 100 ? steps : 100)) || echo "$steps")
-  for precision in fp32 bf16; do
-    "$build/nmt_bench" --config "$config" train --device cuda --precision "$precision" --batch-tokens "$tokens" \
-      --bench-steps "$timed" --bench-warmup 20 2>&1 | tail -1 | sed "s/, GPU |/, GPU, $precision |/"
-  done
-  $reference train --vocab "$model/vocab.joint.model" --source data/multi30k/train.de --target data/multi30k/train.en \
-    --batch-tokens "$tokens" --steps "$timed" --warmup 20 --device cuda | tail -1
+  training_speed "$tokens" "$([ "$tokens" -gt 2000 ] && echo $((steps < 100 ? steps : 100)) || echo "$steps")" additive
 done
 for beam in 1 5; do
   "$build/nmt_bench" translate --model "$model" --input "$test_source" --beam-size "$beam" --batch-size 64 \

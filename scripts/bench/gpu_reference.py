@@ -3,13 +3,21 @@ r"""A plain PyTorch reference of the Multi30k recipe's model (configs/multi30k_d
 baseline of scripts/bench/gpu.sh, which holds our trainer and search against it on one GPU.
 
 The model is ours, written the way a PyTorch user would write it: nn.GRU (cuDNN on a GPU) for the
-bidirectional encoder, a Python loop over nn.GRUCell for the decoder (input feeding, additive
-attention on the new state, tied output layer applied once to all steps). It loads our checkpoints
-(`translate`) and follows our search rules, so its translations should match `nmt translate`.
+bidirectional encoder, a Python loop over nn.GRUCell for the decoder (input feeding, attention on
+the new state, tied output layer applied once to all steps). The scorer is the recipe's additive
+one, or, for training, dot, general or cosine (--attention), as ours computes them. It loads our
+checkpoints of the recipe (`translate`) and follows our search rules, so its translations should
+match `nmt translate`.
+
+--compile trains as a PyTorch expert would speed the loop up: the decoder step under
+torch.compile(mode="reduce-overhead", dynamic=True), which fuses its operations, compiles once for
+every batch shape, and replays them as CUDA graphs recorded per shape; each batch is padded to a
+bucket (a multiple of 8 sentences and of 4 positions a side) so that shapes repeat, and every shape
+of the timed batches is compiled and recorded before the clock starts.
 
   pip install torch sentencepiece
   gpu_reference.py train --vocab MODEL_DIR/vocab.joint.model --source train.de --target train.en \
-      --batch-tokens 2000 --steps 100 --warmup 20 --device cuda
+      --batch-tokens 2000 --steps 100 --warmup 20 --device cuda [--attention dot] [--compile]
   gpu_reference.py translate --checkpoint MODEL_DIR/best.ckpt --input test.de --output hyp.en \
       --beam-size 5 --batch-size 64 --device cuda
 
@@ -29,19 +37,27 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 PAD, BOS, EOS = 0, 2, 3  # and <unk> 1
+SCORERS = ("additive", "dot", "general", "cosine")
+NORM_EPSILON = 1e-6  # ours: no 0/0 for an all-zero vector (cosine)
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, vocab_size, embedding=256, hidden=256, attention=256, dropout=0.3):
+    def __init__(self, vocab_size, embedding=256, hidden=256, attention=256, dropout=0.3, scorer="additive"):
         super().__init__()
+        self.scorer = scorer
         self.source_embedding = nn.Embedding(vocab_size, embedding, padding_idx=PAD)
         self.encoder = nn.GRU(embedding, hidden, batch_first=True, bidirectional=True)
         self.target_embedding = nn.Embedding(vocab_size, embedding, padding_idx=PAD)  # tied to the output
         self.bridge = nn.Linear(2 * hidden, hidden)
         self.cell = nn.GRUCell(embedding + hidden, hidden)  # input: [embedding, previous attentional]
-        self.query_layer = nn.Linear(hidden, attention, bias=False)
-        self.key_layer = nn.Linear(2 * hidden, attention)
-        self.energy_layer = nn.Linear(attention, 1, bias=False)
+        if scorer == "additive":  # v^T tanh(W_q s + W_k h_j + b)
+            self.query_layer = nn.Linear(hidden, attention, bias=False)
+            self.key_layer = nn.Linear(2 * hidden, attention)
+            self.energy_layer = nn.Linear(attention, 1, bias=False)
+        else:  # s^T k_j with the states mapped to the state's size (ours: key_map or key_layer, bias-free)
+            self.key_layer = nn.Linear(2 * hidden, hidden, bias=False)
+        if scorer == "cosine":  # beta cos(s, k_j), beta learned as log beta from 10
+            self.log_sharpness = nn.Parameter(torch.full((1,), math.log(10.0)))
         self.combine = nn.Linear(3 * hidden, hidden, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(vocab_size))
         self.dropout = nn.Dropout(dropout)
@@ -58,14 +74,25 @@ class Seq2Seq(nn.Module):
         states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=source.size(1))
         hidden = torch.tanh(self.bridge(torch.cat([final[0], final[1]], dim=1)))
         attentional = hidden.new_zeros(hidden.shape)
-        return (states, self.key_layer(states), source != PAD), hidden, attentional
+        keys = self.key_layer(states)
+        if self.scorer == "cosine":
+            keys = keys / keys.norm(dim=2, keepdim=True).clamp_min(NORM_EPSILON)
+        return (states, keys, source != PAD), hidden, attentional
+
+    def energy(self, hidden, keys):
+        """The scores [B, S] of the new state [B, H] against the keys [B, S, K]."""
+        if self.scorer == "additive":
+            return self.energy_layer(torch.tanh(self.query_layer(hidden).unsqueeze(1) + keys)).squeeze(2)
+        if self.scorer == "cosine":
+            hidden = hidden / hidden.norm(dim=1, keepdim=True).clamp_min(NORM_EPSILON)
+        scores = torch.bmm(keys, hidden.unsqueeze(2)).squeeze(2)
+        return scores * self.log_sharpness.exp() if self.scorer == "cosine" else scores
 
     def step(self, embedded, hidden, attentional, encoded):
         """One decoder step: the new GRU state and attentional vector, both [B, H]."""
         states, keys, mask = encoded
         hidden = self.cell(torch.cat([embedded, attentional], dim=1), hidden)
-        energy = self.energy_layer(torch.tanh(self.query_layer(hidden).unsqueeze(1) + keys)).squeeze(2)
-        weights = energy.masked_fill(~mask, float("-inf")).softmax(dim=1)  # [B, S]
+        weights = self.energy(hidden, keys).masked_fill(~mask, float("-inf")).softmax(dim=1)  # [B, S]
         context = torch.bmm(weights.unsqueeze(1), states).squeeze(1)  # [B, 2H]
         attentional = self.dropout(torch.tanh(self.combine(torch.cat([hidden, context], dim=1))))
         return hidden, attentional
@@ -124,12 +151,21 @@ def load_checkpoint(path, device):
     return model.eval(), vocabulary("source_vocabulary"), vocabulary("target_vocabulary")
 
 
-def pad(sequences):
-    """Lists of ids -> [B, max length] int64, padded with PAD, and the lengths [B]."""
-    padded = torch.full((len(sequences), max(map(len, sequences))), PAD, dtype=torch.long)
+def pad(sequences, multiple=1):
+    """Lists of ids -> [B, max length] int64, padded with PAD, and the lengths [B]; the length
+    rounded up to a multiple of `multiple`."""
+    length = -(-max(map(len, sequences)) // multiple) * multiple
+    padded = torch.full((len(sequences), length), PAD, dtype=torch.long)
     for row, sequence in enumerate(sequences):
         padded[row, :len(sequence)] = torch.tensor(sequence)
     return padded, torch.tensor([len(s) for s in sequences])
+
+
+def bucket_rows(sources, targets, multiple):
+    """The rows padded to a multiple of `multiple` with sentences that weigh nothing: a source of one
+    EOS and an empty target (only PAD, which the loss ignores)."""
+    missing = -len(sources) % multiple
+    return sources + [[EOS]] * missing, targets + [[]] * missing
 
 
 def make_batches(pairs, batch_tokens, rng):
@@ -164,14 +200,21 @@ def train(args):
     batches = make_batches(pairs, args.batch_tokens, random.Random(args.seed))
     if args.warmup + args.steps > len(batches):
         sys.exit(f"--steps + --warmup exceed the {len(batches)} batches of one epoch")
-    model = Seq2Seq(vocabulary.get_piece_size(), dropout=args.dropout).to(device).train()
+    model = Seq2Seq(vocabulary.get_piece_size(), dropout=args.dropout, scorer=args.attention).to(device).train()
+    if args.compile:
+        model.step = torch.compile(model.step, mode="reduce-overhead", dynamic=True)
+    rows, positions = (8, 4) if args.compile else (1, 1)
     # Adam's defaults: on CUDA that is the foreach (multi-tensor) implementation, not fused=True.
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
 
     def update(batch):
-        source, lengths = pad([pairs[i][0] + [EOS] for i in batch])
-        target_input, _ = pad([[BOS] + pairs[i][1] for i in batch])
-        target_output, _ = pad([pairs[i][1] + [EOS] for i in batch])
+        if args.compile:
+            torch.compiler.cudagraph_mark_step_begin()  # a new update: the last one's graph outputs are spent
+        sources, targets = bucket_rows([pairs[i][0] for i in batch], [pairs[i][1] for i in batch], rows)
+        source, lengths = pad([s + [EOS] for s in sources], positions)
+        target_input, _ = pad([[BOS] + t for t in targets], positions)
+        target_output, _ = pad([t + [EOS] if t else [] for t in targets], positions)
+        target_output = F.pad(target_output, (0, target_input.size(1) - target_output.size(1)), value=PAD)
         source, target_input, target_output = (x.to(device) for x in (source, target_input, target_output))
         logits = model(source, lengths, target_input)
         loss = F.cross_entropy(logits.flatten(0, 1), target_output.flatten(), ignore_index=PAD,
@@ -184,6 +227,11 @@ def train(args):
 
     timed = batches[args.warmup:args.warmup + args.steps]
     losses = [update(batch) for batch in batches[:args.warmup]]
+    if args.compile:  # every shape the timed batches have, compiled and recorded before the clock
+        compiled = time.perf_counter()
+        for batch in timed:
+            update(batch)
+        print(f"compiled and recorded in {time.perf_counter() - compiled:.0f} s", file=sys.stderr)
     timed_losses, seconds = clock(device, lambda: [update(batch) for batch in timed])
     sentences = sum(len(batch) for batch in timed)
     target_tokens = sum(len(pairs[i][1]) + 1 for batch in timed for i in batch)
@@ -192,8 +240,9 @@ def train(args):
     print(f"loss per target token: first {tail} updates {sum(losses[:tail]) / tail:.3f}, "
           f"last {tail} {sum(losses[-tail:]) / tail:.3f}, mean {sum(losses) / len(losses):.3f}", file=sys.stderr)
     setting = (f"{args.steps} steps, {sentences // args.steps} sentences/batch, {args.batch_tokens} tokens a batch, "
-               f"{device_name(device)}")
-    print_row("reference training (PyTorch)", setting, sentences / seconds, target_tokens / seconds)
+               f"{args.attention}, {device_name(device)}")
+    what = "reference training (PyTorch, torch.compile reduce-overhead)" if args.compile else "reference training (PyTorch)"
+    print_row(what, setting, sentences / seconds, target_tokens / seconds)
 
 
 def output_cap(source_length):
@@ -354,6 +403,9 @@ def main():
     trainer.add_argument("--max-length", type=int, default=80, help="longest pair kept, in subwords a side")
     trainer.add_argument("--dropout", type=float, default=0.3)
     trainer.add_argument("--seed", type=int, default=1)
+    trainer.add_argument("--attention", choices=SCORERS, default="additive", help="the scorer")
+    trainer.add_argument("--compile", action="store_true",
+                         help="the decoder step under torch.compile(mode='reduce-overhead'), batches in buckets")
     translator = commands.add_parser("translate", help="translate a file with one of our checkpoints, timed")
     translator.set_defaults(run=translate)
     translator.add_argument("--checkpoint", required=True, help="our checkpoint (MODEL_DIR/best.ckpt)")

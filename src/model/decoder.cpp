@@ -13,6 +13,7 @@
 #include "model/dropout.h"
 #include "model/fused_cpu/decoder_pass.h"
 #include "model/gpu_graph/decoder_pass.h"
+#include "model/gpu_graph/recorded_pass.h"
 #include "model/linear/bf16_products.h"
 #include "model/reference/decoder_steps.h"
 #include "model/word_dropout.h"
@@ -193,11 +194,17 @@ bool DecoderImpl::takes_fused_loop(const torch::Tensor& token_gates, const Encod
   return kernels::use_kernel(kernels::Operation::kDecoderLoop, {token_gates, source.states, source.keys}, fits);
 }
 
+bool DecoderImpl::learns_in_float32(const torch::Tensor& token_gates) const {
+  return token_gates.size(1) > 0 && torch::autograd::GradMode::is_enabled() && feed_gates->weight.requires_grad() &&
+         feed_gates->weight.scalar_type() == torch::kFloat;
+}
+
 bool DecoderImpl::takes_gpu_loop(const torch::Tensor& token_gates) const {
-  if (!gpu_loop_device(token_gates.device()) || cell_pointers_.size() != 1 || token_gates.size(1) == 0) return false;
+  if (!gpu_loop_device(token_gates.device()) || cell_pointers_.size() != 1 || !learns_in_float32(token_gates)) {
+    return false;
+  }
   const std::optional<AdditiveForm> form = attention->additive_form();
-  return form && form->heads == 1 && !form->coverage.defined() && torch::autograd::GradMode::is_enabled() &&
-         feed_gates->weight.requires_grad() && feed_gates->weight.scalar_type() == torch::kFloat;
+  return form && form->heads == 1 && !form->coverage.defined();
 }
 
 torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens) {
@@ -236,22 +243,25 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
 
 DecoderImpl::Path DecoderImpl::teacher_forced_path(const torch::Tensor& token_gates,
                                                    const EncodedSource& source) const {
-  if (takes_gpu_loop(token_gates)) return Path::kGpuGraph;
+  const bool learns = learns_in_float32(token_gates);
+  if (learns && recorded_pass_forced()) return Path::kGpuRecorded;  // the tests' scope, on any device
+  if (takes_gpu_loop(token_gates)) return Path::kGpuLoop;
+  if (learns && recorded_pass_device(token_gates.device())) return Path::kGpuRecorded;
   const Path path = takes_fused_loop(token_gates, source) ? Path::kFusedCpu : Path::kReference;
-  if (gpu_loop_device(token_gates.device()) && torch::autograd::GradMode::is_enabled()) {
+  if (recorded_pass_device(token_gates.device()) && torch::autograd::GradMode::is_enabled()) {
     static std::once_flag logged;
     std::call_once(logged, [&] {
       spdlog::debug(
-          "decoder: not the GPU graph pass (it takes one layer, the additive scorer of one head without coverage, "
-          "float32 weights that learn): scorer {} with {} layer(s) trains on the {} pass",
-          options_.attention.scorer, cell_pointers_.size(), path == Path::kFusedCpu ? "fused CPU" : "reference");
+          "decoder: not a GPU graph pass (they take float32 weights that learn, and teacher forcing): scorer {} "
+          "with {} layer(s) trains on the reference pass",
+          options_.attention.scorer, cell_pointers_.size());
     });
   }
   return path;  // use_kernel logs the fused CPU pass's choice
 }
 
-DecoderOutput DecoderImpl::gpu_graph_pass(const torch::Tensor& token_gates, const DecoderState& state,
-                                          const EncodedSource& source) {
+DecoderOutput DecoderImpl::gpu_loop_pass(const torch::Tensor& token_gates, const DecoderState& state,
+                                         const EncodedSource& source) {
   const AdditiveForm form = *attention->additive_form();
   const GruCellImpl& cell = *cell_pointers_.front();
   if (!gpu_loop_) gpu_loop_ = std::make_shared<GpuDecoderLoop>();
@@ -260,6 +270,32 @@ DecoderOutput DecoderImpl::gpu_graph_pass(const torch::Tensor& token_gates, cons
       {feed_gates->weight, cell.weight_hh, cell.bias_hh, form.query_weight, form.energy, combine->weight},
       is_training() ? options_.dropout : 0.0);
   return {attentional, weights};
+}
+
+DecoderOutput DecoderImpl::gpu_recorded_pass(const torch::Tensor& token_gates, const DecoderState& state,
+                                             const EncodedSource& source) {
+  // The weights the steps read: the first layer's feed gates, each layer's, the scorer's, W_c.
+  std::vector<torch::Tensor> weights;
+  const auto add = [&weights](const torch::nn::Module& module) {
+    for (const torch::Tensor& parameter : module.parameters()) {
+      if (parameter.requires_grad()) weights.push_back(parameter);
+    }
+  };
+  add(*feed_gates), add(*cells), add(*layer_gates), add(*attention), add(*combine);
+  if (!recorded_) recorded_ = std::make_shared<RecordedDecoderPass>();
+  return recorded_->run(token_gates, state, source, weights, is_training() && options_.dropout > 0,
+                        [this](const torch::Tensor& gates, const DecoderState& initial, const EncodedSource& padded) {
+                          return reference_pass(gates, initial, padded);
+                        });
+}
+
+DecoderOutput DecoderImpl::reference_pass(const torch::Tensor& token_gates, const DecoderState& state,
+                                          const EncodedSource& source) {
+  const StepMaps maps = step_maps();
+  return reference::teacher_forced_steps(
+      token_gates, state,
+      [&](const torch::Tensor& gates, DecoderState& next) { return advance(gates, next, source, maps); },
+      attention->has_scorer());
 }
 
 DecoderOutput DecoderImpl::fused_cpu_pass(const torch::Tensor& token_gates, const DecoderState& state,
@@ -308,17 +344,16 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& target_input, const Enco
   const torch::Tensor token_gates =
       training_linear(embed(target_input), embedding_gates->weight, embedding_gates->bias);  // [B, T, 3H]
   switch (teacher_forced_path(token_gates, source)) {
-    case Path::kGpuGraph:
-      return gpu_graph_pass(token_gates, state, source);
+    case Path::kGpuLoop:
+      return gpu_loop_pass(token_gates, state, source);
+    case Path::kGpuRecorded:
+      return gpu_recorded_pass(token_gates, state, source);
     case Path::kFusedCpu:
       return fused_cpu_pass(token_gates, state, source, target_input);
     case Path::kReference:
       break;
   }
-  const StepMaps maps = step_maps();
-  return reference::teacher_forced_steps(
-      token_gates, state,
-      [&](const torch::Tensor& gates, DecoderState& next) { return advance(gates, next, source, maps); }, has_scorer);
+  return reference_pass(token_gates, state, source);
 }
 
 }  // namespace nmt

@@ -36,7 +36,8 @@
 
 namespace nmt {
 
-class GpuDecoderLoop;  // model/gpu_graph/decoder_pass.h
+class GpuDecoderLoop;       // model/gpu_graph/decoder_pass.h
+class RecordedDecoderPass;  // model/gpu_graph/recorded_pass.h
 
 struct DecoderState {
   torch::Tensor hidden;       // [L, B, H]
@@ -173,16 +174,22 @@ class DecoderImpl : public torch::nn::Module {
                                                   const EncodedSource& source, const StepMaps& maps);
   // The passes of forward() with every input token known (teacher forcing), each in a folder of its
   // own beside the architecture: the reference (model/reference/), the fused CPU pass
-  // (model/fused_cpu/) and the GPU graph pass (model/gpu_graph/). teacher_forced_path() is the one
-  // place that chooses: the GPU graph pass while autograd records on a GPU, for one layer and the
-  // additive scorer of one head without coverage (any other decoder on a GPU is logged once at debug
-  // level and takes the reference); else the fused CPU pass while autograd records, with the
-  // kernels on (kernels/dispatch.h), for any scorer and number of layers; else the reference.
-  enum class Path { kReference, kFusedCpu, kGpuGraph };
+  // (model/fused_cpu/) and the two GPU graph passes (model/gpu_graph/). teacher_forced_path() is the
+  // one place that chooses. While autograd records, with float32 weights that learn: on a GPU, the
+  // GPU loop for one layer and the additive scorer of one head without coverage, the recorded
+  // reference pass for every other decoder; on the CPU, the fused CPU pass with the kernels on
+  // (kernels/dispatch.h), for any scorer and number of layers. Else the reference (on a GPU, logged
+  // once at debug level).
+  enum class Path { kReference, kFusedCpu, kGpuLoop, kGpuRecorded };
   Path teacher_forced_path(const torch::Tensor& token_gates, const EncodedSource& source) const;
+  bool learns_in_float32(const torch::Tensor& token_gates) const;
   bool takes_fused_loop(const torch::Tensor& token_gates, const EncodedSource& source) const;
   bool takes_gpu_loop(const torch::Tensor& token_gates) const;
-  DecoderOutput gpu_graph_pass(const torch::Tensor& token_gates, const DecoderState& state,
+  DecoderOutput gpu_loop_pass(const torch::Tensor& token_gates, const DecoderState& state, const EncodedSource& source);
+  DecoderOutput gpu_recorded_pass(const torch::Tensor& token_gates, const DecoderState& state,
+                                  const EncodedSource& source);
+  // The reference pass of teacher forcing from these inputs.
+  DecoderOutput reference_pass(const torch::Tensor& token_gates, const DecoderState& state,
                                const EncodedSource& source);
   DecoderOutput fused_cpu_pass(const torch::Tensor& token_gates, const DecoderState& state, const EncodedSource& source,
                                const torch::Tensor& target_input);
@@ -193,6 +200,7 @@ class DecoderImpl : public torch::nn::Module {
   std::vector<GruCellImpl*> cell_pointers_;
   std::vector<torch::nn::LinearImpl*> layer_gate_pointers_;
   std::shared_ptr<GpuDecoderLoop> gpu_loop_;        // made by the first pass that takes it
+  std::shared_ptr<RecordedDecoderPass> recorded_;   // the same
   std::shared_ptr<const Int8DecoderWeights> int8_;  // quantize_int8(); null: float32
   std::optional<PreparedMaps> prepared_;            // prepare(); none: the module's own weights
 };

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #ifdef NMT_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -69,9 +70,36 @@ GpuSideStream::~GpuSideStream() {
   state_->guard.reset();
 }
 
-struct StepGraph::State {
+struct RecordedGraph::State {
   at::cuda::CUDAGraph graph;
 };
+
+RecordedGraph::RecordedGraph(GraphPool pool) : pool_(pool) {}
+RecordedGraph::~RecordedGraph() = default;
+
+void RecordedGraph::capture(const std::function<void()>& program) {
+  auto state = std::make_unique<State>();
+  // Thread-local: other threads' CUDA calls (another request of the server, a batch being read)
+  // do not break it.
+  state->graph.capture_begin({pool_.first, pool_.second}, cudaStreamCaptureModeThreadLocal);
+  try {
+    program();
+  } catch (const std::exception&) {
+    try {
+      state->graph.capture_end();
+    } catch (const std::exception&) {  // the capture was invalidated: ending it is all that is needed
+    }
+    throw;
+  }
+  state->graph.capture_end();
+  state_ = std::move(state);
+  recorded_ = true;
+}
+
+void RecordedGraph::replay() {
+  TORCH_CHECK(recorded_, "RecordedGraph::replay: nothing was recorded");
+  state_->graph.replay();
+}
 
 GraphPool new_graph_pool() {
   const auto id = at::cuda::graph_pool_handle();
@@ -82,7 +110,7 @@ GraphPool new_graph_pool() {
 // and pinned memory, give a pool back when its last graph goes): so the last graph of a search is
 // kept until the next search's graph has been captured into the same pool.
 struct GraphKeeper {
-  std::unique_ptr<StepGraph::State> last;
+  std::unique_ptr<RecordedGraph> last;
 };
 
 SearchGraphs thread_search_graphs(const torch::Device& device) {
@@ -106,40 +134,8 @@ SearchGraphs thread_search_graphs(const torch::Device& device) {
   return {slot->stream, slot->pool, warm, &slot->keeper};
 }
 
-StepGraph::StepGraph(bool enabled, GraphPool pool, bool warm, GraphKeeper* keeper)
-    : enabled_(enabled), pool_(pool), calls_(warm ? 1 : 0), keeper_(keeper) {}
-
 StepGraph::~StepGraph() {
-  if (keeper_ != nullptr && state_) keeper_->last = std::move(state_);  // the one kept before goes
-}
-
-void StepGraph::run(const std::function<void()>& step) {
-  ++calls_;
-  if (!enabled_ || calls_ == 1) {
-    step();
-    return;
-  }
-  if (!state_) {
-    state_ = std::make_unique<State>();
-    // Thread-local: other threads' CUDA calls (another request of the server) do not break it.
-    state_->graph.capture_begin({pool_.first, pool_.second}, cudaStreamCaptureModeThreadLocal);
-    try {
-      step();
-      state_->graph.capture_end();
-    } catch (const std::exception&) {
-      // Something in the step cannot be captured (it waits for the GPU, say): nothing has run
-      // yet, so the steps run as they are from here on.
-      try {
-        state_->graph.capture_end();
-      } catch (const std::exception&) {  // the capture was invalidated: ending it is all that is needed
-      }
-      state_.reset();
-      enabled_ = false;
-      step();
-      return;
-    }
-  }
-  state_->graph.replay();
+  if (keeper_ != nullptr && graph_) keeper_->last = std::move(graph_);  // the one kept before goes
 }
 #else
 struct GpuStream::State {};
@@ -158,16 +154,40 @@ SearchGraphs thread_search_graphs(const torch::Device&) {
   return {none, {}};
 }
 
-struct StepGraph::State {};
+struct RecordedGraph::State {};
+RecordedGraph::RecordedGraph(GraphPool pool) : pool_(pool) {}
+RecordedGraph::~RecordedGraph() = default;
+void RecordedGraph::capture(const std::function<void()>&) {
+  throw std::runtime_error("CUDA graphs need a CUDA build of nmt and a GPU");
+}
+void RecordedGraph::replay() { throw std::runtime_error("RecordedGraph::replay: nothing was recorded"); }
+
+StepGraph::~StepGraph() = default;
+#endif
+
 StepGraph::StepGraph(bool enabled, GraphPool pool, bool warm, GraphKeeper* keeper)
     : enabled_(enabled), pool_(pool), calls_(warm ? 1 : 0), keeper_(keeper) {}
 
-StepGraph::~StepGraph() = default;
-
 void StepGraph::run(const std::function<void()>& step) {
   ++calls_;
-  step();
+  if (!enabled_ || calls_ == 1) {
+    step();
+    return;
+  }
+  if (!graph_) {
+    auto graph = std::make_unique<RecordedGraph>(pool_);
+    try {
+      graph->capture(step);
+    } catch (const std::exception&) {
+      // Something in the step cannot be captured: nothing has run yet, so the steps run as they
+      // are from here on.
+      enabled_ = false;
+      step();
+      return;
+    }
+    graph_ = std::move(graph);
+  }
+  graph_->replay();
 }
-#endif
 
 }  // namespace nmt

@@ -58,6 +58,30 @@ struct GraphPool {
 // A fresh pool to share (a CUDA build; else {0, 0}).
 GraphPool new_graph_pool();
 
+// A program recorded once as a graph and then replayed as one launch: work that repeats on the
+// same shapes and the same memory (a decoder step; the decoder's whole training pass for a shape,
+// forward and backward each). capture() records the program on the current stream, which must
+// be a side stream (GpuSideStream), without running it; where something in it cannot be recorded
+// (it waits for the GPU, say), it throws and nothing is kept. replay() runs the recording. Only
+// where cuda_graphs_enabled() holds: elsewhere capture() throws.
+class RecordedGraph {
+ public:
+  explicit RecordedGraph(GraphPool pool = {});
+  ~RecordedGraph();
+  RecordedGraph(const RecordedGraph&) = delete;
+  RecordedGraph& operator=(const RecordedGraph&) = delete;
+
+  void capture(const std::function<void()>& program);
+  void replay();
+  bool recorded() const { return recorded_; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  GraphPool pool_;
+  bool recorded_ = false;
+};
+
 struct GraphKeeper;
 
 // What a thread's searches keep from one batch to the next on `device`: one stream, whose
@@ -90,8 +114,7 @@ class StepGraph {
 
  private:
   friend struct GraphKeeper;
-  struct State;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<RecordedGraph> graph_;
   bool enabled_;
   GraphPool pool_;
   int calls_ = 0;
