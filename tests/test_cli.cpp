@@ -413,6 +413,15 @@ TEST_CASE("cli: an unknown NMT_KERNELS value is a one-line error naming it", "[c
   CHECK_THAT(result.output, Catch::Contains("NMT_KERNELS=fast") && Catch::Contains("off|avx2|avx512"));
 }
 
+TEST_CASE("cli: an unknown NMT_GPU_DECODER_PASS value is a one-line error naming it", "[cli]") {
+  CommandResult result = run_nmt("translate --model /nonexistent", "NMT_GPU_DECODER_PASS=fast");
+  CHECK(result.status != 0);
+  CHECK_THAT(result.output, Catch::Contains("NMT_GPU_DECODER_PASS=fast") && Catch::Contains("loop or recorded"));
+  CHECK_THAT(result.output, !Catch::Contains("/nonexistent"));  // before any work
+  CommandResult fine = run_nmt("translate --model /nonexistent", "NMT_GPU_DECODER_PASS=recorded");
+  CHECK_THAT(fine.output, Catch::Contains("/nonexistent"));
+}
+
 TEST_CASE("cli: nmt prepare once, then training and --resume map the prepared corpus without encoding it again",
           "[cli]") {
   const fs::path corpus_dir = work_directory() / "prepared";

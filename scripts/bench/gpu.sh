@@ -6,8 +6,9 @@
 #   1. the recipe trained on the GPU in fp32 and in bf16, side by side (two processes on the one GPU:
 #      their times are not speeds), for NMT_GPU_STEPS updates (default 2000; 0: the whole recipe, to
 #      its early stop);
-#   2. training speed at the recipe's batch (2000 tokens) and at 8000 tokens: ours in fp32 and bf16,
-#      the reference's (fp32), eager and compiled;
+#   2. training speed at the recipe's batch (2000 tokens) and at 8000 tokens: ours in fp32 and bf16
+#      (the recipe's decoder on its own loop and on the recorded pass, NMT_GPU_DECODER_PASS), the
+#      reference's (fp32), eager and compiled;
 #   3. test_2016_flickr translated greedy and with beam 5 (batch 64): ours and the reference's with
 #      the same weights, and the BLEU of both (the same model: the two should score alike), and of
 #      the bf16-trained model.
@@ -67,6 +68,12 @@ training_speed() {
     "$build/nmt_bench" --config "$config" train --device cuda --precision "$precision" --batch-tokens "$tokens" \
       --attention "$scorer" --bench-steps "$timed" --bench-warmup 20 2>&1 | tail -1 |
       sed "s/, GPU |/, GPU, $precision |/"
+    # The recipe's decoder on the recorded pass every other decoder takes, instead of its own loop.
+    if [ "$scorer" = additive ]; then
+      NMT_GPU_DECODER_PASS=recorded "$build/nmt_bench" --config "$config" train --device cuda --precision "$precision" \
+        --batch-tokens "$tokens" --bench-steps "$timed" --bench-warmup 20 2>&1 | tail -1 |
+        sed "s/, GPU |/, GPU, $precision, recorded pass |/"
+    fi
   done
   for compile in "" --compile; do
     $reference train --vocab "$vocab" --source data/multi30k/train.de --target data/multi30k/train.en \

@@ -12,6 +12,7 @@
 
 #include "config/train_config.h"
 #include "kernels/dispatch.h"
+#include "util/cuda_graph.h"
 #include "util/runtime.h"
 
 namespace nmt::cli {
@@ -110,7 +111,8 @@ int parse(CLI::App& program, std::vector<std::string> arguments) {
 
 int run(const std::vector<Command>& commands) {
   try {
-    kernels::kernel_level();  // an unknown NMT_KERNELS is an error before any work
+    kernels::kernel_level();      // an unknown NMT_KERNELS is an error before any work
+    gpu_decoder_pass_recorded();  // the same for NMT_GPU_DECODER_PASS
     int status = 0;
     for (const Command& command : commands) {
       if (command.app->parsed()) status = command.run();

@@ -244,7 +244,7 @@ StepOutput DecoderImpl::step(const torch::Tensor& previous_tokens, const Decoder
 DecoderImpl::Path DecoderImpl::teacher_forced_path(const torch::Tensor& token_gates,
                                                    const EncodedSource& source) const {
   const bool learns = learns_in_float32(token_gates);
-  if (learns && recorded_pass_forced()) return Path::kGpuRecorded;  // the tests' scope, on any device
+  if (learns && recorded_pass_takes_all(token_gates.device())) return Path::kGpuRecorded;
   if (takes_gpu_loop(token_gates)) return Path::kGpuLoop;
   if (learns && recorded_pass_device(token_gates.device())) return Path::kGpuRecorded;
   const Path path = takes_fused_loop(token_gates, source) ? Path::kFusedCpu : Path::kReference;

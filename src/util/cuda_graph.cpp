@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 #ifdef NMT_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -25,6 +26,17 @@ bool cuda_graphs_enabled(const torch::Device& device) {
   (void)device;
   return false;
 #endif
+}
+
+bool gpu_decoder_pass_recorded() {
+  static const bool recorded = [] {
+    const char* setting = std::getenv("NMT_GPU_DECODER_PASS");
+    if (setting == nullptr || *setting == '\0' || std::strcmp(setting, "loop") == 0) return false;
+    if (std::strcmp(setting, "recorded") == 0) return true;
+    throw std::invalid_argument("NMT_GPU_DECODER_PASS=" + std::string(setting) +
+                                ": not loop or recorded (unset it for the default, loop)");
+  }();
+  return recorded;
 }
 
 #ifdef NMT_WITH_CUDA

@@ -18,6 +18,12 @@ namespace nmt {
 // NMT_CUDA_GRAPHS not "off".
 bool cuda_graphs_enabled(const torch::Device& device);
 
+// NMT_GPU_DECODER_PASS: "recorded" trains every decoder on a GPU with the recorded pass
+// (model/gpu_graph/recorded_pass.h), the recipe's too, to compare it with the GPU loop; unset or
+// "loop" (the default) leaves the recipe's decoder to the loop. Another value throws
+// std::invalid_argument, naming it.
+bool gpu_decoder_pass_recorded();
+
 // A stream picked once and kept: for graphs recorded and replayed over many calls, so that the
 // libraries' per-stream handles (cuBLAS's workspace) are set up by the first call, which runs as it
 // is, and not inside a recording. Nothing without a GPU.

@@ -2,6 +2,7 @@
 // the inputs that keep their addresses, the two recordings, and the autograd function around them.
 #include "model/gpu_graph/recorded_pass.h"
 
+#include <ATen/autocast_mode.h>
 #include <c10/util/accumulate.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -90,8 +91,9 @@ struct Bucket {
 };
 
 struct Arena {
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // the bucket's B, T, S, and dropout on or off
-  std::array<torch::Tensor, kBufferCount> flat;             // 1-D; each bucket's views start at the first element
+  // The bucket's B, T, S, dropout on or off, and bf16 products (autocast) or float32.
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
+  std::array<torch::Tensor, kBufferCount> flat;  // 1-D; each bucket's views start at the first element
   std::map<Key, std::unique_ptr<Bucket>> buckets;
   std::vector<const void*> weights_seen;  // the weights the recordings read
   GraphPool pool;                         // the recordings' memory: one pool, as they run one after another
@@ -116,9 +118,11 @@ struct Arena {
   }
 
   // The bucket of `n`, its views made (and every recording dropped when a buffer had to move).
-  static Key key_of(const Sizes& n, bool dropout) { return Key{n.rows, n.padded_steps, n.padded_positions, dropout}; }
+  static Key key_of(const Sizes& n, bool dropout, bool bf16) {
+    return Key{n.rows, n.padded_steps, n.padded_positions, dropout, bf16};
+  }
 
-  Bucket& bucket(const Sizes& n, bool dropout, const torch::TensorOptions& options) {
+  Bucket& bucket(const Sizes& n, bool dropout, bool bf16, const torch::TensorOptions& options) {
     const int64_t B = n.rows, T = n.padded_steps, S = n.padded_positions;
     const int64_t L = n.layers, H = n.size, C = n.state_size, K = n.key_size;
     bool moved = reserve(kGates, B * T * 3 * H, options);
@@ -133,7 +137,7 @@ struct Arena {
     moved |= reserve(kGradAttention, B * T * S, options);
     if (moved || buckets.size() >= kMostBuckets) clear();
 
-    std::unique_ptr<Bucket>& slot = buckets[key_of(n, dropout)];
+    std::unique_ptr<Bucket>& slot = buckets[key_of(n, dropout, bf16)];
     if (!slot) {
       slot = std::make_unique<Bucket>();
       const auto leaf = [](const torch::Tensor& view) { return view.detach().requires_grad_(true); };
@@ -190,16 +194,16 @@ torch::Tensor real_part(const torch::Tensor& padded, at::IntArrayRef sizes) {
   return region;
 }
 
-// The pass on the bucket's inputs, with autograd recording: bucket.outputs.
+// The pass on the bucket's inputs, with autograd recording: bucket.outputs, in float32. Its
+// products are in bf16 where the caller trains in bf16 (autocast), else in float32.
 void run_forward(Bucket& bucket, const DecoderPassFunction& pass) {
   const torch::AutoGradMode records(true);
-  const AutocastScope float32(bucket.gates.device(), false);  // the pass's products in float32
   EncodedSource source;
   source.states = bucket.states, source.keys = bucket.keys, source.mask = bucket.mask;
   source.summary = bucket.summary;  // the context of a decoder without attention
   const DecoderOutput output = pass(bucket.gates, DecoderState{bucket.hidden, bucket.fed, bucket.coverage, 0}, source);
-  bucket.outputs = {output.attentional};
-  if (output.attention.defined()) bucket.outputs.push_back(output.attention);
+  bucket.outputs = {output.attentional.to(torch::kFloat)};
+  if (output.attention.defined()) bucket.outputs.push_back(output.attention.to(torch::kFloat));
 }
 
 // Its backward, from the bucket's output gradients: bucket.grads.
@@ -223,10 +227,16 @@ bool record(Arena& arena, Bucket& bucket, const DecoderPassFunction& pass) {
   if (arena.pool.first == 0 && arena.pool.second == 0) arena.pool = new_graph_pool();
   auto forward = std::make_unique<RecordedGraph>(arena.pool);
   auto backward = std::make_unique<RecordedGraph>(arena.pool);
+  // Autocast keeps its bf16 copies of the weights for the rest of the update: a copy made during a
+  // recording would be memory the recording does not own. Each product casts its weight anew.
+  const bool cache = at::autocast::is_autocast_cache_enabled();
+  at::autocast::set_autocast_cache_enabled(false);
   try {
     forward->capture([&] { run_forward(bucket, pass); });
     backward->capture([&] { run_backward(bucket); });
+    at::autocast::set_autocast_cache_enabled(cache);
   } catch (const std::exception& error) {
+    at::autocast::set_autocast_cache_enabled(cache);
     bucket.outputs.clear(), bucket.grads.clear();
     static std::once_flag logged;
     std::call_once(logged, [&] {
@@ -269,9 +279,9 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
     const torch::Tensor keys = call->inputs > 4 ? tensors[4] : torch::Tensor();
     const std::vector<torch::Tensor> weights(tensors.begin() + static_cast<int64_t>(call->inputs), tensors.end());
     const Sizes n = sizes_of(gates, hidden, states, keys, call->state->coverage);
-    const bool dropout = call->training;
+    const bool dropout = call->training, bf16 = autocast_enabled(gates.device());
     arena.prepare(gates.device(), weights);
-    Bucket& bucket = arena.bucket(n, dropout, gates.options());
+    Bucket& bucket = arena.bucket(n, dropout, bf16, gates.options());
     bucket.weights = weights;
     {
       const torch::NoGradGuard constants;
@@ -297,7 +307,7 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
 
     auto kept = c10::make_intrusive<HeldArena>();
     kept->arena = held, kept->pass = ++arena.passes, kept->sizes = n, kept->inputs = call->inputs;
-    kept->key = Arena::key_of(n, dropout);
+    kept->key = Arena::key_of(n, dropout, bf16);
     context->saved_data[kHeldKey] = c10::IValue::make_capsule(std::move(kept));
     tensor_list result{real_part(bucket.outputs[0].detach(), {n.batch, n.steps}).clone()};
     if (bucket.outputs.size() > 1) {
@@ -371,8 +381,14 @@ DecoderOutput RecordedDecoderPass::run(const torch::Tensor& token_gates, const D
 ScopedRecordedPassEverywhere::ScopedRecordedPassEverywhere() : previous_(recorded_pass::forced.exchange(true)) {}
 ScopedRecordedPassEverywhere::~ScopedRecordedPassEverywhere() { recorded_pass::forced.store(previous_); }
 
+namespace {
 bool recorded_pass_forced() { return recorded_pass::forced.load(); }
+}  // namespace
 
 bool recorded_pass_device(const torch::Device& device) { return device.is_cuda() || recorded_pass_forced(); }
+
+bool recorded_pass_takes_all(const torch::Device& device) {
+  return recorded_pass_forced() || (device.is_cuda() && gpu_decoder_pass_recorded());
+}
 
 }  // namespace nmt

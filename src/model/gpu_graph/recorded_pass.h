@@ -1,9 +1,9 @@
 // The decoder's teacher-forced training pass on a GPU for every decoder: any scorer, any number of
-// layers, coverage. The reference pass (model/reference/) runs as it is written, and its whole
-// forward and its whole backward are each recorded once as a CUDA graph per shape bucket, then
-// replayed as one launch each, as PyTorch's make_graphed_callables does for a module. The per-step
-// pass is some thousands of small kernels per update whose launches, not their arithmetic, set the
-// pace; replayed, they run back to back.
+// layers, coverage; with bf16 training (autocast), its products in bf16 and the rest in float32. The reference pass
+// (model/reference/) runs as it is written, and its whole forward and its whole backward are each recorded once as a
+// CUDA graph per shape bucket, then replayed as one launch each, as PyTorch's make_graphed_callables does for a module.
+// The per-step pass is some thousands of small kernels per update whose launches, not their arithmetic, set the pace;
+// replayed, they run back to back.
 //
 // A graph replays its kernels on the memory it was recorded with and on the shapes it was recorded
 // for. So a batch is padded to its bucket (B up to a multiple of 8, T and S of 4) and copied into
@@ -67,10 +67,12 @@ class RecordedDecoderPass {
 int64_t bucket_size(int64_t size, int64_t multiple);
 
 // Where DecoderImpl::forward takes the recorded pass while training: on GPUs, for every decoder the
-// GPU loop (gpu_graph/decoder_pass.h) does not take; within a ScopedRecordedPassEverywhere (the
-// tests, which run it on the CPU), on every device for every decoder.
+// GPU loop (gpu_graph/decoder_pass.h) does not take (recorded_pass_device), and for that one too
+// with NMT_GPU_DECODER_PASS=recorded (util/cuda_graph.h), to compare the two
+// (recorded_pass_takes_all); within a ScopedRecordedPassEverywhere (the tests, which run it on the
+// CPU), on every device for every decoder.
 bool recorded_pass_device(const torch::Device& device);
-bool recorded_pass_forced();
+bool recorded_pass_takes_all(const torch::Device& device);
 
 class ScopedRecordedPassEverywhere {
  public:
