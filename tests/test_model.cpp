@@ -803,6 +803,7 @@ void check_recorded_pass(const torch::Device& device, int rounds) {
         reference->to(torch::kFloat64);  // float64 takes the per-step path
         ours->to(device);
         ours->train(), reference->train();
+        const int64_t replays = recorded_pass_replays();
         uint64_t seed = 401;
         for (int round = 0; round < rounds; ++round) {
           for (const Batch& batch : batches) {
@@ -847,6 +848,12 @@ void check_recorded_pass(const torch::Device& device, int rounds) {
               if (wanted.defined()) CHECK(torch::allclose(on_cpu(item.value().grad()), wanted, 1e-3, 1e-4));
             }
           }
+        }
+        // On a GPU the later rounds replayed recordings; the CPU has none.
+        if (device.is_cuda()) {
+          CHECK(recorded_pass_replays() > replays);
+        } else {
+          CHECK(recorded_pass_replays() == replays);
         }
       }
     }
@@ -894,7 +901,7 @@ TEST_CASE("the recorded GPU training pass drops out, differently in every pass",
   }
 }
 
-TEST_CASE("the recorded GPU training pass refuses a backward whose values a later forward overwrote", "[model]") {
+TEST_CASE("the recorded GPU training pass refuses a backward whose values are gone", "[model]") {
   const ScopedRecordedPassEverywhere everywhere;
   torch::manual_seed(420);
   Seq2Seq model(tiny_model_options("dot"), kVocab, kVocab);
@@ -905,8 +912,10 @@ TEST_CASE("the recorded GPU training pass refuses a backward whose values a late
   const DecoderOutput first = model(source, lengths, target_input);
   const DecoderOutput second = model(source, lengths, target_input);
   CHECK_THROWS_WITH(first.attentional.sum().backward(), Catch::Contains("before this pass's backward"));
-  second.attentional.sum().backward();  // the last forward's backward still runs
+  const torch::Tensor loss = second.attentional.sum();
+  loss.backward({}, /*retain_graph=*/true);  // the last forward's backward still runs
   CHECK(model->decoder->combine->weight.grad().defined());
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("one backward per forward"));  // its values are spent
 }
 
 TEST_CASE("a bucket pads a size up to its multiple", "[model]") {

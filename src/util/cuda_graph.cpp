@@ -14,6 +14,8 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 #endif
 
 namespace nmt {
@@ -96,14 +98,17 @@ void RecordedGraph::capture(const std::function<void()>& program) {
   state->graph.capture_begin({pool_.first, pool_.second}, cudaStreamCaptureModeThreadLocal);
   try {
     program();
-  } catch (const std::exception&) {
+    state->graph.capture_end();
+  } catch (const std::exception& error) {
     try {
       state->graph.capture_end();
     } catch (const std::exception&) {  // the capture was invalidated: ending it is all that is needed
     }
-    throw;
+    (void)cudaGetLastError();
+    const std::string what = error.what();
+    throw std::runtime_error("a CUDA graph could not be recorded (" + what.substr(0, what.find('\n')) +
+                             "): set NMT_CUDA_GRAPHS=off to run without graphs");
   }
-  state->graph.capture_end();
   state_ = std::move(state);
   recorded_ = true;
 }
@@ -149,6 +154,21 @@ SearchGraphs thread_search_graphs(const torch::Device& device) {
 StepGraph::~StepGraph() {
   if (keeper_ != nullptr && graph_) keeper_->last = std::move(graph_);  // the one kept before goes
 }
+
+bool gradient_accumulators_on(const GpuStream& stream, const std::vector<torch::Tensor>& weights,
+                              std::vector<std::shared_ptr<torch::autograd::Node>>& kept) {
+  kept.clear();
+  if (!stream.state_) return true;
+  const GpuSideStream side(stream);  // an accumulator takes the stream current when it is made
+  for (const torch::Tensor& weight : weights) {
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(weight);
+    if (!accumulator) continue;  // a weight that does not learn
+    const std::optional<c10::Stream> on = accumulator->stream();
+    if (on && *on != c10::Stream(stream.state_->stream)) return false;
+    kept.push_back(std::move(accumulator));
+  }
+  return true;
+}
 #else
 struct GpuStream::State {};
 GpuStream::GpuStream(const torch::Device&) {}
@@ -174,6 +194,12 @@ void RecordedGraph::capture(const std::function<void()>&) {
 }
 void RecordedGraph::replay() { throw std::runtime_error("RecordedGraph::replay: nothing was recorded"); }
 
+bool gradient_accumulators_on(const GpuStream&, const std::vector<torch::Tensor>&,
+                              std::vector<std::shared_ptr<torch::autograd::Node>>& kept) {
+  kept.clear();
+  return true;
+}
+
 StepGraph::~StepGraph() = default;
 #endif
 
@@ -188,15 +214,7 @@ void StepGraph::run(const std::function<void()>& step) {
   }
   if (!graph_) {
     auto graph = std::make_unique<RecordedGraph>(pool_);
-    try {
-      graph->capture(step);
-    } catch (const std::exception&) {
-      // Something in the step cannot be captured: nothing has run yet, so the steps run as they
-      // are from here on.
-      enabled_ = false;
-      step();
-      return;
-    }
+    graph->capture(step);
     graph_ = std::move(graph);
   }
   graph_->replay();

@@ -11,6 +11,11 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
+
+namespace torch::autograd {
+struct Node;
+}
 
 namespace nmt {
 
@@ -34,6 +39,8 @@ class GpuStream {
 
  private:
   friend class GpuSideStream;
+  friend bool gradient_accumulators_on(const GpuStream& stream, const std::vector<torch::Tensor>& weights,
+                                       std::vector<std::shared_ptr<torch::autograd::Node>>& kept);
   struct State;
   std::shared_ptr<State> state_;
 };
@@ -68,8 +75,10 @@ GraphPool new_graph_pool();
 // same shapes and the same memory (a decoder step; the decoder's whole training pass for a shape,
 // forward and backward each). capture() records the program on the current stream, which must
 // be a side stream (GpuSideStream), without running it; where something in it cannot be recorded
-// (it waits for the GPU, say), it throws and nothing is kept. replay() runs the recording. Only
-// where cuda_graphs_enabled() holds: elsewhere capture() throws.
+// (it waits for the GPU, say), it throws std::runtime_error saying so and that NMT_CUDA_GRAPHS=off
+// runs without graphs (LibTorch's allocator and generator are not fit to go on after a failed
+// capture). replay() runs the recording. Only where cuda_graphs_enabled() holds: elsewhere
+// capture() throws.
 class RecordedGraph {
  public:
   explicit RecordedGraph(GraphPool pool = {});
@@ -87,6 +96,13 @@ class RecordedGraph {
   GraphPool pool_;
   bool recorded_ = false;
 };
+
+// Each of `weights`' gradient accumulators (autograd's node that hands a leaf its gradient), made on
+// `stream` where there is none yet, and kept in `kept` so that it stays; false where one lives on
+// another stream already. A recorded backward that reaches an accumulator on another stream would
+// pull that stream into the recording. Without a GPU: true, nothing kept.
+bool gradient_accumulators_on(const GpuStream& stream, const std::vector<torch::Tensor>& weights,
+                              std::vector<std::shared_ptr<torch::autograd::Node>>& kept);
 
 struct GraphKeeper;
 
@@ -106,7 +122,8 @@ SearchGraphs thread_search_graphs(const torch::Device& device);
 
 // Runs a step: the first call runs it as it is (which also warms up the libraries' handles), the
 // second captures it as a graph and replays that, later calls replay the graph. Each call does the
-// step exactly once. Without graphs (cuda_graphs_enabled false) every call runs it as it is.
+// step exactly once. Without graphs (cuda_graphs_enabled false) every call runs it as it is. A
+// step that cannot be captured throws (RecordedGraph).
 class StepGraph {
  public:
   // warm: the stream's handles are set up already, so the first call captures at once. keeper

@@ -30,10 +30,12 @@ using torch::autograd::tensor_list;
 
 constexpr int64_t kRowMultiple = 8;       // B's bucket
 constexpr int64_t kPositionMultiple = 4;  // T's and S's
-constexpr size_t kMostBuckets = 256;      // beyond it the recordings start again
+constexpr size_t kMostBuckets = 256;      // beyond it the one used longest ago goes
 
-// The buffers the buckets' inputs are views of: every bucket reads from the start of the same
-// memory, so that the memory is that of the largest bucket, not of all of them.
+std::atomic<int64_t> replays{0};  // recorded_pass_replays()
+
+// The buffers the buckets' inputs and results are views of: every bucket reads and writes from the
+// start of the same memory, so that the memory is that of the largest bucket, not of all of them.
 enum Buffer : size_t {
   kGates,            // [B, T, 3H]
   kHidden,           // [L, B, H]
@@ -45,6 +47,14 @@ enum Buffer : size_t {
   kMask,             // [B, S] bool
   kGradAttentional,  // [B, T, H] dL/da_t, from the loss
   kGradAttention,    // [B, T, S] dL/dw_t, from the loss
+  kAttentional,      // [B, T, H] a_t, the forward's result
+  kAttention,        // [B, T, S] w_t
+  kGradGates,        // the backward's results: the gradients of the inputs, as kGates ... kKeys
+  kGradHidden,
+  kGradStates,
+  kGradSummary,
+  kGradKeys,
+  kGradWeights,  // every weight's gradient, one after another
   kBufferCount
 };
 
@@ -71,17 +81,23 @@ Sizes sizes_of(const torch::Tensor& gates, const torch::Tensor& hidden, const to
 
 }  // namespace
 
-// One bucket: its inputs, what its forward left for its backward, and its recordings.
+// One bucket: views of the arena's buffers, what its forward leaves for its backward, and its
+// recordings.
 struct Bucket {
-  // Views of the arena's buffers. Those autograd differentiates (gates, hidden, states, summary,
-  // keys) are
-  // leaves that require gradients; the rest are constants of the pass.
+  // The inputs. Those autograd differentiates (gates, hidden, states, summary, keys) are leaves
+  // that require gradients; the rest are constants of the pass.
   torch::Tensor gates, hidden, fed, coverage, states, summary, keys, mask;
-  torch::Tensor grad_attentional, grad_attention;
+  torch::Tensor grad_attentional, grad_attention;  // the outputs' gradients
+  torch::Tensor attentional, attention;            // the results: a_t, w_t (with a scorer)
+  std::vector<torch::Tensor> grad_inputs;          // as differentiable()
+  std::vector<torch::Tensor> grad_weights;         // as weights
+  std::vector<bool> has_grad;                      // per input, then per weight: whether any gradient reaches it
+  bool has_attention = false;
   std::vector<torch::Tensor> weights;                // the decoder's, as the pass reads them
-  std::vector<torch::Tensor> outputs;                // a_t, then the attention (with a scorer): the last forward's
-  std::vector<torch::Tensor> grads;                  // of the differentiable inputs, then of the weights
+  std::vector<torch::Tensor> outputs;                // between a forward and its backward: the pass's outputs, with
+                                                     // autograd's records (during a recording, the recording's)
   std::unique_ptr<RecordedGraph> forward, backward;  // null: the pass runs as it is
+  uint64_t used = 0;                                 // when it last ran (Arena::clock)
 
   std::vector<torch::Tensor> differentiable() const {
     std::vector<torch::Tensor> inputs{gates, hidden, states, summary};
@@ -95,15 +111,18 @@ struct Arena {
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
   std::array<torch::Tensor, kBufferCount> flat;  // 1-D; each bucket's views start at the first element
   std::map<Key, std::unique_ptr<Bucket>> buckets;
-  std::vector<const void*> weights_seen;  // the weights the recordings read
-  GraphPool pool;                         // the recordings' memory: one pool, as they run one after another
-  std::unique_ptr<GpuStream> stream;      // every pass runs on it (util/cuda_graph.h)
+  uint64_t clock = 0;
+  std::vector<const void*> weights_seen;                             // the weights the recordings read
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // the weights' gradient accumulators
+  GraphPool pool;                     // the recordings' memory: one pool, as they run one after another
+  std::unique_ptr<GpuStream> stream;  // every pass runs on it (util/cuda_graph.h)
   torch::Device device{torch::kCPU};
-  bool warm = false;              // a pass ran as it is, forward and backward: the handles are set up
-  bool recording_failed = false;  // something in the pass cannot be recorded: it runs as it is
-  int64_t passes = 0;             // forwards run; the buckets hold the last one's values
+  bool warm = false;        // a pass ran as it is, forward and backward: the handles are set up
+  bool recordable = false;  // the weights' accumulators are on the stream: a recording can reach them
+  int64_t passes = 0;       // forwards run; the buckets hold the last one's values
 
-  // Before a forward: the stream of `device`, and recordings that hold only while the weights stay put.
+  // Before a pass: the stream of `device`, the weights' gradient accumulators made on it, and
+  // recordings that hold only while the weights stay put.
   void prepare(const torch::Device& on, const std::vector<torch::Tensor>& weights) {
     if (!stream || device != on) {
       clear();
@@ -113,45 +132,87 @@ struct Arena {
     }
     std::vector<const void*> pointers;
     for (const torch::Tensor& weight : weights) pointers.push_back(weight.data_ptr());
-    if (pointers != weights_seen) clear();
+    if (pointers == weights_seen) return;
+    clear();
     weights_seen = std::move(pointers);
+    // A recorded backward hands each weight's gradient to its accumulator on the recording's stream;
+    // an accumulator on another stream would pull that stream into the recording.
+    recordable = gradient_accumulators_on(*stream, weights, accumulators);
+    if (!recordable && cuda_graphs_enabled(on)) {
+      static std::once_flag logged;
+      std::call_once(logged, [] {
+        spdlog::debug(
+            "decoder: the weights' gradient accumulators live on another stream; the training pass "
+            "runs as it is, without CUDA graphs");
+      });
+    }
   }
 
-  // The bucket of `n`, its views made (and every recording dropped when a buffer had to move).
   static Key key_of(const Sizes& n, bool dropout, bool bf16) {
     return Key{n.rows, n.padded_steps, n.padded_positions, dropout, bf16};
   }
 
-  Bucket& bucket(const Sizes& n, bool dropout, bool bf16, const torch::TensorOptions& options) {
+  // The bucket of `n`, its views made (every recording dropped when a buffer had to move, the one
+  // used longest ago when there are too many).
+  Bucket& bucket(const Sizes& n, bool dropout, bool bf16, const std::vector<torch::Tensor>& weights,
+                 const torch::TensorOptions& options) {
     const int64_t B = n.rows, T = n.padded_steps, S = n.padded_positions;
     const int64_t L = n.layers, H = n.size, C = n.state_size, K = n.key_size;
-    bool moved = reserve(kGates, B * T * 3 * H, options);
-    moved |= reserve(kHidden, L * B * H, options);
-    moved |= reserve(kFed, B * H, options);
-    if (n.coverage) moved |= reserve(kCoverage, B * S, options);
-    moved |= reserve(kStates, B * S * C, options);
-    moved |= reserve(kSummary, B * C, options);
-    if (K > 0) moved |= reserve(kKeys, B * S * K, options);
-    moved |= reserve(kMask, B * S, options.dtype(torch::kBool));
-    moved |= reserve(kGradAttentional, B * T * H, options);
-    moved |= reserve(kGradAttention, B * T * S, options);
-    if (moved || buckets.size() >= kMostBuckets) clear();
-
-    std::unique_ptr<Bucket>& slot = buckets[key_of(n, dropout, bf16)];
-    if (!slot) {
-      slot = std::make_unique<Bucket>();
-      const auto leaf = [](const torch::Tensor& view) { return view.detach().requires_grad_(true); };
-      slot->gates = leaf(view(kGates, {B, T, 3 * H}));
-      slot->hidden = leaf(view(kHidden, {L, B, H}));
-      slot->fed = view(kFed, {B, H});
-      if (n.coverage) slot->coverage = view(kCoverage, {B, S});
-      slot->states = leaf(view(kStates, {B, S, C}));
-      slot->summary = leaf(view(kSummary, {B, C}));
-      if (K > 0) slot->keys = leaf(view(kKeys, {B, S, K}));
-      slot->mask = view(kMask, {B, S});
-      slot->grad_attentional = view(kGradAttentional, {B, T, H});
-      slot->grad_attention = view(kGradAttention, {B, T, S});
+    int64_t weight_size = 0;
+    for (const torch::Tensor& weight : weights) weight_size += weight.numel();
+    const std::vector<std::pair<Buffer, int64_t>> sizes{{kGates, B * T * 3 * H},
+                                                        {kHidden, L * B * H},
+                                                        {kFed, B * H},
+                                                        {kCoverage, n.coverage ? B * S : 0},
+                                                        {kStates, B * S * C},
+                                                        {kSummary, B * C},
+                                                        {kKeys, B * S * K},
+                                                        {kMask, B * S},
+                                                        {kGradAttentional, B * T * H},
+                                                        {kGradAttention, B * T * S},
+                                                        {kAttentional, B * T * H},
+                                                        {kAttention, B * T * S},
+                                                        {kGradGates, B * T * 3 * H},
+                                                        {kGradHidden, L * B * H},
+                                                        {kGradStates, B * S * C},
+                                                        {kGradSummary, B * C},
+                                                        {kGradKeys, B * S * K},
+                                                        {kGradWeights, weight_size}};
+    bool moved = false;
+    for (const auto& [id, size] : sizes) {
+      moved |= reserve(id, size, id == kMask ? options.dtype(torch::kBool) : options);
     }
+    if (moved) clear();
+
+    const Key key = key_of(n, dropout, bf16);
+    std::unique_ptr<Bucket>& slot = buckets[key];
+    if (!slot) {
+      if (buckets.size() > kMostBuckets) evict_oldest(key);
+      slot = std::make_unique<Bucket>();
+      Bucket& b = *slot;
+      const auto leaf = [](const torch::Tensor& view) { return view.detach().requires_grad_(true); };
+      b.gates = leaf(view(kGates, {B, T, 3 * H}));
+      b.hidden = leaf(view(kHidden, {L, B, H}));
+      b.fed = view(kFed, {B, H});
+      if (n.coverage) b.coverage = view(kCoverage, {B, S});
+      b.states = leaf(view(kStates, {B, S, C}));
+      b.summary = leaf(view(kSummary, {B, C}));
+      if (K > 0) b.keys = leaf(view(kKeys, {B, S, K}));
+      b.mask = view(kMask, {B, S});
+      b.grad_attentional = view(kGradAttentional, {B, T, H});
+      b.grad_attention = view(kGradAttention, {B, T, S});
+      b.attentional = view(kAttentional, {B, T, H});
+      b.attention = view(kAttention, {B, T, S});
+      b.grad_inputs = {view(kGradGates, {B, T, 3 * H}), view(kGradHidden, {L, B, H}), view(kGradStates, {B, S, C}),
+                       view(kGradSummary, {B, C})};
+      if (K > 0) b.grad_inputs.push_back(view(kGradKeys, {B, S, K}));
+      int64_t offset = 0;
+      for (const torch::Tensor& weight : weights) {
+        b.grad_weights.push_back(flat[kGradWeights].narrow(0, offset, weight.numel()).view(weight.sizes()));
+        offset += weight.numel();
+      }
+    }
+    slot->used = ++clock;
     return *slot;
   }
 
@@ -175,6 +236,16 @@ struct Arena {
   torch::Tensor view(Buffer id, at::IntArrayRef shape) const {
     return flat[id].narrow(0, 0, c10::multiply_integers(shape)).view(shape);
   }
+
+  void evict_oldest(const Key& keep) {
+    auto oldest = buckets.end();
+    for (auto it = buckets.begin(); it != buckets.end(); ++it) {
+      if (it->first != keep && it->second && (oldest == buckets.end() || it->second->used < oldest->second->used)) {
+        oldest = it;
+      }
+    }
+    if (oldest != buckets.end()) buckets.erase(oldest);
+  }
 };
 
 namespace {
@@ -194,20 +265,27 @@ torch::Tensor real_part(const torch::Tensor& padded, at::IntArrayRef sizes) {
   return region;
 }
 
-// The pass on the bucket's inputs, with autograd recording: bucket.outputs, in float32. Its
-// products are in bf16 where the caller trains in bf16 (autocast), else in float32.
+// The pass on the bucket's inputs, with autograd recording: its outputs, kept for the backward,
+// and their values in float32 in the bucket's results. Its products are in bf16 where the caller
+// trains in bf16 (autocast), else in float32.
 void run_forward(Bucket& bucket, const DecoderPassFunction& pass) {
   const torch::AutoGradMode records(true);
   EncodedSource source;
   source.states = bucket.states, source.keys = bucket.keys, source.mask = bucket.mask;
   source.summary = bucket.summary;  // the context of a decoder without attention
   const DecoderOutput output = pass(bucket.gates, DecoderState{bucket.hidden, bucket.fed, bucket.coverage, 0}, source);
-  bucket.outputs = {output.attentional.to(torch::kFloat)};
-  if (output.attention.defined()) bucket.outputs.push_back(output.attention.to(torch::kFloat));
+  bucket.outputs = {output.attentional};
+  if (output.attention.defined()) bucket.outputs.push_back(output.attention);
+  bucket.has_attention = output.attention.defined();
+  const torch::NoGradGuard results;
+  bucket.attentional.copy_(output.attentional);
+  if (bucket.has_attention) bucket.attention.copy_(output.attention);
 }
 
-// Its backward, from the bucket's output gradients: bucket.grads.
+// Its backward, from the bucket's output gradients, into the bucket's results; autograd's records
+// of the forward are spent.
 void run_backward(Bucket& bucket) {
+  const AutocastScope float32(bucket.gates.device(), false);  // as loss.backward() outside autocast
   std::vector<torch::Tensor> inputs = bucket.differentiable();
   inputs.insert(inputs.end(), bucket.weights.begin(), bucket.weights.end());
   std::vector<torch::Tensor> outputs, grads;
@@ -217,13 +295,22 @@ void run_backward(Bucket& bucket) {
     outputs.push_back(bucket.outputs[i]);
     grads.push_back(*given[i]);
   }
-  bucket.grads = torch::autograd::grad(outputs, inputs, grads, /*retain_graph=*/false, /*create_graph=*/false,
-                                       /*allow_unused=*/true);
+  const std::vector<torch::Tensor> computed = torch::autograd::grad(outputs, inputs, grads, /*retain_graph=*/false,
+                                                                    /*create_graph=*/false, /*allow_unused=*/true);
+  bucket.outputs.clear();
+  const torch::NoGradGuard results;
+  bucket.has_grad.assign(computed.size(), false);
+  for (size_t i = 0; i < computed.size(); ++i) {
+    if (!computed[i].defined()) continue;
+    const size_t inputs_count = bucket.grad_inputs.size();
+    (i < inputs_count ? bucket.grad_inputs[i] : bucket.grad_weights[i - inputs_count]).copy_(computed[i]);
+    bucket.has_grad[i] = true;
+  }
 }
 
-// Records the bucket's forward and backward; false, with nothing kept, where the pass cannot be
-// recorded.
-bool record(Arena& arena, Bucket& bucket, const DecoderPassFunction& pass) {
+// Records the bucket's forward and backward, on the arena's stream and in its pool. Where
+// something in the pass cannot be recorded, it throws, saying so.
+void record(Arena& arena, Bucket& bucket, const DecoderPassFunction& pass) {
   if (arena.pool.first == 0 && arena.pool.second == 0) arena.pool = new_graph_pool();
   auto forward = std::make_unique<RecordedGraph>(arena.pool);
   auto backward = std::make_unique<RecordedGraph>(arena.pool);
@@ -234,20 +321,13 @@ bool record(Arena& arena, Bucket& bucket, const DecoderPassFunction& pass) {
   try {
     forward->capture([&] { run_forward(bucket, pass); });
     backward->capture([&] { run_backward(bucket); });
+  } catch (...) {
+    bucket.outputs.clear();
     at::autocast::set_autocast_cache_enabled(cache);
-  } catch (const std::exception& error) {
-    at::autocast::set_autocast_cache_enabled(cache);
-    bucket.outputs.clear(), bucket.grads.clear();
-    static std::once_flag logged;
-    std::call_once(logged, [&] {
-      spdlog::debug("decoder: the training pass could not be recorded as a CUDA graph ({}); it runs as it is",
-                    error.what());
-    });
-    return false;
+    throw;
   }
-  for (torch::Tensor& output : bucket.outputs) output = output.detach();  // autograd's records are spent
+  at::autocast::set_autocast_cache_enabled(cache);
   bucket.forward = std::move(forward), bucket.backward = std::move(backward);
-  return true;
 }
 
 // What one call passes besides the tensors autograd sees.
@@ -264,8 +344,8 @@ struct HeldArena : torch::CustomClassHolder {
   std::shared_ptr<Arena> arena;
   Arena::Key key;
   int64_t pass = 0;
+  bool backward_ran = false;
   Sizes sizes{};
-  size_t inputs = 0;
 };
 constexpr const char* kHeldKey = "arena";
 
@@ -280,8 +360,7 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
     const std::vector<torch::Tensor> weights(tensors.begin() + static_cast<int64_t>(call->inputs), tensors.end());
     const Sizes n = sizes_of(gates, hidden, states, keys, call->state->coverage);
     const bool dropout = call->training, bf16 = autocast_enabled(gates.device());
-    arena.prepare(gates.device(), weights);
-    Bucket& bucket = arena.bucket(n, dropout, bf16, gates.options());
+    Bucket& bucket = arena.bucket(n, dropout, bf16, weights, gates.options());
     bucket.weights = weights;
     {
       const torch::NoGradGuard constants;
@@ -295,33 +374,34 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
     }
     {
       const GpuSideStream side(*arena.stream);
-      if (!bucket.forward && cuda_graphs_enabled(arena.device) && arena.warm && !arena.recording_failed) {
-        arena.recording_failed = !record(arena, bucket, *call->pass);
+      if (!bucket.forward && arena.warm && arena.recordable && cuda_graphs_enabled(arena.device)) {
+        record(arena, bucket, *call->pass);
       }
       if (bucket.forward) {
         bucket.forward->replay();
+        ++replays;
       } else {
         run_forward(bucket, *call->pass);
       }
     }
 
     auto kept = c10::make_intrusive<HeldArena>();
-    kept->arena = held, kept->pass = ++arena.passes, kept->sizes = n, kept->inputs = call->inputs;
-    kept->key = Arena::key_of(n, dropout, bf16);
+    kept->arena = held, kept->pass = ++arena.passes, kept->sizes = n, kept->key = Arena::key_of(n, dropout, bf16);
     context->saved_data[kHeldKey] = c10::IValue::make_capsule(std::move(kept));
-    tensor_list result{real_part(bucket.outputs[0].detach(), {n.batch, n.steps}).clone()};
-    if (bucket.outputs.size() > 1) {
-      result.push_back(real_part(bucket.outputs[1].detach(), {n.batch, n.steps, n.positions}).clone());
-    }
+    tensor_list result{real_part(bucket.attentional, {n.batch, n.steps}).clone()};
+    if (bucket.has_attention) result.push_back(real_part(bucket.attention, {n.batch, n.steps, n.positions}).clone());
     return result;
   }
 
   static tensor_list backward(AutogradContext* context, tensor_list grads) {
     const auto held = c10::static_intrusive_pointer_cast<HeldArena>(context->saved_data[kHeldKey].toCapsule());
     Arena& arena = *held->arena;
-    TORCH_CHECK(held->pass == arena.passes,
+    TORCH_CHECK(held->pass == arena.passes && arena.buckets.count(held->key) > 0,
                 "the decoder's recorded GPU training pass ran another forward before this pass's backward: run "
                 "each backward before the next forward");
+    TORCH_CHECK(!held->backward_ran,
+                "the decoder's recorded GPU training pass runs one backward per forward (no retain_graph)");
+    held->backward_ran = true;
     Bucket& bucket = *arena.buckets.at(held->key);
     const Sizes& n = held->sizes;
     {
@@ -343,10 +423,11 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
     // the next pass overwrites the bucket's.
     const std::vector<std::vector<int64_t>> real{
         {n.batch, n.steps}, {n.layers, n.batch}, {n.batch, n.positions}, {n.batch}, {n.batch, n.positions}};
-    tensor_list result(bucket.grads.size() + 2);  // + the arena and the call, which have none
-    for (size_t i = 0; i < bucket.grads.size(); ++i) {
-      if (!bucket.grads[i].defined()) continue;
-      result[i] = (i < held->inputs ? real_part(bucket.grads[i], real[i]) : bucket.grads[i]).clone();
+    const size_t inputs = bucket.grad_inputs.size();
+    tensor_list result(inputs + bucket.grad_weights.size() + 2);  // + the arena and the call, which have none
+    for (size_t i = 0; i < inputs + bucket.grad_weights.size(); ++i) {
+      if (!bucket.has_grad[i]) continue;
+      result[i] = (i < inputs ? real_part(bucket.grad_inputs[i], real[i]) : bucket.grad_weights[i - inputs]).clone();
     }
     return result;
   }
@@ -373,6 +454,7 @@ DecoderOutput RecordedDecoderPass::run(const torch::Tensor& token_gates, const D
   if (source.keys.defined()) tensors.push_back(float32(source.keys));
   const recorded_pass::Call call{&state, &source, &pass, tensors.size(), training};
   tensors.insert(tensors.end(), weights.begin(), weights.end());
+  arena_->prepare(token_gates.device(), weights);  // before apply(), which reaches the accumulators
   const torch::autograd::tensor_list outputs =
       recorded_pass::RecordedPassFunction::apply(at::TensorList(tensors), arena_, &call);
   return {outputs[0], outputs.size() > 1 ? outputs[1] : torch::Tensor()};
@@ -386,6 +468,8 @@ bool recorded_pass_forced() { return recorded_pass::forced.load(); }
 }  // namespace
 
 bool recorded_pass_device(const torch::Device& device) { return device.is_cuda() || recorded_pass_forced(); }
+
+int64_t recorded_pass_replays() { return recorded_pass::replays.load(); }
 
 bool recorded_pass_takes_all(const torch::Device& device) {
   return recorded_pass_forced() || (device.is_cuda() && gpu_decoder_pass_recorded());

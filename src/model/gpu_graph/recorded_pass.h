@@ -15,10 +15,13 @@
 //
 // The first pass of the decoder runs as it is (it sets up the libraries' per-stream handles and
 // autograd's GPU thread); every later bucket is recorded when it is first seen, forward and
-// backward together, and replayed from then on. Where something in the pass cannot be recorded,
-// the loop says so once at debug level and runs as it is from then on. Without graphs (the CPU,
-// which the tests run it on, or NMT_CUDA_GRAPHS=off) the same buckets, buffers and gradients run
-// as they are, each backward through autograd from inside this pass's backward.
+// backward together, and replayed from then on. The results (a_t, w_t, the gradients) are copied
+// into buffers all buckets share, so that a bucket keeps no memory of its own beyond its
+// recordings' records. A pass that cannot be recorded stops training with a message
+// (util/cuda_graph.h); where the weights' gradient accumulators live on another stream (a hook
+// registered before the first pass), the pass runs as it is, logged once at debug level. Without
+// graphs (the CPU, which the tests run it on, or NMT_CUDA_GRAPHS=off) the same buckets, buffers
+// and gradients run as they are, each backward through autograd from inside this pass's backward.
 //
 // Shapes: B batch, T target positions, S source length, L layers, H hidden size, C encoder state
 // size, K key size.
@@ -62,6 +65,9 @@ class RecordedDecoderPass {
  private:
   std::shared_ptr<recorded_pass::Arena> arena_;
 };
+
+// How many forwards replayed a recording, in this process (for the GPU's tests).
+int64_t recorded_pass_replays();
 
 // The size a bucket pads `size` to: a multiple of `multiple`.
 int64_t bucket_size(int64_t size, int64_t multiple);
