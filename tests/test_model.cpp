@@ -918,6 +918,29 @@ TEST_CASE("the recorded GPU training pass refuses a backward whose values are go
   CHECK_THROWS_WITH(loss.backward(), Catch::Contains("one backward per forward"));  // its values are spent
 }
 
+TEST_CASE("the recorded GPU training pass steps aside for a weight whose gradient has a hook", "[model]") {
+  // Data parallel's all-reduce hooks every weight: the hook must see each gradient once, the one
+  // autograd hands the weight, so the reference pass runs unwrapped.
+  const ScopedRecordedPassEverywhere everywhere;
+  torch::manual_seed(430);
+  Seq2Seq model(tiny_model_options("general"), kVocab, kVocab);
+  model->train();
+  int calls = 0;
+  torch::Tensor seen;
+  model->decoder->combine->weight.register_hook([&](const torch::Tensor& gradient) {
+    ++calls;
+    seen = gradient.clone();
+  });
+  auto [source, lengths] = random_source({5, 3}, kVocab, 431);
+  torch::Tensor target_input = torch::randint(4, kVocab, {2, 4}, torch::kInt64);
+  target_input.select(1, 0).fill_(kBosId);
+  const DecoderOutput output = model(source, lengths, target_input);
+  CHECK(output.attentional.grad_fn()->name().find("RecordedPassFunction") == std::string::npos);
+  output.attentional.sum().backward();
+  CHECK(calls == 1);
+  CHECK(torch::equal(seen, model->decoder->combine->weight.grad()));
+}
+
 TEST_CASE("a bucket pads a size up to its multiple", "[model]") {
   CHECK(bucket_size(1, 8) == 8);
   CHECK(bucket_size(8, 8) == 8);

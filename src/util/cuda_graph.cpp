@@ -95,8 +95,8 @@ void RecordedGraph::capture(const std::function<void()>& program) {
   auto state = std::make_unique<State>();
   // Thread-local: other threads' CUDA calls (another request of the server, a batch being read)
   // do not break it.
-  state->graph.capture_begin({pool_.first, pool_.second}, cudaStreamCaptureModeThreadLocal);
   try {
+    state->graph.capture_begin({pool_.first, pool_.second}, cudaStreamCaptureModeThreadLocal);
     program();
     state->graph.capture_end();
   } catch (const std::exception& error) {
@@ -155,19 +155,22 @@ StepGraph::~StepGraph() {
   if (keeper_ != nullptr && graph_) keeper_->last = std::move(graph_);  // the one kept before goes
 }
 
-bool gradient_accumulators_on(const GpuStream& stream, const std::vector<torch::Tensor>& weights,
-                              std::vector<std::shared_ptr<torch::autograd::Node>>& kept) {
-  kept.clear();
-  if (!stream.state_) return true;
+AccumulatorsOnStream::AccumulatorsOnStream(const GpuStream& stream, const std::vector<torch::Tensor>& weights) {
+  if (!stream.state_) return;
   const GpuSideStream side(stream);  // an accumulator takes the stream current when it is made
   for (const torch::Tensor& weight : weights) {
-    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(weight);
-    if (!accumulator) continue;  // a weight that does not learn
-    const std::optional<c10::Stream> on = accumulator->stream();
-    if (on && *on != c10::Stream(stream.state_->stream)) return false;
-    kept.push_back(std::move(accumulator));
+    if (!weight.requires_grad() || !weight.is_leaf()) continue;
+    weights_.push_back(weight);
+    before_.push_back(torch::autograd::impl::try_get_grad_accumulator(weight));
+    torch::autograd::impl::set_grad_accumulator(weight, std::weak_ptr<torch::autograd::Node>());
+    own_.push_back(torch::autograd::impl::grad_accumulator(weight));  // a new one, on `stream`
   }
-  return true;
+}
+
+AccumulatorsOnStream::~AccumulatorsOnStream() {
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    torch::autograd::impl::set_grad_accumulator(weights_[i], before_[i]);
+  }
 }
 #else
 struct GpuStream::State {};
@@ -194,11 +197,8 @@ void RecordedGraph::capture(const std::function<void()>&) {
 }
 void RecordedGraph::replay() { throw std::runtime_error("RecordedGraph::replay: nothing was recorded"); }
 
-bool gradient_accumulators_on(const GpuStream&, const std::vector<torch::Tensor>&,
-                              std::vector<std::shared_ptr<torch::autograd::Node>>& kept) {
-  kept.clear();
-  return true;
-}
+AccumulatorsOnStream::AccumulatorsOnStream(const GpuStream&, const std::vector<torch::Tensor>&) {}
+AccumulatorsOnStream::~AccumulatorsOnStream() = default;
 
 StepGraph::~StepGraph() = default;
 #endif

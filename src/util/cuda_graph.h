@@ -39,8 +39,7 @@ class GpuStream {
 
  private:
   friend class GpuSideStream;
-  friend bool gradient_accumulators_on(const GpuStream& stream, const std::vector<torch::Tensor>& weights,
-                                       std::vector<std::shared_ptr<torch::autograd::Node>>& kept);
+  friend class AccumulatorsOnStream;
   struct State;
   std::shared_ptr<State> state_;
 };
@@ -97,12 +96,22 @@ class RecordedGraph {
   bool recorded_ = false;
 };
 
-// Each of `weights`' gradient accumulators (autograd's node that hands a leaf its gradient), made on
-// `stream` where there is none yet, and kept in `kept` so that it stays; false where one lives on
-// another stream already. A recorded backward that reaches an accumulator on another stream would
-// pull that stream into the recording. Without a GPU: true, nothing kept.
-bool gradient_accumulators_on(const GpuStream& stream, const std::vector<torch::Tensor>& weights,
-                              std::vector<std::shared_ptr<torch::autograd::Node>>& kept);
+// For its lifetime, each of `weights` has a gradient accumulator (autograd's node that hands a leaf
+// its gradient) of its own made on `stream`, which the operations autograd records meanwhile
+// point to; then each has its accumulator of before again (kept by the graphs recorded before it).
+// A backward on `stream` that reaches an accumulator on another stream crosses streams, and in a
+// CUDA graph's recording would pull the other stream in. Nothing without a GPU.
+class AccumulatorsOnStream {
+ public:
+  AccumulatorsOnStream(const GpuStream& stream, const std::vector<torch::Tensor>& weights);
+  ~AccumulatorsOnStream();
+  AccumulatorsOnStream(const AccumulatorsOnStream&) = delete;
+  AccumulatorsOnStream& operator=(const AccumulatorsOnStream&) = delete;
+
+ private:
+  std::vector<torch::Tensor> weights_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> before_, own_;
+};
 
 struct GraphKeeper;
 

@@ -112,17 +112,14 @@ struct Arena {
   std::array<torch::Tensor, kBufferCount> flat;  // 1-D; each bucket's views start at the first element
   std::map<Key, std::unique_ptr<Bucket>> buckets;
   uint64_t clock = 0;
-  std::vector<const void*> weights_seen;                             // the weights the recordings read
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // the weights' gradient accumulators
-  GraphPool pool;                     // the recordings' memory: one pool, as they run one after another
-  std::unique_ptr<GpuStream> stream;  // every pass runs on it (util/cuda_graph.h)
+  std::vector<const void*> weights_seen;  // the weights the recordings read
+  GraphPool pool;                         // the recordings' memory: one pool, as they run one after another
+  std::unique_ptr<GpuStream> stream;      // every pass runs on it (util/cuda_graph.h)
   torch::Device device{torch::kCPU};
-  bool warm = false;        // a pass ran as it is, forward and backward: the handles are set up
-  bool recordable = false;  // the weights' accumulators are on the stream: a recording can reach them
-  int64_t passes = 0;       // forwards run; the buckets hold the last one's values
+  bool warm = false;   // a pass ran as it is, forward and backward: the handles are set up
+  int64_t passes = 0;  // forwards run; the buckets hold the last one's values
 
-  // Before a pass: the stream of `device`, the weights' gradient accumulators made on it, and
-  // recordings that hold only while the weights stay put.
+  // Before a pass: the stream of `device`, and recordings that hold only while the weights stay put.
   void prepare(const torch::Device& on, const std::vector<torch::Tensor>& weights) {
     if (!stream || device != on) {
       clear();
@@ -132,20 +129,8 @@ struct Arena {
     }
     std::vector<const void*> pointers;
     for (const torch::Tensor& weight : weights) pointers.push_back(weight.data_ptr());
-    if (pointers == weights_seen) return;
-    clear();
+    if (pointers != weights_seen) clear();
     weights_seen = std::move(pointers);
-    // A recorded backward hands each weight's gradient to its accumulator on the recording's stream;
-    // an accumulator on another stream would pull that stream into the recording.
-    recordable = gradient_accumulators_on(*stream, weights, accumulators);
-    if (!recordable && cuda_graphs_enabled(on)) {
-      static std::once_flag logged;
-      std::call_once(logged, [] {
-        spdlog::debug(
-            "decoder: the weights' gradient accumulators live on another stream; the training pass "
-            "runs as it is, without CUDA graphs");
-      });
-    }
   }
 
   static Key key_of(const Sizes& n, bool dropout, bool bf16) {
@@ -355,6 +340,7 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
   static tensor_list forward(AutogradContext* context, at::TensorList tensors, const std::shared_ptr<Arena>& held,
                              const Call* call) {
     Arena& arena = *held;
+    const int64_t pass = ++arena.passes;  // from here on, an earlier pass's values are gone
     const torch::Tensor &gates = tensors[0], &hidden = tensors[1], &states = tensors[2], &summary = tensors[3];
     const torch::Tensor keys = call->inputs > 4 ? tensors[4] : torch::Tensor();
     const std::vector<torch::Tensor> weights(tensors.begin() + static_cast<int64_t>(call->inputs), tensors.end());
@@ -374,9 +360,9 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
     }
     {
       const GpuSideStream side(*arena.stream);
-      if (!bucket.forward && arena.warm && arena.recordable && cuda_graphs_enabled(arena.device)) {
-        record(arena, bucket, *call->pass);
-      }
+      // The pass's operations hand the weights' gradients to accumulators on this stream.
+      const AccumulatorsOnStream accumulators(*arena.stream, weights);
+      if (!bucket.forward && arena.warm && cuda_graphs_enabled(arena.device)) record(arena, bucket, *call->pass);
       if (bucket.forward) {
         bucket.forward->replay();
         ++replays;
@@ -386,7 +372,7 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
     }
 
     auto kept = c10::make_intrusive<HeldArena>();
-    kept->arena = held, kept->pass = ++arena.passes, kept->sizes = n, kept->key = Arena::key_of(n, dropout, bf16);
+    kept->arena = held, kept->pass = pass, kept->sizes = n, kept->key = Arena::key_of(n, dropout, bf16);
     context->saved_data[kHeldKey] = c10::IValue::make_capsule(std::move(kept));
     tensor_list result{real_part(bucket.attentional, {n.batch, n.steps}).clone()};
     if (bucket.has_attention) result.push_back(real_part(bucket.attention, {n.batch, n.steps, n.positions}).clone());
@@ -444,6 +430,17 @@ RecordedDecoderPass::~RecordedDecoderPass() = default;
 DecoderOutput RecordedDecoderPass::run(const torch::Tensor& token_gates, const DecoderState& state,
                                        const EncodedSource& source, const std::vector<torch::Tensor>& weights,
                                        bool training, const DecoderPassFunction& pass) {
+  // A hook on a weight's gradient (data parallel's all-reduce) would also see the gradients the
+  // backward computes inside this pass: the pass runs as it is, outside it.
+  for (const torch::Tensor& weight : weights) {
+    if (!torch::autograd::impl::hooks(weight).empty()) {
+      static std::once_flag logged;
+      std::call_once(logged, [] {
+        spdlog::debug("decoder: the weights' gradients have hooks (data parallel); the training pass is not recorded");
+      });
+      return pass(token_gates, state, source);
+    }
+  }
   TORCH_CHECK(token_gates.dim() == 3 && state.hidden.dim() == 3 && token_gates.size(0) == state.hidden.size(1) &&
                   token_gates.size(1) > 0 && source.states.size(0) == token_gates.size(0) && source.summary.defined(),
               "recorded decoder pass: token gates [B, T, 3H], an initial state [L, B, H] and a source of B rows "
@@ -454,7 +451,7 @@ DecoderOutput RecordedDecoderPass::run(const torch::Tensor& token_gates, const D
   if (source.keys.defined()) tensors.push_back(float32(source.keys));
   const recorded_pass::Call call{&state, &source, &pass, tensors.size(), training};
   tensors.insert(tensors.end(), weights.begin(), weights.end());
-  arena_->prepare(token_gates.device(), weights);  // before apply(), which reaches the accumulators
+  arena_->prepare(token_gates.device(), weights);
   const torch::autograd::tensor_list outputs =
       recorded_pass::RecordedPassFunction::apply(at::TensorList(tensors), arena_, &call);
   return {outputs[0], outputs.size() > 1 ? outputs[1] : torch::Tensor()};

@@ -18,8 +18,9 @@
 // backward together, and replayed from then on. The results (a_t, w_t, the gradients) are copied
 // into buffers all buckets share, so that a bucket keeps no memory of its own beyond its
 // recordings' records. A pass that cannot be recorded stops training with a message
-// (util/cuda_graph.h); where the weights' gradient accumulators live on another stream (a hook
-// registered before the first pass), the pass runs as it is, logged once at debug level. Without
+// (util/cuda_graph.h). Where a weight's gradient has a hook (data parallel's all-reduce), which
+// would see this pass's inner gradients too, the reference pass runs instead, unwrapped (logged
+// once at debug level). Without
 // graphs (the CPU, which the tests run it on, or NMT_CUDA_GRAPHS=off) the same buckets, buffers
 // and gradients run as they are, each backward through autograd from inside this pass's backward.
 //
