@@ -3,7 +3,7 @@
 # NMT_LIBTORCH=... scripts/build.sh nmt nmt_tests):
 #   1. the [cuda] cases of the suite: every scorer's loss and gradients, greedy and beam search,
 #      and an exact resume, on the GPU against the CPU (tests/test_cuda.cpp; the decoder's GPU
-#      graph loop in tests/test_model.cpp);
+#      graph loop and the recorded pass of every decoder, replayed, in tests/test_model.cpp);
 #   2. the demo trained with --device cuda, its test set translated on the GPU and on the CPU
 #      (the same lines?) and scored;
 #   3. data-parallel training over NCCL, two ranks on two GPUs (skipped with one GPU);
