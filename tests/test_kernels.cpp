@@ -6,6 +6,10 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -687,4 +691,30 @@ TEST_CASE("int8 linear maps: within the quantization bound of float32, the refer
   }
   const torch::Tensor s = weight.abs().amax(1) / 127;
   CHECK(torch::allclose(linear.dequantized_weight(), weight, 0, s.max().item<float>() / 2 + 1e-6));
+}
+
+TEST_CASE("the CPU's features as CPUID gives them match the flags Linux shows", "[kernels]") {
+  // Linux reads the same CPUID bits for /proc/cpuinfo's flags (and hides those whose state it does
+  // not save): every feature the kernels choose by must agree with it.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> flags;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string flag; words >> flag;) flags.insert(flag);
+    break;
+  }
+  if (flags.empty()) {
+    WARN("no /proc/cpuinfo flags to compare with");
+    return;
+  }
+  const auto has = [&](const char* flag) { return flags.count(flag) > 0; };
+  const kernels::CpuFeatures features = kernels::cpu_features();
+  CHECK(features.avx2_fma == (has("avx2") && has("fma")));
+  const bool avx512 = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq");
+  CHECK(features.avx512 == avx512);
+  CHECK(features.avx512_bf16 == (avx512 && has("avx512_bf16")));
+  CHECK(features.amx_bf16 == (avx512 && has("amx_bf16")));
+  CHECK(kernels::cpu_has_bf16() == (avx512 && (has("avx512_bf16") || has("amx_bf16"))));
 }

@@ -22,9 +22,12 @@ CpuFeatures cpu_features() {
   features.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   features.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  // CPUID leaf 7, subleaf 1: AVX512_BF16 is EAX bit 5.
-  features.avx512_bf16 = features.avx512 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && eax >= 1 &&
-                         __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
+  // CPUID leaf 7 (read directly: not every compiler's __builtin_cpu_supports knows these names):
+  // AMX-BF16 is EDX bit 22 of subleaf 0, AVX512_BF16 EAX bit 5 of subleaf 1.
+  if (features.avx512 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+    features.amx_bf16 = ((edx >> 22) & 1u) != 0;
+    features.avx512_bf16 = eax >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
+  }
   return features;
 }
 

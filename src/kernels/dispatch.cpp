@@ -12,10 +12,6 @@
 
 #include "kernels/available.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
-
 namespace nmt::kernels {
 namespace {
 
@@ -159,20 +155,8 @@ PackedKernel packed_kernel(bool bf16) {
 }
 
 bool cpu_has_bf16() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  // CPUID leaf 7: AMX-BF16 is EDX bit 22 of subleaf 0, AVX512_BF16 EAX bit 5 of subleaf 1 (read
-  // directly: not every compiler's __builtin_cpu_supports knows these names). Either needs AVX-512
-  // (or AMX) state that the system saves, which AVX-512 Foundation's check covers.
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool amx_bf16 = (edx >> 22) & 1u;
-  const unsigned subleaves = eax;
-  bool avx512_bf16 = false;
-  if (subleaves >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) avx512_bf16 = (eax >> 5) & 1u;
-  return avx512_bf16 || amx_bf16;
-#else
-  return false;
-#endif
+  const CpuFeatures features = cpu_features();
+  return features.avx512_bf16 || features.amx_bf16;
 }
 
 }  // namespace nmt::kernels
