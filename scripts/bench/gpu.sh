@@ -24,7 +24,8 @@ scorers=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --attention)
-      [ $# -ge 2 ] || { echo "gpu bench: --attention needs a list, such as additive,dot,general,cosine" >&2; exit 2; }
+      [ $# -ge 2 ] && [ -n "${2//,/}" ] ||
+        { echo "gpu bench: --attention needs a list, such as additive,dot,general,cosine" >&2; exit 2; }
       scorers="$2"
       shift 2
       ;;
@@ -59,25 +60,35 @@ table_head() {
   echo "| what | setting | sentences/s | target tokens/s | FLOP per target token | GFLOP/s | % of mm | peak RSS |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 }
+# One row: the last line of command "$@" with "$1" put into its setting, or a row saying it failed
+# (and the command's last lines on standard error), so that one failure loses no other row.
+row() {
+  local label=$1 output
+  shift
+  if output=$("$@" 2>&1); then
+    echo "$output" | tail -1 | sed "s/, GPU |/, GPU$label |/"
+  else
+    echo "| failed: $* | | | | | | | |"
+    echo "$output" | tail -3 >&2
+  fi
+}
 # Training speed at $1 tokens a batch, $2 timed updates, with the scorer $3: ours in fp32 and bf16,
 # the reference eager and compiled. The reference needs a joint vocabulary: the recipe's, or one
 # made here when no recipe has been trained yet.
 training_speed() {
   local tokens=$1 timed=$2 scorer=$3 precision compile
+  local ours=("$build/nmt_bench" --config "$config" train --device cuda --batch-tokens "$tokens" --bench-steps "$timed"
+    --bench-warmup 20)
   for precision in fp32 bf16; do
-    "$build/nmt_bench" --config "$config" train --device cuda --precision "$precision" --batch-tokens "$tokens" \
-      --attention "$scorer" --bench-steps "$timed" --bench-warmup 20 2>&1 | tail -1 |
-      sed "s/, GPU |/, GPU, $precision |/"
+    row ", $precision" "${ours[@]}" --precision "$precision" --attention "$scorer"
     # The recipe's decoder on the recorded pass every other decoder takes, instead of its own loop.
     if [ "$scorer" = additive ]; then
-      NMT_GPU_DECODER_PASS=recorded "$build/nmt_bench" --config "$config" train --device cuda --precision "$precision" \
-        --batch-tokens "$tokens" --bench-steps "$timed" --bench-warmup 20 2>&1 | tail -1 |
-        sed "s/, GPU |/, GPU, $precision, recorded pass |/"
+      row ", $precision, recorded pass" env NMT_GPU_DECODER_PASS=recorded "${ours[@]}" --precision "$precision"
     fi
   done
   for compile in "" --compile; do
-    $reference train --vocab "$vocab" --source data/multi30k/train.de --target data/multi30k/train.en \
-      --batch-tokens "$tokens" --steps "$timed" --warmup 20 --device cuda --attention "$scorer" $compile | tail -1
+    row "" $reference train --vocab "$vocab" --source data/multi30k/train.de --target data/multi30k/train.en \
+      --batch-tokens "$tokens" --steps "$timed" --warmup 20 --device cuda --attention "$scorer" $compile
   done
 }
 vocab="$model/vocab.joint.model"

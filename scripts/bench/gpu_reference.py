@@ -10,8 +10,8 @@ checkpoints of the recipe (`translate`) and follows our search rules, so its tra
 match `nmt translate`.
 
 --compile trains as a PyTorch expert would speed the loop up: the decoder step under
-torch.compile(mode="reduce-overhead", dynamic=True), which fuses its operations, compiles once for
-every batch shape, and replays them as CUDA graphs recorded per shape; each batch is padded to a
+torch.compile(mode="reduce-overhead", dynamic=True), which fuses its operations, compiles for
+dynamic shapes, and replays them as CUDA graphs recorded per shape; each batch is padded to a
 bucket (a multiple of 8 sentences and of 4 positions a side) so that shapes repeat, and every shape
 of the timed batches is compiled and recorded before the clock starts.
 
@@ -162,10 +162,10 @@ def pad(sequences, multiple=1):
 
 
 def bucket_rows(sources, targets, multiple):
-    """The rows padded to a multiple of `multiple` with sentences that weigh nothing: a source of one
-    EOS and an empty target (only PAD, which the loss ignores)."""
+    """The rows padded to a multiple of `multiple` with sentences that weigh nothing: an empty source
+    (EOS alone, once update() ends it) and an empty target (only PAD, which the loss ignores)."""
     missing = -len(sources) % multiple
-    return sources + [[EOS]] * missing, targets + [[]] * missing
+    return sources + [[]] * missing, targets + [[]] * missing
 
 
 def make_batches(pairs, batch_tokens, rng):

@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #ifdef NMT_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -160,16 +161,23 @@ AccumulatorsOnStream::AccumulatorsOnStream(const GpuStream& stream, const std::v
   const GpuSideStream side(stream);  // an accumulator takes the stream current when it is made
   for (const torch::Tensor& weight : weights) {
     if (!weight.requires_grad() || !weight.is_leaf()) continue;
-    weights_.push_back(weight);
+    own_.weights.push_back(weight);
     before_.push_back(torch::autograd::impl::try_get_grad_accumulator(weight));
     torch::autograd::impl::set_grad_accumulator(weight, std::weak_ptr<torch::autograd::Node>());
-    own_.push_back(torch::autograd::impl::grad_accumulator(weight));  // a new one, on `stream`
+    own_.nodes.push_back(torch::autograd::impl::grad_accumulator(weight));  // a new one, on `stream`
+  }
+}
+
+AccumulatorsOnStream::AccumulatorsOnStream(AccumulatorSet own) : own_(std::move(own)) {
+  for (size_t i = 0; i < own_.weights.size(); ++i) {
+    before_.push_back(torch::autograd::impl::try_get_grad_accumulator(own_.weights[i]));
+    torch::autograd::impl::set_grad_accumulator(own_.weights[i], own_.nodes[i]);
   }
 }
 
 AccumulatorsOnStream::~AccumulatorsOnStream() {
-  for (size_t i = 0; i < weights_.size(); ++i) {
-    torch::autograd::impl::set_grad_accumulator(weights_[i], before_[i]);
+  for (size_t i = 0; i < before_.size(); ++i) {
+    torch::autograd::impl::set_grad_accumulator(own_.weights[i], before_[i]);
   }
 }
 #else
@@ -198,6 +206,7 @@ void RecordedGraph::capture(const std::function<void()>&) {
 void RecordedGraph::replay() { throw std::runtime_error("RecordedGraph::replay: nothing was recorded"); }
 
 AccumulatorsOnStream::AccumulatorsOnStream(const GpuStream&, const std::vector<torch::Tensor>&) {}
+AccumulatorsOnStream::AccumulatorsOnStream(AccumulatorSet own) : own_(std::move(own)) {}
 AccumulatorsOnStream::~AccumulatorsOnStream() = default;
 
 StepGraph::~StepGraph() = default;

@@ -76,8 +76,8 @@ GraphPool new_graph_pool();
 // be a side stream (GpuSideStream), without running it; where something in it cannot be recorded
 // (it waits for the GPU, say), it throws std::runtime_error saying so and that NMT_CUDA_GRAPHS=off
 // runs without graphs (LibTorch's allocator and generator are not fit to go on after a failed
-// capture). replay() runs the recording. Only where cuda_graphs_enabled() holds: elsewhere
-// capture() throws.
+// capture). replay() runs the recording. Call it only where cuda_graphs_enabled() holds (in a
+// build without CUDA, capture() throws).
 class RecordedGraph {
  public:
   explicit RecordedGraph(GraphPool pool = {});
@@ -96,21 +96,32 @@ class RecordedGraph {
   bool recorded_ = false;
 };
 
-// For its lifetime, each of `weights` has a gradient accumulator (autograd's node that hands a leaf
-// its gradient) of its own made on `stream`, which the operations autograd records meanwhile
-// point to; then each has its accumulator of before again (kept by the graphs recorded before it).
-// A backward on `stream` that reaches an accumulator on another stream crosses streams, and in a
-// CUDA graph's recording would pull the other stream in. Nothing without a GPU.
+// Weights and gradient accumulators of their own (autograd's nodes that hand a leaf its gradient).
+struct AccumulatorSet {
+  std::vector<torch::Tensor> weights;
+  std::vector<std::shared_ptr<torch::autograd::Node>> nodes;  // keeps them: a weight holds only a weak pointer
+};
+
+// For its lifetime, each of `weights` has a gradient accumulator of its own made on `stream`, which
+// the operations autograd records meanwhile point to; then each has its accumulator of before
+// again (the one the caller's graph points to). A backward on `stream` that reached an accumulator
+// on another stream would cross streams, and in a CUDA graph's recording would pull the other
+// stream in. A backward through what was recorded meanwhile, if it runs later, must find the same
+// accumulators: own() hands them to a second scope, which puts them back for its lifetime.
+// Nothing without a GPU.
 class AccumulatorsOnStream {
  public:
   AccumulatorsOnStream(const GpuStream& stream, const std::vector<torch::Tensor>& weights);
+  explicit AccumulatorsOnStream(AccumulatorSet own);
   ~AccumulatorsOnStream();
   AccumulatorsOnStream(const AccumulatorsOnStream&) = delete;
   AccumulatorsOnStream& operator=(const AccumulatorsOnStream&) = delete;
 
+  const AccumulatorSet& own() const { return own_; }
+
  private:
-  std::vector<torch::Tensor> weights_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> before_, own_;
+  AccumulatorSet own_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> before_;
 };
 
 struct GraphKeeper;

@@ -93,9 +93,10 @@ struct Bucket {
   std::vector<torch::Tensor> grad_weights;         // as weights
   std::vector<bool> has_grad;                      // per input, then per weight: whether any gradient reaches it
   bool has_attention = false;
-  std::vector<torch::Tensor> weights;                // the decoder's, as the pass reads them
-  std::vector<torch::Tensor> outputs;                // between a forward and its backward: the pass's outputs, with
-                                                     // autograd's records (during a recording, the recording's)
+  std::vector<torch::Tensor> weights;  // the decoder's, as the pass reads them
+  std::vector<torch::Tensor> outputs;  // between a forward and its backward: the pass's outputs, with
+                                       // autograd's records (during a recording, the recording's)
+  AccumulatorSet accumulators;         // of a forward run as it is on a GPU, for its backward (util/cuda_graph.h)
   std::unique_ptr<RecordedGraph> forward, backward;  // null: the pass runs as it is
   uint64_t used = 0;                                 // when it last ran (Arena::clock)
 
@@ -107,7 +108,8 @@ struct Bucket {
 };
 
 struct Arena {
-  // The bucket's B, T, S, dropout on or off, and bf16 products (autocast) or float32.
+  // The bucket's B, T, S, dropout on or off, and bf16 products (autocast) or float32 (L, H, C, K and
+  // coverage are the decoder's own: the same for every pass).
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
   std::array<torch::Tensor, kBufferCount> flat;  // 1-D; each bucket's views start at the first element
   std::map<Key, std::unique_ptr<Bucket>> buckets;
@@ -324,23 +326,24 @@ struct Call {
   bool training;
 };
 
-// The arena in autograd's context (an IValue capsule), with the pass and bucket its backward reads.
-struct HeldArena : torch::CustomClassHolder {
+// What a forward leaves in autograd's context (an IValue capsule) for its backward: the arena, the
+// bucket, and which forward it was.
+struct ForwardRecord : torch::CustomClassHolder {
   std::shared_ptr<Arena> arena;
   Arena::Key key;
-  int64_t pass = 0;
+  int64_t number = 0;  // Arena::passes after it
   bool backward_ran = false;
   Sizes sizes{};
 };
-constexpr const char* kHeldKey = "arena";
+constexpr const char* kForwardKey = "forward";
 
 struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunction> {
   // tensors: gates, hidden, states, summary, keys (if any), then the weights. Returns a_t and the
   // attention.
-  static tensor_list forward(AutogradContext* context, at::TensorList tensors, const std::shared_ptr<Arena>& held,
+  static tensor_list forward(AutogradContext* context, at::TensorList tensors, const std::shared_ptr<Arena>& arenas,
                              const Call* call) {
-    Arena& arena = *held;
-    const int64_t pass = ++arena.passes;  // from here on, an earlier pass's values are gone
+    Arena& arena = *arenas;
+    const int64_t number = ++arena.passes;  // from here on, an earlier pass's values are gone
     const torch::Tensor &gates = tensors[0], &hidden = tensors[1], &states = tensors[2], &summary = tensors[3];
     const torch::Tensor keys = call->inputs > 4 ? tensors[4] : torch::Tensor();
     const std::vector<torch::Tensor> weights(tensors.begin() + static_cast<int64_t>(call->inputs), tensors.end());
@@ -368,28 +371,31 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
         ++replays;
       } else {
         run_forward(bucket, *call->pass);
+        bucket.accumulators = accumulators.own();  // for its backward, which runs as it is too
       }
     }
 
-    auto kept = c10::make_intrusive<HeldArena>();
-    kept->arena = held, kept->pass = pass, kept->sizes = n, kept->key = Arena::key_of(n, dropout, bf16);
-    context->saved_data[kHeldKey] = c10::IValue::make_capsule(std::move(kept));
+    auto forward_record = c10::make_intrusive<ForwardRecord>();
+    forward_record->arena = arenas, forward_record->number = number, forward_record->sizes = n;
+    forward_record->key = Arena::key_of(n, dropout, bf16);
+    context->saved_data[kForwardKey] = c10::IValue::make_capsule(std::move(forward_record));
     tensor_list result{real_part(bucket.attentional, {n.batch, n.steps}).clone()};
     if (bucket.has_attention) result.push_back(real_part(bucket.attention, {n.batch, n.steps, n.positions}).clone());
     return result;
   }
 
   static tensor_list backward(AutogradContext* context, tensor_list grads) {
-    const auto held = c10::static_intrusive_pointer_cast<HeldArena>(context->saved_data[kHeldKey].toCapsule());
-    Arena& arena = *held->arena;
-    TORCH_CHECK(held->pass == arena.passes && arena.buckets.count(held->key) > 0,
+    const auto forward_record =
+        c10::static_intrusive_pointer_cast<ForwardRecord>(context->saved_data[kForwardKey].toCapsule());
+    Arena& arena = *forward_record->arena;
+    TORCH_CHECK(forward_record->number == arena.passes && arena.buckets.count(forward_record->key) > 0,
                 "the decoder's recorded GPU training pass ran another forward before this pass's backward: run "
                 "each backward before the next forward");
-    TORCH_CHECK(!held->backward_ran,
+    TORCH_CHECK(!forward_record->backward_ran,
                 "the decoder's recorded GPU training pass runs one backward per forward (no retain_graph)");
-    held->backward_ran = true;
-    Bucket& bucket = *arena.buckets.at(held->key);
-    const Sizes& n = held->sizes;
+    forward_record->backward_ran = true;
+    Bucket& bucket = *arena.buckets.at(forward_record->key);
+    const Sizes& n = forward_record->sizes;
     {
       const torch::NoGradGuard constants;
       bucket.grad_attentional.zero_(), bucket.grad_attention.zero_();
@@ -401,12 +407,20 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
       if (bucket.backward) {
         bucket.backward->replay();
       } else {
-        run_backward(bucket);
+        {
+          // The accumulators the forward's operations point to, where autograd looks for the weights.
+          const AccumulatorsOnStream again(std::move(bucket.accumulators));
+          run_backward(bucket);
+        }
+        bucket.accumulators = {};
+        // A whole pass ran as it is on the stream, backward on autograd's GPU thread included: the
+        // libraries' handles are set up, and a recording makes no first calls of theirs.
         arena.warm = arena.device.is_cuda();
       }
     }
     // The gradients of the real rows and positions, and of the weights, as tensors of their own:
-    // the next pass overwrites the bucket's.
+    // the next pass overwrites the bucket's. `real`: the real sizes of each input's gradient, in the
+    // order of Bucket::differentiable() (gates, hidden, states, summary, keys).
     const std::vector<std::vector<int64_t>> real{
         {n.batch, n.steps}, {n.layers, n.batch}, {n.batch, n.positions}, {n.batch}, {n.batch, n.positions}};
     const size_t inputs = bucket.grad_inputs.size();

@@ -1,9 +1,10 @@
 // The decoder's teacher-forced training pass on a GPU for every decoder: any scorer, any number of
-// layers, coverage; with bf16 training (autocast), its products in bf16 and the rest in float32. The reference pass
-// (model/reference/) runs as it is written, and its whole forward and its whole backward are each recorded once as a
-// CUDA graph per shape bucket, then replayed as one launch each, as PyTorch's make_graphed_callables does for a module.
-// The per-step pass is some thousands of small kernels per update whose launches, not their arithmetic, set the pace;
-// replayed, they run back to back.
+// layers, coverage; with bf16 training (autocast), its products in bf16 and the rest in float32.
+// The reference pass (model/reference/) runs as it is written, and its whole forward and its whole
+// backward are each recorded once as a CUDA graph per shape bucket, then replayed as one launch
+// each, as PyTorch's make_graphed_callables does for a module. The per-step pass is some thousands
+// of small kernels per update whose launches, not their arithmetic, set the pace; replayed, they
+// run back to back.
 //
 // A graph replays its kernels on the memory it was recorded with and on the shapes it was recorded
 // for. So a batch is padded to its bucket (B up to a multiple of 8, T and S of 4) and copied into
@@ -20,9 +21,9 @@
 // recordings' records. A pass that cannot be recorded stops training with a message
 // (util/cuda_graph.h). Where a weight's gradient has a hook (data parallel's all-reduce), which
 // would see this pass's inner gradients too, the reference pass runs instead, unwrapped (logged
-// once at debug level). Without
-// graphs (the CPU, which the tests run it on, or NMT_CUDA_GRAPHS=off) the same buckets, buffers
-// and gradients run as they are, each backward through autograd from inside this pass's backward.
+// once at debug level). Without graphs (the CPU, which the tests run it on, or NMT_CUDA_GRAPHS=off)
+// the same buckets, buffers and gradients run as they are, each backward through autograd from
+// inside this pass's backward.
 //
 // Shapes: B batch, T target positions, S source length, L layers, H hidden size, C encoder state
 // size, K key size.
