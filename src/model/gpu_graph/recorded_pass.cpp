@@ -398,9 +398,14 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
     const Sizes& n = forward_record->sizes;
     {
       const torch::NoGradGuard constants;
-      bucket.grad_attentional.zero_(), bucket.grad_attention.zero_();
-      if (grads[0].defined()) fill_padded(bucket.grad_attentional, grads[0]);
-      if (grads.size() > 1 && grads[1].defined()) fill_padded(bucket.grad_attention, grads[1]);
+      const torch::Tensor* outputs[] = {&bucket.grad_attentional, &bucket.grad_attention};
+      for (size_t i = 0; i < 2; ++i) {
+        if (i < grads.size() && grads[i].defined()) {
+          fill_padded(*outputs[i], grads[i]);  // zeros where the batch does not reach
+        } else {
+          outputs[i]->zero_();
+        }
+      }
     }
     {
       const GpuSideStream side(*arena.stream);
