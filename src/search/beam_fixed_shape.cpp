@@ -2,15 +2,20 @@
 // sentence stops), applied by tensor operations on the device, so that the host never waits for a
 // step. The batch keeps its B * K rows to the end; a sentence that has stopped goes on at -inf and
 // changes nothing. Everything a step reads and writes stays put and is updated in place: the whole
-// step (decoder step, the 2K best extensions, finishing, selecting the K alive beams, reordering)
-// is one CUDA graph (util/cuda_graph.h), replayed until every sentence has stopped. Finished
+// step (decoder step, the 2K best extensions, the selection of what finishes and the K alive beams,
+// reordering) is one CUDA graph (util/cuda_graph.h), replayed until every sentence has stopped.
+// The selection is one kernel (beam_select.h), a loop over the sentences on the CPU. Finished
 // hypotheses go to a pool of 2K slots per sentence (K - 1 finished before a step, at most K in it),
 // copied to the host once, at the end.
 #include <torch/torch.h>
+#ifdef NMT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <algorithm>
 #include <limits>
 
+#include "search/beam_select.h"
 #include "search/search.h"
 #include "search/step_loop.h"
 #include "text/special_tokens.h"
@@ -31,6 +36,7 @@ class FixedShapeBeam {
 
  private:
   void step();
+  void select(const torch::Tensor& best, int64_t vocab);
   SearchResult collect(int64_t steps) const;
 
   Ensemble model_;
@@ -46,9 +52,9 @@ class FixedShapeBeam {
   // Per sentence [B]: length cap, lp(cap), stopped, finished count; [B, K]: the alive beams'
   // cumulative log-probabilities; [R]: each row's last token; per length, lp(length).
   torch::Tensor limit_, cap_penalty_, stopped_, finished_count_, alive_scores_, previous_, penalty_;
-  // Constants: each sentence's first row [B, 1], candidate ranks [1, 2K], each row's own index [B, K],
-  // each sentence's first pool slot [B, 1].
-  torch::Tensor first_row_, rank_, own_rows_, first_slot_;
+  // The selection's results (beam_select.h): per candidate [B * 2K], the row it extends, its token
+  // and its pool row; per row [R], the row and token it continues with.
+  torch::Tensor candidate_origin_, candidate_token_, candidate_pool_row_, next_origin_, next_token_;
   torch::Tensor length_;             // [] int64: the length of the hypotheses this step makes (steps so far + 1)
   torch::Tensor all_done_;           // [] bool
   torch::Tensor row_prefix_;         // [R, P] each row's target prefix (search.h), or undefined
@@ -99,10 +105,11 @@ FixedShapeBeam::FixedShapeBeam(Ensemble model, const torch::Tensor& source, cons
   slots_ = 2 * beam_ + 1;
   pool_numbers_ = torch::zeros({sentences_, slots_, 3}, doubles);
   pool_numbers_.select(2, 0).fill_(kNoScore);
-  first_row_ = torch::arange(sentences_, integers).mul_(beam_).unsqueeze(1);
-  rank_ = torch::arange(2 * beam_, integers).unsqueeze(0);
-  own_rows_ = torch::arange(rows_, integers).view({sentences_, beam_});
-  first_slot_ = torch::arange(sentences_, integers).mul_(slots_).unsqueeze(1);
+  candidate_origin_ = torch::zeros({rows_ * 2}, integers);
+  candidate_token_ = torch::zeros({rows_ * 2}, integers);
+  candidate_pool_row_ = torch::zeros({rows_ * 2}, integers);
+  next_origin_ = torch::zeros({rows_}, integers);
+  next_token_ = torch::zeros({rows_}, integers);
   pool_tokens_ = torch::full({sentences_, slots_, longest_}, kPadId, integers);
   keep_attention_ = options.return_attention && model_.has_attention();
   if (keep_attention_) {
@@ -119,79 +126,67 @@ void FixedShapeBeam::step() {
   Ensemble::Step out = model_.step(previous_, state_, encoded_);
   if (keep_attention_) attention_history_.index_copy_(1, column, out.attention.unsqueeze(1).to(torch::kFloat32));
 
-  // The 2K best extensions of every sentence, best first: [B, W] scores, rows they extend, tokens.
+  // The 2K best extensions of every sentence, best first: [2, B, W] scores and ids.
   const torch::Tensor best = best_extensions(allowed_tokens(out.log_probs, options_, row_prefix_, position),
                                              alive_scores_.view({rows_, 1}), beam_);
-  const torch::Tensor scores = best[0];
-  const torch::Tensor ids = best[1].to(torch::kInt64);
-  const int64_t vocab = out.log_probs.size(1), width = scores.size(1);
-  const torch::Tensor origin = ids.div(vocab, "floor").add_(first_row_);
-  const torch::Tensor token = ids.remainder(vocab);
+  select(best, out.log_probs.size(1));
 
-  // Of the real extensions of a sentence still going, those ending in EOS, or at its cap, finish
-  // if ranked within the top K; the first K others stay alive.
-  const torch::Tensor real = scores.gt(kNoScore).logical_and_(stopped_.logical_not().unsqueeze(1));  // [B, W]
-  const torch::Tensor is_eos = token.eq(kEosId);
-  const torch::Tensor at_cap = limit_.le(length_);  // [B]
-  const torch::Tensor ends = is_eos.logical_or(at_cap.unsqueeze(1));
-  const torch::Tensor finishing = real.logical_and(ends).logical_and_(rank_.narrow(1, 0, width).lt(beam_));
-  const torch::Tensor eligible = real.logical_and_(ends.logical_not());
-  const torch::Tensor alive_rank = eligible.cumsum(1).sub_(1);
-  const torch::Tensor alive = eligible.logical_and(alive_rank.lt(beam_));
-
-  // Finishing extensions to the pool, in rank order after the sentence's earlier ones; the others
-  // to the last slot, which is never read.
-  const torch::Tensor slot = torch::where(finishing, finishing.cumsum(1).sub_(1).add_(finished_count_.unsqueeze(1)),
-                                          torch::Scalar(slots_ - 1));  // [B, W]
-  const torch::Tensor numbers = torch::stack(
-      {scores / penalty_.index_select(0, length_.view({1})), scores, length_.to(torch::kFloat64).expand_as(scores)}, 2);
-  pool_numbers_.scatter_(1, slot.unsqueeze(2).expand({-1, -1, 3}), numbers);
-  const torch::Tensor pool_row = (slot + first_slot_).view({-1});
-  torch::Tensor tokens = history_.index_select(0, origin.view({-1}));  // [B*W, longest]
-  tokens.index_copy_(1, column, token.masked_fill(is_eos, kPadId).view({-1, 1}));
+  // The finishing extensions' tokens to their pool slots; the others to each sentence's last slot,
+  // which is never read.
+  const int64_t candidates = sentences_ * best.size(2);
+  const torch::Tensor origin = candidate_origin_.narrow(0, 0, candidates);
+  const torch::Tensor pool_row = candidate_pool_row_.narrow(0, 0, candidates);
+  torch::Tensor tokens = history_.index_select(0, origin);  // [B*W, longest]
+  tokens.index_copy_(1, column, candidate_token_.narrow(0, 0, candidates).view({-1, 1}));
   pool_tokens_.view({sentences_ * slots_, longest_}).index_copy_(0, pool_row, tokens);
   if (keep_attention_) {
     pool_attention_.view({sentences_ * slots_, longest_, -1})
-        .index_copy_(0, pool_row, attention_history_.index_select(0, origin.view({-1})));
+        .index_copy_(0, pool_row, attention_history_.index_select(0, origin));
   }
-  finished_count_.add_(finishing.sum(1));
 
-  // The K alive beams [B, K] (score, row, token, exact in float64); fewer than K: copies of the
-  // first at -inf, which never win.
-  const torch::Tensor place = torch::where(alive, alive_rank, torch::Scalar(beam_));
-  torch::Tensor next = torch::full({sentences_, beam_ + 1, 3}, kNoScore, scores.options());
-  next.scatter_(1, place.unsqueeze(2).expand({-1, -1, 3}),
-                torch::stack({scores, origin.to(torch::kFloat64), token.to(torch::kFloat64)}, 2));
-  next = next.narrow(1, 0, beam_);
-  const torch::Tensor count = alive.sum(1, /*keepdim=*/true);        // [B, 1]
-  const torch::Tensor filler = rank_.narrow(1, 0, beam_).ge(count);  // [B, K]
-  const torch::Tensor first = next.narrow(1, 0, 1);                  // [B, 1, 3]
-  const torch::Tensor next_scores = next.select(2, 0);               // -inf where filler
-  torch::Tensor next_origin = torch::where(filler, first.select(2, 1), next.select(2, 1)).to(torch::kInt64);
-  torch::Tensor next_token = torch::where(filler, first.select(2, 2), next.select(2, 2)).to(torch::kInt64);
-
-  // A sentence stops at its cap, with no alive beam, with K finished, or when no alive beam can
-  // beat its n-th best finished one (beam.cpp, sentence_done).
-  const int64_t n_best = options_.n_best;
-  const torch::Tensor finished_scores = pool_numbers_.narrow(1, 0, slots_ - 1).select(2, 0);
-  const torch::Tensor nth_best = std::get<0>(finished_scores.topk(n_best, 1)).select(1, n_best - 1);
-  const torch::Tensor beaten =
-      finished_count_.ge(n_best).logical_and_(nth_best.ge(next_scores.select(1, 0) / cap_penalty_));
-  stopped_.logical_or_(
-      at_cap.logical_or(count.squeeze(1).eq(0)).logical_or_(finished_count_.ge(beam_)).logical_or_(beaten));
-
-  // Rows of stopped sentences continue themselves at -inf; then the reordering for the next step.
-  const torch::Tensor stop_rows = stopped_.unsqueeze(1);
-  next_origin = torch::where(stop_rows, own_rows_, next_origin).view({-1});
-  next_token = next_token.masked_fill_(stop_rows, kPadId).view({-1});
-  alive_scores_.copy_(next_scores.masked_fill(stop_rows, kNoScore));
-  state_.copy_(out.state.index_select(next_origin));
-  history_.copy_(history_.index_select(0, next_origin));
-  history_.index_copy_(1, column, next_token.view({-1, 1}));
-  if (keep_attention_) attention_history_.copy_(attention_history_.index_select(0, next_origin));
-  previous_.copy_(next_token);
+  // The reordering for the next step.
+  state_.copy_(out.state.index_select(next_origin_));
+  history_.copy_(history_.index_select(0, next_origin_));
+  history_.index_copy_(1, column, next_token_.view({-1, 1}));
+  if (keep_attention_) attention_history_.copy_(attention_history_.index_select(0, next_origin_));
+  previous_.copy_(next_token_);
   length_.add_(1);
   all_done_.copy_(stopped_.all());
+}
+
+// The selection of beam_select.h over every sentence: one kernel on a GPU, a loop on the CPU.
+void FixedShapeBeam::select(const torch::Tensor& best, int64_t vocab) {
+  const torch::Tensor numbers = best.contiguous();  // [2, B, W] float64
+  BeamStep selection;
+  selection.sentences = sentences_;
+  selection.beam = beam_;
+  selection.width = numbers.size(2);
+  selection.vocab = vocab;
+  selection.slots = slots_;
+  selection.n_best = options_.n_best;
+  selection.scores = numbers.data_ptr<double>();
+  selection.ids = selection.scores + sentences_ * selection.width;
+  selection.limit = limit_.data_ptr<int64_t>();
+  selection.cap_penalty = cap_penalty_.data_ptr<double>();
+  selection.length = length_.data_ptr<int64_t>();
+  selection.penalty = penalty_.data_ptr<double>();
+  selection.stopped = stopped_.data_ptr<bool>();
+  selection.finished_count = finished_count_.data_ptr<int64_t>();
+  selection.pool_numbers = pool_numbers_.data_ptr<double>();
+  selection.candidate_origin = candidate_origin_.data_ptr<int64_t>();
+  selection.candidate_token = candidate_token_.data_ptr<int64_t>();
+  selection.candidate_pool_row = candidate_pool_row_.data_ptr<int64_t>();
+  selection.alive_scores = alive_scores_.data_ptr<double>();
+  selection.next_origin = next_origin_.data_ptr<int64_t>();
+  selection.next_token = next_token_.data_ptr<int64_t>();
+#ifdef NMT_WITH_CUDA
+  if (device_.is_cuda()) {
+    select_beams_on_gpu(selection, c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    return;
+  }
+#endif
+  TORCH_CHECK(device_.is_cpu(), "beam search: no selection for ", device_.str(), " in this build");
+  for (int64_t b = 0; b < sentences_; ++b) select_sentence(selection, b);
 }
 
 SearchResult FixedShapeBeam::run() {
