@@ -1,6 +1,6 @@
 // Beam search as a GPU runs it: the rules of beam.cpp (which finish, which stay alive, when a
-// sentence stops), applied by tensor operations on the device, so that the host never waits for a
-// step. The batch keeps its B * K rows to the end; a sentence that has stopped goes on at -inf and
+// sentence stops), applied on the device, so that the host never waits for a step. The batch
+// keeps its B * K rows to the end; a sentence that has stopped goes on at -inf and
 // changes nothing. Everything a step reads and writes stays put and is updated in place: the whole
 // step (decoder step, the 2K best extensions, the selection of what finishes and the K alive beams,
 // reordering) is one CUDA graph (util/cuda_graph.h), replayed until every sentence has stopped.
