@@ -1,9 +1,9 @@
 // One step's selection in the GPU's fixed-shape beam search (beam_fixed_shape.cpp): from each
 // sentence's 2K best extensions, best first, the rules of beam.cpp (which finish, which stay alive,
-// when a sentence stops), applied to one sentence by select_sentence. select_beams runs it for
-// every sentence of a batch: as a loop on the CPU, as one kernel with a thread per sentence on a
-// GPU (beam_select.cu), so that the CPU's tests check the very rules the GPU runs. This header is
-// plain C++ for both compilers; beam_select.cpp holds the front that takes tensors.
+// when a sentence stops), applied to one sentence by select_sentence. FixedShapeBeam::select (the
+// front that takes tensors) runs it for every sentence of a batch: as a loop on the CPU, as one
+// kernel with a thread per sentence on a GPU (beam_select.cu), so that the CPU's tests check the
+// very rules the GPU runs. This header is plain C++ for both compilers.
 #pragma once
 
 #include <cmath>
@@ -89,7 +89,8 @@ NMT_HOST_DEVICE inline void select_sentence(const BeamStep& step, int64_t b) {
   }
   step.finished_count[b] = finished;
 
-  // The n-th best finished score: the one that n_best - 1 others are above and n_best are not below.
+  // The n-th best finished score: the one with fewer than n_best scores above it and at least
+  // n_best at or above it.
   bool beaten = false;
   if (finished >= step.n_best && alive > 0) {
     double nth = none;
