@@ -23,9 +23,13 @@ CpuFeatures cpu_features() {
   features.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   // CPUID leaf 7 (read directly: not every compiler's __builtin_cpu_supports knows these names):
-  // AMX-BF16 is EDX bit 22 of subleaf 0, AVX512_BF16 EAX bit 5 of subleaf 1.
+  // AMX-BF16 is EDX bit 22 and AMX-TILE bit 24 of subleaf 0, AVX512_BF16 EAX bit 5 of subleaf 1.
+  // AMX also needs the system to save the tile state (XCR0 bits 17 and 18; AVX-512's check above
+  // implies that XGETBV may be run).
   if (features.avx512 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
-    features.amx_bf16 = ((edx >> 22) & 1u) != 0;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    features.amx_bf16 = ((edx >> 22) & 1u) != 0 && ((edx >> 24) & 1u) != 0 && (xcr0_low & (3u << 17)) == (3u << 17);
     features.avx512_bf16 = eax >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
   }
   return features;
@@ -71,12 +75,7 @@ bool bf16_kernels_available() {
 
 bool avx512_bf16_kernels_available() {
 #if NMT_BF16_KERNELS
-  static const bool available = [] {
-    // CPUID leaf 7, subleaf 1: AVX512_BF16 is EAX bit 5 (read directly, as AMX's bits below).
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!bf16_kernels_available() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || eax < 1) return false;
-    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
-  }();
+  static const bool available = bf16_kernels_available() && cpu_features().avx512_bf16;
   return available;
 #else
   return false;
@@ -86,18 +85,9 @@ bool avx512_bf16_kernels_available() {
 bool amx_kernels_available() {
 #if NMT_BF16_KERNELS
   static const bool available = [] {
-    // CPUID leaf 7: AMX-BF16 is EDX bit 22, AMX-TILE bit 24 (not every compiler's
-    // __builtin_cpu_supports knows them). The system must save the tile state (XCR0 bits 17 and
-    // 18), and Linux gives a process the tile data only when asked (arch_prctl
-    // ARCH_REQ_XCOMP_PERM, feature 18); oneDNN asks the same way.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!bf16_kernels_available() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || ((edx >> 22) & 1u) == 0 ||
-        ((edx >> 24) & 1u) == 0) {
-      return false;
-    }
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    if ((xcr0_low & (3u << 17)) != (3u << 17)) return false;
+    // Linux gives a process the tile data only when asked (arch_prctl ARCH_REQ_XCOMP_PERM, feature
+    // 18); oneDNN asks the same way.
+    if (!bf16_kernels_available() || !cpu_features().amx_bf16) return false;
 #ifdef SYS_arch_prctl
     constexpr long kRequestPermission = 0x1023, kTileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
     return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;

@@ -17,7 +17,7 @@ struct CpuFeatures {
   bool avx2_fma = false;     // AVX2 and FMA
   bool avx512 = false;       // AVX-512 F, BW, VL and DQ
   bool avx512_bf16 = false;  // and AVX512_BF16
-  bool amx_bf16 = false;     // AVX-512 as above and AMX-BF16
+  bool amx_bf16 = false;     // AVX-512 as above, AMX-BF16 and AMX-TILE, with the tile state saved
 };
 CpuFeatures cpu_features();
 
