@@ -14,7 +14,8 @@
 #     the recipe's sizes 384, separate 8k vocabularies and additive attention; then its shortlist;
 #  3. on test_2016_flickr, alternately three times each: the teacher's beam 5 and the student's
 #     greedy search in int8 through its shortlist, each a whole `nmt evaluate` on both cores; BLEU
-#     and the median wall-clock of each, and their ratio.
+#     and the median wall-clock of each, and their ratio; one such run at a time in this checkout
+#     (a lock, models/.distill-timing.lock: a second run waits for the first's timings to end).
 # The student is chosen on nothing but its own dev BLEU during training (best.ckpt); the test set
 # is only scored.
 #
@@ -140,11 +141,17 @@ run() {  # name, run number, evaluate options
   printf "%s\t%s\t%.2f\t%s\n" "$name" "$number" "$(awk -v a="$begin" -v b="$end" 'BEGIN { print b - a }')" \
     "$(python3 -c 'import json, sys; print("%.2f" % json.loads(sys.argv[1])["bleu"])' "$result")" >> "$out/times.tsv"
 }
+# Two runs of this script that reach this step together would time each other (each command uses
+# both cores): one times at a time, the other waits here.
+mkdir -p models
+exec {timing_lock}> models/.distill-timing.lock
+flock "$timing_lock"
 log "test_2016_flickr: teacher ${beam[*]} against student greedy, int8, shortlist; three runs each"
 for number in 1 2 3; do
   run teacher "$number" "${teacher[@]}" "${beam[@]}"
   run student "$number" "${student[@]}"
 done
+exec {timing_lock}>&-
 median() { awk -F'\t' -v s="$1" '$1 == s { print $3 }' "$out/times.tsv" | sort -n | sed -n 2p; }
 bleu() { awk -F'\t' -v s="$1" '$1 == s { print $4; exit }' "$out/times.tsv"; }
 {
