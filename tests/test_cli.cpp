@@ -1097,23 +1097,18 @@ TEST_CASE("cli: export writes an int8 model that translates exactly as its check
   CHECK(truncated.status != 0);
   CHECK_THAT(truncated.output, Catch::Contains(cut));
   // An export whose configuration says another size than its weights have.
-  torch::serialize::InputArchive archive;
-  archive.load_from(int8);
-  torch::serialize::OutputArchive changed;
-  for (const std::string& key : archive.keys()) {
-    c10::IValue value;
-    archive.read(key, value);
-    if (key == "config") {
-      std::string config = read_bytes(archive, key);
-      const size_t at = config.find("decoder-hidden-size\t64");
-      REQUIRE(at != std::string::npos);
-      write_bytes(changed, key, config.replace(at, 22, "decoder-hidden-size\t32"));
-    } else {
-      changed.write(key, value);
-    }
+  TensorFile changed = TensorFile::parse(read_file(int8));
+  std::string config = changed.bytes(kConfigRecord);
+  const size_t at = config.find("decoder-hidden-size\t64");
+  REQUIRE(at != std::string::npos);
+  TensorFile rewritten;
+  for (const auto& [name, tensor] : changed.tensors()) {
+    if (name != kConfigRecord) rewritten.add(name, tensor);
   }
+  rewritten.add_bytes(kConfigRecord, config.replace(at, 22, "decoder-hidden-size\t32"));
+  for (const char* key : {"format", "version", "compute_type"}) rewritten.set_metadata(key, changed.metadata(key));
   const std::string mismatched = (work_directory() / "mismatched.int8").string();
-  changed.save_to(mismatched);
+  write_file_atomic(mismatched, rewritten.serialize());
   CommandResult misfit = run_nmt("translate --model " + mismatched + decode);
   CHECK(misfit.status != 0);
   CHECK_THAT(misfit.output, Catch::Contains(mismatched) && Catch::Contains("export it again"));

@@ -14,6 +14,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/fused_adam.h"
+#include "train/optimizer_state.h"
 #include "train/replicas.h"
 
 namespace nmt::testing {
@@ -234,36 +235,27 @@ TEST_CASE("distributed: what the other ranks read from the store is checked befo
   CHECK_THROWS_WITH(parse_setup(R"({"step": -4, "epoch": 1, "batch_in_epoch": 2, "learning_rate": 0.5})"),
                     Catch::Contains("rank 0's setup read from the rendezvous store is not valid"));
 
-  // The optimizer state goes through the checkpoint's zip and CRC check first.
+  // The optimizer state is read as a checkpoint's records are: every length checked, and the
+  // data's checksum.
   torch::manual_seed(1);
   torch::Tensor weight = torch::randn({16, 8}, torch::requires_grad());
   FusedAdam optimizer({weight}, torch::optim::AdamOptions(1e-3));
   weight.sum().backward();
   optimizer.step();
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  std::ostringstream stream;
-  archive.save_to(stream);
-  const std::string bytes = stream.str();
+  TensorFile state;
+  write_adam_state(state, optimizer);
+  const std::string bytes = state.serialize();
   torch::Tensor copy = weight.detach().clone().requires_grad_();
   FusedAdam received({copy}, torch::optim::AdamOptions(1e-3));
-  CHECK_NOTHROW(load_optimizer_bytes(bytes, received, torch::kCPU));
-  // One byte changed in the first tensor's data (the zip entry "…/data/0"), which LibTorch loads
-  // without a word.
-  const size_t name = bytes.find("data/0");
-  REQUIRE(name != std::string::npos);
-  const size_t header = bytes.rfind(std::string("PK\x03\x04", 4), name);
-  REQUIRE(header != std::string::npos);
-  const auto field = [&](size_t at) {
-    return static_cast<size_t>(static_cast<unsigned char>(bytes[at])) |
-           static_cast<size_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
-  };
-  const size_t data = header + 30 + field(header + 26) + field(header + 28);
-  REQUIRE(data + 4 < bytes.size());
+  CHECK_NOTHROW(load_optimizer_bytes(bytes, received));
   std::string flipped = bytes;
-  flipped[data + 2] = static_cast<char>(flipped[data + 2] ^ 0x5a);
-  CHECK_THROWS_WITH(load_optimizer_bytes(flipped, received, torch::kCPU),
-                    Catch::Contains("optimizer state read from the rendezvous store is damaged"));
-  CHECK_THROWS_WITH(load_optimizer_bytes(bytes.substr(0, bytes.size() - 100), received, torch::kCPU),
-                    Catch::Contains("no zip directory"));
+  flipped[bytes.size() - 9] = static_cast<char>(flipped[bytes.size() - 9] ^ 0x5a);  // inside exp_avg_sq
+  CHECK_THROWS_WITH(load_optimizer_bytes(flipped, received),
+                    Catch::Contains("optimizer state read from the rendezvous store is not valid") &&
+                        Catch::Contains("fails its checksum"));
+  CHECK_THROWS_WITH(load_optimizer_bytes(bytes.substr(0, bytes.size() - 100), received),
+                    Catch::Contains("bytes after the last tensor") || Catch::Contains("runs past the file") ||
+                        Catch::Contains("outside the file"));
+  FusedAdam other({copy, weight}, torch::optim::AdamOptions(1e-3));
+  CHECK_THROWS_WITH(load_optimizer_bytes(bytes, other), Catch::Contains("written for another model"));
 }

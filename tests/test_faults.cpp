@@ -80,7 +80,7 @@ void store_learning_rate(const fs::path& model_dir, double learning_rate) {
   const std::string path = (model_dir / "last.ckpt").string();
   TrainingCheckpoint state = load_training_checkpoint(path, torch::kCPU);
   torch::optim::Adam optimizer(state.model.network->parameters(), torch::optim::AdamOptions(learning_rate));
-  restore_optimizer(path, optimizer, torch::kCPU);
+  restore_optimizer(state, path, optimizer);
   state.progress.learning_rate = learning_rate;
   save_checkpoint(path, state, &optimizer);
 }
@@ -223,7 +223,7 @@ TEST_CASE("faults: a damaged last.ckpt on --resume says what --resume can do", "
   CHECK(fs::exists(model / "best.ckpt"));
 }
 
-TEST_CASE("faults: a checkpoint with one byte changed is refused before LibTorch reads it", "[faults]") {
+TEST_CASE("faults: a checkpoint with one byte changed is refused by its checksum", "[faults]") {
   const fs::path dir = fresh("flipped");
   const fs::path model = dir / "model";
   REQUIRE(run_nmt(tiny_train_arguments(model.string())).status == 0);

@@ -43,6 +43,7 @@ Command add_serve(CLI::App& program);
 Command add_average(CLI::App& program);
 Command add_shortlist(CLI::App& program);
 Command add_export(CLI::App& program);
+Command add_convert(CLI::App& program);
 Command add_score(CLI::App& program);
 Command add_rerank(CLI::App& program);
 Command add_synthesize(CLI::App& program);

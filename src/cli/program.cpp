@@ -45,7 +45,7 @@ class TrainSectionReader : public CLI::ConfigTOML {
 Program::Program(Invocation arguments)
     : invocation(std::move(arguments)),
       app("nmt: attentional GRU neural machine translation (train, prepare, translate, evaluate, score, rerank, "
-          "synthesize, average, shortlist, export, serve)",
+          "synthesize, average, shortlist, export, convert, serve)",
           "nmt") {
   commands = {
       add_train(app, invocation, train),
@@ -56,6 +56,7 @@ Program::Program(Invocation arguments)
       add_average(app),
       add_shortlist(app),
       add_export(app),
+      add_convert(app),
       add_score(app),
       add_rerank(app),
       add_synthesize(app),

@@ -1,83 +1,70 @@
 #include "inference/checkpoint_format.h"
 
-#include <torch/torch.h>
+#include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
+#include "inference/legacy_checkpoint.h"
 #include "util/io.h"
-#include "util/zip_check.h"
 
 namespace nmt {
-namespace {
-
-constexpr const char* kFormatName = "nmt-rnn-checkpoint";
-
-}  // namespace
-
-void write_bytes(torch::serialize::OutputArchive& archive, const std::string& key, const std::string& bytes) {
-  torch::Tensor tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  archive.write(key, tensor);
-}
-
-std::string read_bytes(torch::serialize::InputArchive& archive, const std::string& key) {
-  torch::Tensor tensor;
-  archive.read(key, tensor);
-  const torch::Tensor contiguous = tensor.to(torch::kCPU).contiguous();
-  return {reinterpret_cast<const char*>(contiguous.data_ptr<uint8_t>()), static_cast<size_t>(contiguous.numel())};
-}
-
-void write_checkpoint_header(torch::serialize::OutputArchive& archive, const ConfigEntries& entries) {
-  archive.write("format", c10::IValue(std::string(kFormatName)));
-  archive.write("version", c10::IValue(kCheckpointVersion));
+void write_checkpoint_header(TensorFile& file, const ConfigEntries& entries) {
+  file.set_metadata("format", kCheckpointFormatName);
+  file.set_metadata("version", std::to_string(kCheckpointVersion));
   // Values never contain newlines or tabs.
   std::string text;
   for (const auto& [key, value] : entries) text += key + "\t" + value + "\n";
-  write_bytes(archive, "config", text);
+  file.add_bytes(kConfigRecord, text);
 }
 
-void open_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive,
-                     const std::string& remedy) {
+TensorFile parse_checkpoint(const std::string& bytes, const std::string& what, const std::string& remedy) {
+  TensorFile file;
+  try {
+    file = TensorFile::parse(bytes);
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(what + ": a damaged checkpoint (" + error.what() + "); " + remedy);
+  }
+  if (file.metadata("format") != kCheckpointFormatName)
+    throw std::runtime_error(what + ": not an nmt checkpoint; " + remedy);
+  if (file.metadata("version") != std::to_string(kCheckpointVersion)) {
+    throw std::runtime_error(what + ": checkpoint format version " + file.metadata("version").substr(0, 20) +
+                             ", this build reads version " + std::to_string(kCheckpointVersion));
+  }
+  return file;
+}
+
+TensorFile open_checkpoint(const std::string& path, const std::string& remedy) {
   if (!file_exists(path)) {
     throw FileNotFound(path + ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)");
   }
-  with_checkpoint_errors(
-      path,
-      [&] {
-        try {
-          check_zip_file(path);  // before LibTorch reads it: its reader trusts the bytes
-        } catch (const std::runtime_error& error) {
-          throw std::runtime_error(path + ": a damaged checkpoint (" + error.what() + "); " + remedy);
-        }
-        archive.load_from(path, device);
-        c10::IValue format, version;
-        archive.read("format", format);
-        archive.read("version", version);
-        if (!format.isString() || format.toStringRef() != kFormatName) {
-          throw std::runtime_error(path + ": not an nmt checkpoint; " + remedy);
-        }
-        if (version.toInt() != kCheckpointVersion) {
-          throw std::runtime_error(path + ": checkpoint format version " + std::to_string(version.toInt()) +
-                                   ", this build reads version " + std::to_string(kCheckpointVersion));
-        }
-      },
-      remedy);
-}
-
-void write_archive_atomic(torch::serialize::OutputArchive& archive, const std::string& path) {
   std::string bytes;
-  archive.save_to([&](const void* data, size_t size) {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  write_file_atomic(path, bytes);
+  try {
+    bytes = read_file(path);
+  } catch (const std::exception& error) {
+    throw std::runtime_error(path + ": cannot read the checkpoint (" + error.what() + ")");
+  }
+  if (!is_legacy_checkpoint(bytes)) return parse_checkpoint(bytes, path, remedy);
+  TensorFile converted;
+  try {
+    converted = convert_legacy_checkpoint(bytes);
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(path + ": " + error.what() + "; " + remedy);
+  }
+  spdlog::warn(
+      "{}: an older checkpoint (a LibTorch archive), converted as it loads; `nmt convert {}` converts it "
+      "once for good",
+      path, path);
+  return converted;
 }
 
-ConfigEntries read_config_entries(torch::serialize::InputArchive& archive) {
+ConfigEntries read_config_entries(const TensorFile& file) {
   ConfigEntries entries;
-  std::istringstream in(read_bytes(archive, "config"));
+  std::istringstream in(file.bytes(kConfigRecord));
   std::string line;
   while (std::getline(in, line)) {
     const auto tab = line.find('\t');
@@ -86,17 +73,55 @@ ConfigEntries read_config_entries(torch::serialize::InputArchive& archive) {
   return entries;
 }
 
+void write_checkpoint_atomic(const TensorFile& file, const std::string& path) {
+  write_file_atomic(path, file.serialize());
+}
+
+void set_metadata_number(TensorFile& file, const std::string& key, int64_t value) {
+  file.set_metadata(key, std::to_string(value));
+}
+
+void set_metadata_number(TensorFile& file, const std::string& key, double value) {
+  char text[64];
+  const auto result = std::to_chars(text, text + sizeof(text), value);  // the shortest text that reads back
+  file.set_metadata(key, std::string(text, result.ptr));
+}
+
+namespace {
+
+template <typename Number>
+Number metadata_number(const TensorFile& file, const std::string& key, const char* kind) {
+  if (!file.has_metadata(key)) throw std::runtime_error("its metadata has no " + key);
+  const std::string text = file.metadata(key);
+  Number value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    throw std::runtime_error("its metadata " + key + " is not " + kind);
+  }
+  return value;
+}
+
+}  // namespace
+
+int64_t metadata_integer(const TensorFile& file, const std::string& key) {
+  return metadata_number<int64_t>(file, key, "an integer");
+}
+
+double metadata_real(const TensorFile& file, const std::string& key) {
+  return metadata_number<double>(file, key, "a number");
+}
+
 void with_checkpoint_errors(const std::string& path, const std::function<void()>& read, const std::string& remedy) {
   try {
     read();
   } catch (const std::runtime_error& error) {
     const std::string message = error.what();
     if (message.rfind(path, 0) == 0) throw;
-    throw std::runtime_error(path + ": " + message);
+    throw std::runtime_error(path + ": " + message + "; " + remedy);
   } catch (const c10::Error& error) {
     std::string message = error.what_without_backtrace();
-    throw std::runtime_error(path + ": cannot read checkpoint (truncated or corrupt?): " +
-                             message.substr(0, message.find('\n')) + "; " + remedy);
+    throw std::runtime_error(path + ": cannot read checkpoint: " + message.substr(0, message.find('\n')) + "; " +
+                             remedy);
   }
 }
 

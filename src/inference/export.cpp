@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <stdexcept>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -20,43 +19,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kComputeTypeKey = "compute_type";  // in exports only
-constexpr const char* kParameterNamesKey = "parameter_names";
-
-// The network's parameters, each tensor once (a tied embedding is one), in registration order.
-std::vector<std::pair<std::string, torch::Tensor>> distinct_parameters(torch::nn::Module& network) {
-  std::vector<std::pair<std::string, torch::Tensor>> parameters;
-  std::unordered_set<const void*> seen;
-  for (const auto& item : network.named_parameters()) {
-    if (seen.insert(item.value().unsafeGetTensorImpl()).second) parameters.emplace_back(item.key(), item.value());
-  }
-  return parameters;
-}
-
-std::string parameter_names(const std::vector<std::pair<std::string, torch::Tensor>>& parameters) {
-  std::string names;
-  for (const auto& [name, parameter] : parameters) names += name + "\n";
-  return names;
-}
+constexpr const char* kComputeTypeKey = "compute_type";  // metadata of exports only
 
 bool is_matrix(const torch::Tensor& parameter) { return parameter.dim() == 2; }
 
-// The i-th parameter's records: a matrix's int8 rows and their scales, or the float32 tensor.
-std::string values_key(size_t i) { return "values_" + std::to_string(i); }
-std::string scales_key(size_t i) { return "scales_" + std::to_string(i); }
-std::string parameter_key(size_t i) { return "parameter_" + std::to_string(i); }
+// A matrix's records in an int8 export: its int8 rows and their scales.
+std::string values_record(const std::string& name) { return weight_record(name) + ".int8_values"; }
+std::string scales_record(const std::string& name) { return weight_record(name) + ".int8_scales"; }
 
-void write_int8_parameters(torch::serialize::OutputArchive& archive, torch::nn::Module& network) {
-  const auto parameters = distinct_parameters(network);
-  write_bytes(archive, kParameterNamesKey, parameter_names(parameters));
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    const torch::Tensor& parameter = parameters[i].second;
+void write_int8_parameters(TensorFile& file, torch::nn::Module& network) {
+  for (const auto& [name, parameter] : distinct_weights(network)) {
     if (is_matrix(parameter)) {
       const QuantizedRows rows = quantize_rows(parameter);
-      archive.write(values_key(i), rows.values);
-      archive.write(scales_key(i), rows.scales);
+      file.add(values_record(name), rows.values);
+      file.add(scales_record(name), rows.scales);
     } else {
-      archive.write(parameter_key(i), parameter.detach().to(torch::kCPU));
+      file.add(weight_record(name), parameter);
     }
   }
 }
@@ -85,52 +63,45 @@ std::string megabytes(uintmax_t bytes) { return format_fixed(static_cast<double>
 
 }  // namespace
 
-bool is_export(torch::serialize::InputArchive& archive) {
-  c10::IValue value;
-  return archive.try_read(kComputeTypeKey, value);
-}
+bool is_export(const TensorFile& file) { return file.has_metadata(kComputeTypeKey); }
 
-std::string stored_compute_type(torch::serialize::InputArchive& archive) {
-  c10::IValue value;
-  if (!archive.try_read(kComputeTypeKey, value)) return "float32";
-  if (!value.isString() || (value.toStringRef() != "int8" && value.toStringRef() != "float32")) {
+std::string stored_compute_type(const TensorFile& file) {
+  const std::string type = file.metadata(kComputeTypeKey, "float32");
+  if (type != "int8" && type != "float32") {
     throw std::runtime_error("an export of a compute type this build does not read; export the model again");
   }
-  return value.toStringRef();
+  return type;
 }
 
-void read_int8_parameters(torch::serialize::InputArchive& archive, torch::nn::Module& network,
-                          const std::string& path) {
-  const auto parameters = distinct_parameters(network);
-  if (read_bytes(archive, kParameterNamesKey) != parameter_names(parameters)) {
-    throw std::runtime_error(path + ": an int8 export whose weights do not fit its configuration; export it again");
-  }
+void read_int8_parameters(const TensorFile& file, torch::nn::Module& network, const std::string& path) {
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    const auto& [name, parameter] = parameters[i];
+  std::vector<std::string> expected;
+  for (auto& [name, parameter] : distinct_weights(network)) {
     torch::Tensor stored;
     if (is_matrix(parameter)) {
-      QuantizedRows rows;
-      archive.read(values_key(i), rows.values);
-      archive.read(scales_key(i), rows.scales);
+      expected.push_back(values_record(name));
+      expected.push_back(scales_record(name));
+      QuantizedRows rows{file.tensor(values_record(name)), file.tensor(scales_record(name))};
       const bool fits = rows.values.scalar_type() == torch::kInt8 && rows.values.sizes() == parameter.sizes() &&
                         rows.scales.scalar_type() == torch::kFloat32 && rows.scales.dim() == 1 &&
                         rows.scales.size(0) == parameter.size(0);
       if (!fits) throw std::runtime_error(path + ": " + name + " has the wrong shape or type; export it again");
-      stored = dequantize_rows({rows.values.to(torch::kCPU), rows.scales.to(torch::kCPU)});
+      stored = dequantize_rows(rows);
     } else {
-      archive.read(parameter_key(i), stored);
+      expected.push_back(weight_record(name));
+      stored = file.tensor(weight_record(name));
       if (stored.sizes() != parameter.sizes() || stored.scalar_type() != parameter.scalar_type()) {
         throw std::runtime_error(path + ": " + name + " has the wrong shape or type; export it again");
       }
     }
     parameter.copy_(stored);
   }
+  refuse_unknown_weights(file, expected);
 }
 
 void round_weights_to_int8(torch::nn::Module& network) {
   torch::NoGradGuard no_grad;
-  for (auto& [name, parameter] : distinct_parameters(network)) {
+  for (auto& [name, parameter] : distinct_weights(network)) {
     if (is_matrix(parameter)) parameter.copy_(dequantize_rows(quantize_rows(parameter)));
   }
 }
@@ -144,31 +115,28 @@ std::string export_model(const ExportJob& job) {
   }
   const std::string checkpoint = resolve_checkpoint(job.model_dir, job.checkpoint);
   check_output(job, checkpoint);
-  torch::serialize::InputArchive archive;
-  open_checkpoint(checkpoint, torch::kCPU, archive);
+  const TensorFile file = open_checkpoint(checkpoint);
   ConfigEntries entries;
   TranslationModel model;
   with_checkpoint_errors(checkpoint, [&] {
-    entries = read_config_entries(archive);
-    model = read_model(archive, model_options_from_entries(entries), checkpoint, torch::kCPU);
+    entries = read_config_entries(file);
+    model = read_model(file, model_options_from_entries(entries), checkpoint, torch::kCPU);
   });
   if (model.stored_compute_type != "float32") {
     throw std::invalid_argument(checkpoint + " is an int8 export already; export from the run's checkpoint");
   }
 
-  torch::serialize::OutputArchive exported;
+  TensorFile exported;
   write_checkpoint_header(exported, entries);
-  exported.write(kComputeTypeKey, c10::IValue(job.compute_type));
-  write_bytes(exported, "source_vocabulary", model.source_vocabulary.serialized());
-  write_bytes(exported, "target_vocabulary", model.target_vocabulary.serialized());
+  exported.set_metadata(kComputeTypeKey, job.compute_type);
+  exported.add_bytes(kSourceVocabularyRecord, model.source_vocabulary.serialized());
+  exported.add_bytes(kTargetVocabularyRecord, model.target_vocabulary.serialized());
   if (job.compute_type == "int8") {
     write_int8_parameters(exported, *model.network);
   } else {
-    torch::serialize::OutputArchive weights;
-    model.network->save(weights);
-    exported.write("model", weights);
+    write_weights(exported, *model.network);
   }
-  write_archive_atomic(exported, job.output);
+  write_checkpoint_atomic(exported, job.output);
   return "exported " + checkpoint + " (" + megabytes(fs::file_size(checkpoint)) + ") as " + job.compute_type + " to " +
          job.output + " (" + megabytes(fs::file_size(job.output)) + ")";
 }

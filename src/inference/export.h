@@ -9,9 +9,10 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/serialize/input-archive.h>
 
 #include <string>
+
+#include "util/safetensors.h"
 
 namespace nmt {
 
@@ -31,13 +32,14 @@ std::string export_model(const ExportJob& job);
 
 // The compute type a file's weights are stored in: "int8" for an int8 export, "float32" otherwise
 // (training checkpoints, float32 exports).
-std::string stored_compute_type(torch::serialize::InputArchive& archive);
+std::string stored_compute_type(const TensorFile& file);
 // Whether an opened checkpoint file is an export (either compute type), which has no training state.
-bool is_export(torch::serialize::InputArchive& archive);
+bool is_export(const TensorFile& file);
 
-// Fills `network`'s parameters from an int8 export's records (dequantize_rows of the stored rows).
+// Fills `network`'s parameters from an int8 export's records (dequantize_rows of the stored rows):
+// a matrix's "model.NAME.int8_values" and "model.NAME.int8_scales", any other weight's "model.NAME".
 // std::runtime_error naming `path` when the records do not fit the network.
-void read_int8_parameters(torch::serialize::InputArchive& archive, torch::nn::Module& network, const std::string& path);
+void read_int8_parameters(const TensorFile& file, torch::nn::Module& network, const std::string& path);
 
 // Replaces every weight matrix (2-D parameter) of `network` by its int8 rounding, per row.
 void round_weights_to_int8(torch::nn::Module& network);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "config/model_fields.h"
 #include "inference/export.h"
@@ -12,8 +14,60 @@
 
 namespace nmt {
 
-TranslationModel read_model(torch::serialize::InputArchive& archive, const ModelOptions& options,
-                            const std::string& path, const torch::Device& device) {
+namespace {
+
+std::string format_sizes(c10::IntArrayRef sizes) {
+  std::ostringstream text;
+  text << sizes;
+  return text.str();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> distinct_weights(torch::nn::Module& network) {
+  std::vector<std::pair<std::string, torch::Tensor>> weights;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : network.named_parameters()) {
+    if (seen.insert(item.value().unsafeGetTensorImpl()).second) weights.emplace_back(item.key(), item.value());
+  }
+  for (const auto& item : network.named_buffers()) {
+    if (seen.insert(item.value().unsafeGetTensorImpl()).second) weights.emplace_back(item.key(), item.value());
+  }
+  return weights;
+}
+
+void write_weights(TensorFile& file, torch::nn::Module& network) {
+  for (const auto& [name, weight] : distinct_weights(network)) file.add(weight_record(name), weight);
+}
+
+void refuse_unknown_weights(const TensorFile& file, const std::vector<std::string>& expected) {
+  const std::unordered_set<std::string> known(expected.begin(), expected.end());
+  for (const auto& [name, tensor] : file.tensors()) {
+    if (name.rfind("model.", 0) == 0 && known.count(name) == 0) {
+      throw std::runtime_error("it holds weight " + name.substr(0, 80) +
+                               ", which a model of its configuration does not have");
+    }
+  }
+}
+
+void read_weights(const TensorFile& file, torch::nn::Module& network) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::string> expected;
+  for (auto& [name, weight] : distinct_weights(network)) {
+    expected.push_back(weight_record(name));
+    const torch::Tensor& stored = file.tensor(expected.back());
+    if (stored.sizes() != weight.sizes() || stored.scalar_type() != weight.scalar_type()) {
+      throw std::runtime_error("weight " + name + " is stored as " + std::string(c10::toString(stored.scalar_type())) +
+                               " " + format_sizes(stored.sizes()) + ", its configuration needs " +
+                               c10::toString(weight.scalar_type()) + " " + format_sizes(weight.sizes()));
+    }
+    weight.copy_(stored);
+  }
+  refuse_unknown_weights(file, expected);
+}
+
+TranslationModel read_model(const TensorFile& file, const ModelOptions& options, const std::string& path,
+                            const torch::Device& device) {
   // Checked as a config's are, before anything is built: a damaged or hand-edited checkpoint (its
   // attention-heads 0, say) gets a message, not a division by zero in a constructor.
   try {
@@ -25,17 +79,15 @@ TranslationModel read_model(torch::serialize::InputArchive& archive, const Model
   TranslationModel model;
   model.options = options;
   model.source_vocabulary =
-      Vocabulary::from_serialized(read_bytes(archive, "source_vocabulary"), path + " (source vocabulary)");
+      Vocabulary::from_serialized(file.bytes(kSourceVocabularyRecord), path + " (source vocabulary)");
   model.target_vocabulary =
-      Vocabulary::from_serialized(read_bytes(archive, "target_vocabulary"), path + " (target vocabulary)");
+      Vocabulary::from_serialized(file.bytes(kTargetVocabularyRecord), path + " (target vocabulary)");
   model.network = Seq2Seq(options, model.source_vocabulary.size(), model.target_vocabulary.size());
-  model.stored_compute_type = stored_compute_type(archive);
+  model.stored_compute_type = stored_compute_type(file);
   if (model.stored_compute_type == "int8") {
-    read_int8_parameters(archive, *model.network, path);
+    read_int8_parameters(file, *model.network, path);
   } else {
-    torch::serialize::InputArchive weights;
-    archive.read("model", weights);
-    model.network->load(weights);
+    read_weights(file, *model.network);
   }
   model.network->to(device);
   // For translation: no dropout. Translators that share it never switch it (search/translator.cpp),
@@ -45,12 +97,10 @@ TranslationModel read_model(torch::serialize::InputArchive& archive, const Model
 }
 
 TranslationModel load_model(const std::string& path, const torch::Device& device) {
-  torch::serialize::InputArchive archive;
-  open_checkpoint(path, device, archive);
+  const TensorFile file = open_checkpoint(path);
   TranslationModel model;
-  with_checkpoint_errors(path, [&] {
-    model = read_model(archive, model_options_from_entries(read_config_entries(archive)), path, device);
-  });
+  with_checkpoint_errors(
+      path, [&] { model = read_model(file, model_options_from_entries(read_config_entries(file)), path, device); });
   return model;
 }
 

@@ -33,8 +33,21 @@ struct TranslationModel {
 TranslationModel load_model(const std::string& path, const torch::Device& device);
 
 // The model part of an opened checkpoint (open_checkpoint), built with `options`.
-TranslationModel read_model(torch::serialize::InputArchive& archive, const ModelOptions& options,
-                            const std::string& path, const torch::Device& device);
+TranslationModel read_model(const TensorFile& file, const ModelOptions& options, const std::string& path,
+                            const torch::Device& device);
+
+// The network's parameters and buffers, each tensor once (a tied embedding is one), in registration
+// order: what a checkpoint stores, as "model.NAME".
+std::vector<std::pair<std::string, torch::Tensor>> distinct_weights(torch::nn::Module& network);
+inline std::string weight_record(const std::string& name) { return "model." + name; }
+
+// Adds the network's weights (float32 as trained) to `file`.
+void write_weights(TensorFile& file, torch::nn::Module& network);
+// Fills the network's weights from `file`. std::runtime_error when one is missing or has another
+// shape or type, or when `file` holds a weight `network` does not have.
+void read_weights(const TensorFile& file, torch::nn::Module& network);
+// std::runtime_error naming the first "model." record of `file` that is not one of `expected`.
+void refuse_unknown_weights(const TensorFile& file, const std::vector<std::string>& expected);
 
 // `which` is best, last or a path: model_dir/best.ckpt, model_dir/last.ckpt, or `which` itself.
 // A model_dir that is a file (an export from nmt export) is its own best.

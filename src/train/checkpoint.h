@@ -42,6 +42,9 @@ struct TrainingCheckpoint {
   // The GPU's generator likewise (dropout on a GPU draws from it), in a checkpoint written by a run
   // on a GPU; undefined otherwise.
   torch::Tensor cuda_random_state;
+  // The optimizer's records as loaded (train/optimizer_state.h), for restore_optimizer; empty in a
+  // checkpoint written without them.
+  TensorFile optimizer_state;
 };
 
 // Writes the checkpoint, with the current state of LibTorch's CPU generator as random_state, and
@@ -56,8 +59,8 @@ TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch
 // The step a training checkpoint was written at, without building its model; errors name the file.
 int64_t read_checkpoint_step(const std::string& path);
 
-// Restores optimizer state; `optimizer`'s parameters must be the loaded model's, so call
-// load_training_checkpoint first.
-void restore_optimizer(const std::string& path, torch::optim::Adam& optimizer, const torch::Device& device);
+// Restores the optimizer state `checkpoint` was loaded with (from `path`) onto the devices of
+// `optimizer`'s parameters, which must be its model's, and lets go of its records.
+void restore_optimizer(TrainingCheckpoint& checkpoint, const std::string& path, torch::optim::Adam& optimizer);
 
 }  // namespace nmt

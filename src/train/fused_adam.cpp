@@ -33,52 +33,6 @@ AdamStateKey adam_state_key(const torch::Tensor& param) {
   return state_key_of<AdamStateKey>(param.unsafeGetTensorImpl());
 }
 
-void load_adam_state(torch::serialize::InputArchive& archive, torch::optim::Adam& optimizer) {
-  c10::IValue version;
-  if (!archive.try_read("pytorch_version", version)) {
-    throw std::runtime_error(
-        "the optimizer state is in LibTorch's format from before 1.5, which is not read: start a new run with "
-        "--overwrite (translation can still use the checkpoint)");
-  }
-  torch::serialize::InputArchive groups_archive, states_archive;
-  archive.read("param_groups", groups_archive);
-  archive.read("state", states_archive);
-  torch::Tensor size;
-  groups_archive.read("param_groups/size", size);
-  auto& groups = optimizer.param_groups();
-  if (size.item<int64_t>() != static_cast<int64_t>(groups.size())) {
-    throw std::runtime_error("the optimizer state has " + std::to_string(size.item<int64_t>()) +
-                             " parameter groups and the optimizer " + std::to_string(groups.size()) +
-                             ": it was written for another model (train with the options it was trained with)");
-  }
-  optimizer.state().clear();
-  for (size_t i = 0; i < groups.size(); ++i) {
-    torch::serialize::InputArchive group_archive, options_archive;
-    groups_archive.read("param_groups/" + std::to_string(i), group_archive);
-    group_archive.read("options", options_archive);
-    auto options = std::make_unique<torch::optim::AdamOptions>();
-    options->serialize(options_archive);
-    groups[i].set_options(std::move(options));
-    group_archive.read("params/size", size);
-    const std::vector<torch::Tensor>& params = groups[i].params();
-    if (size.item<int64_t>() != static_cast<int64_t>(params.size())) {
-      throw std::runtime_error("the optimizer state's group " + std::to_string(i) + " has " +
-                               std::to_string(size.item<int64_t>()) + " parameters and the model's " +
-                               std::to_string(params.size()) +
-                               ": it was written for another model (train with the options it was trained with)");
-    }
-    for (size_t j = 0; j < params.size(); ++j) {
-      c10::IValue key;
-      group_archive.read("params/" + std::to_string(j), key);
-      torch::serialize::InputArchive state_archive;
-      if (!states_archive.try_read(key.toStringRef(), state_archive)) continue;  // no step taken yet
-      auto state = std::make_unique<torch::optim::AdamParamState>();
-      state->serialize(state_archive);
-      optimizer.state()[adam_state_key(params[j])] = std::move(state);
-    }
-  }
-}
-
 // Whether the kernel can update this parameter: float32, contiguous, on the CPU, and its state
 // (when it has one, from earlier steps or a restored checkpoint) of the same size and kind.
 bool FusedAdam::fits_kernel(const torch::Tensor& param) const {

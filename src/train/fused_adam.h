@@ -1,12 +1,11 @@
 // torch::optim::Adam with its update done by one kernel pass per parameter (kernels/adam_kernel.h)
 // instead of eight LibTorch passes, and on a GPU by LibTorch's fused multi-tensor kernel. Same state
-// (AdamParamState, under the same keys), so it saves and loads exactly as Adam does and checkpoints
-// move between the two. Parameters neither kernel handles (the CPU kernels off or absent
-// (kernels/dispatch.h), other types, weight decay or amsgrad) take Adam's own step, the reference.
+// (AdamParamState, under the same keys), so train/optimizer_state.h saves and loads either. Parameters neither kernel
+// handles (the CPU kernels off or absent (kernels/dispatch.h), other types, weight decay or amsgrad) take Adam's own
+// step, the reference.
 #pragma once
 
 #include <torch/optim/adam.h>
-#include <torch/serialize/input-archive.h>
 
 #include <type_traits>
 #include <utility>
@@ -17,12 +16,6 @@ namespace nmt {
 // in LibTorch 1.13, the pointer itself in 2.x.
 using AdamStateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
 AdamStateKey adam_state_key(const torch::Tensor& param);
-
-// Loads what torch::optim::Adam::save wrote (FusedAdam's too), whichever LibTorch wrote it. Saved
-// states are matched to parameters by their order, as LibTorch's own load does, but by their keys
-// as text: LibTorch 2.x reads 1.13's "0x..." keys as decimal numbers, all 0, and loses the state.
-// Throws std::runtime_error when the groups or their sizes differ from the optimizer's.
-void load_adam_state(torch::serialize::InputArchive& archive, torch::optim::Adam& optimizer);
 
 class FusedAdam : public torch::optim::Adam {
  public:

@@ -5,11 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <sstream>
 #include <stdexcept>
 
+#include "train/optimizer_state.h"
 #include "util/runtime.h"
-#include "util/zip_check.h"
+#include "util/safetensors.h"
 
 namespace nmt {
 
@@ -35,30 +35,23 @@ SetupMessage parse_setup(const std::string& text) {
   }
 }
 
-void load_optimizer_bytes(const std::string& bytes, FusedAdam& optimizer, const torch::Device& device) {
-  // LibTorch's reader trusts the bytes and its unpickler can crash on damaged ones: checked first,
-  // as a checkpoint file is (util/zip_check.h).
+void load_optimizer_bytes(const std::string& bytes, FusedAdam& optimizer) {
+  // Read as a checkpoint's records are (util/safetensors.h): every length checked, nothing run.
   try {
-    check_zip_bytes(bytes);
+    read_adam_state(TensorFile::parse(bytes), optimizer);
   } catch (const std::runtime_error& error) {
-    throw std::runtime_error(std::string("rank 0's optimizer state read from the rendezvous store is damaged (") +
+    throw std::runtime_error(std::string("rank 0's optimizer state read from the rendezvous store is not valid (") +
                              error.what() + "): is another process writing to the store's port?");
   }
-  std::istringstream stream(bytes);
-  torch::serialize::InputArchive archive;
-  archive.load_from(stream, device);
-  load_adam_state(archive, optimizer);
 }
 
 void publish_setup(Distributed& distributed, const TrainingSetup& setup) {
   const TrainingCheckpoint& state = setup.state;
   distributed.publish("vocabulary/source", state.model.source_vocabulary.serialized());
   distributed.publish("vocabulary/target", state.model.target_vocabulary.serialized());
-  std::ostringstream optimizer_bytes;
-  torch::serialize::OutputArchive archive;
-  setup.optimizer->save(archive);
-  archive.save_to(optimizer_bytes);
-  distributed.publish("optimizer", optimizer_bytes.str());
+  TensorFile optimizer_state;
+  write_adam_state(optimizer_state, *setup.optimizer);
+  distributed.publish("optimizer", optimizer_state.serialize());
   const TrainingProgress& progress = state.progress;
   const nlohmann::json message = {{"step", progress.step},
                                   {"epoch", progress.epoch},
@@ -93,7 +86,7 @@ TrainingSetup receive_setup(const TrainConfig& config, Distributed& distributed,
   state.model.network->to(setup.device);
   setup.optimizer =
       std::make_unique<FusedAdam>(state.model.network->parameters(), torch::optim::AdamOptions(config.learning_rate));
-  load_optimizer_bytes(distributed.wait_for("optimizer", 0), *setup.optimizer, setup.device);
+  load_optimizer_bytes(distributed.wait_for("optimizer", 0), *setup.optimizer);
 
   // The machine's first rank opens (or prepares) the corpus before the machine's others map it.
   const int first_on_machine = distributed.rank() - distributed.local_rank();

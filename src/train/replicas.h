@@ -35,9 +35,9 @@ struct SetupMessage {
 // non-negative and the learning rate finite and non-negative.
 SetupMessage parse_setup(const std::string& text);
 
-// The "optimizer" value into `optimizer`: refused (std::runtime_error) unless it is a whole zip
-// file, every entry's CRC-32 checked, before LibTorch's unpickler reads it.
-void load_optimizer_bytes(const std::string& bytes, FusedAdam& optimizer, const torch::Device& device);
+// The "optimizer" value (train/optimizer_state.h's records as a safetensors file) into
+// `optimizer`: refused (std::runtime_error) unless the file is whole and fits the optimizer.
+void load_optimizer_bytes(const std::string& bytes, FusedAdam& optimizer);
 
 // Every rank: the model's weights become rank 0's.
 void synchronize_weights(Distributed& distributed, TrainingSetup& setup);

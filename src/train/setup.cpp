@@ -371,7 +371,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   Seq2Seq& model = state.model.network;
   setup.optimizer = std::make_unique<FusedAdam>(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
   if (resume) {
-    restore_optimizer(last_path, *setup.optimizer, setup.device);
+    restore_optimizer(state, last_path, *setup.optimizer);
     if (state.random_state.defined()) {
       set_random_state(state.random_state);  // dropout continues its draws
     } else {

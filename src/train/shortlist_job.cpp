@@ -27,11 +27,10 @@ std::string make_shortlist(const ShortlistJob& job, spdlog::logger& log) {
     throw FileNotFound(checkpoint + ": checkpoint not found (--checkpoint best|last|PATH)");
   }
   // The run's configuration says which text it trained on and where its prepared corpus is.
-  torch::serialize::InputArchive archive;
-  open_checkpoint(checkpoint, torch::kCPU, archive);
+  const TensorFile file = open_checkpoint(checkpoint);
   TrainConfig config;
-  with_checkpoint_errors(checkpoint, [&] { config = config_from_entries(read_config_entries(archive)); });
-  const TranslationModel model = read_model(archive, config.model, checkpoint, torch::kCPU);
+  with_checkpoint_errors(checkpoint, [&] { config = config_from_entries(read_config_entries(file)); });
+  const TranslationModel model = read_model(file, config.model, checkpoint, torch::kCPU);
   if (!job.train_source.empty()) config.train_source = job.train_source;
   if (!job.train_target.empty()) config.train_target = job.train_target;
   for (const auto& [key, value] :

@@ -39,4 +39,8 @@ std::string format_duration(double seconds) {
   return stream.str();
 }
 
+std::string format_excerpt(const std::string& text, size_t limit) {
+  return text.size() <= limit ? text : text.substr(0, limit) + "...";
+}
+
 }  // namespace nmt
