@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/version1_format.h"
 #include "cli_helpers.h"
 #include "config/train_config.h"
 #include "inference/checkpoint_format.h"
@@ -30,49 +31,9 @@
 
 using namespace nmt;
 using namespace nmt::testing;
+using nmt::bench::version1_checkpoint;
 
 namespace {
-
-// ---- Version 1 checkpoints, as this program wrote them -----------------------------------------
-
-void write_v1_bytes(torch::serialize::OutputArchive& archive, const std::string& key, const std::string& bytes) {
-  torch::Tensor tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  archive.write(key, tensor);
-}
-
-// The writer of version 1 (train/checkpoint.cpp before safetensors), through LibTorch's archive.
-std::string version1_checkpoint(const TrainingCheckpoint& checkpoint, torch::optim::Optimizer* optimizer) {
-  torch::serialize::OutputArchive archive;
-  archive.write("format", c10::IValue(std::string("nmt-rnn-checkpoint")));
-  archive.write("version", c10::IValue(int64_t{1}));
-  std::string config;
-  for (const auto& [key, value] : config_entries(checkpoint.config)) config += key + "\t" + value + "\n";
-  write_v1_bytes(archive, "config", config);
-  write_v1_bytes(archive, "source_vocabulary", checkpoint.model.source_vocabulary.serialized());
-  write_v1_bytes(archive, "target_vocabulary", checkpoint.model.target_vocabulary.serialized());
-  const TrainingProgress& progress = checkpoint.progress;
-  archive.write("step", c10::IValue(progress.step));
-  archive.write("epoch", c10::IValue(progress.epoch));
-  archive.write("batch_in_epoch", c10::IValue(progress.batch_in_epoch));
-  archive.write("has_best", c10::IValue(progress.has_best));
-  archive.write("best_score", torch::tensor({progress.best_score}, torch::kFloat64));
-  archive.write("validations_without_improvement", c10::IValue(progress.validations_without_improvement));
-  archive.write("plateau_count", c10::IValue(progress.plateau_count));
-  archive.write("learning_rate", torch::tensor({progress.learning_rate}, torch::kFloat64));
-  archive.write("random_state", checkpoint.random_state);
-  torch::serialize::OutputArchive model_archive;
-  checkpoint.model.network->save(model_archive);
-  archive.write("model", model_archive);
-  if (optimizer != nullptr) {
-    torch::serialize::OutputArchive optimizer_archive;
-    optimizer->save(optimizer_archive);
-    archive.write("optimizer", optimizer_archive);
-  }
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return bytes.str();
-}
 
 // ---- Zip files made entry by entry ----------------------------------------------------------------
 
