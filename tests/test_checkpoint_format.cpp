@@ -369,7 +369,7 @@ TEST_CASE("the converter refuses code, foreign pickles and zip tricks in a versi
     CHECK_THAT(convert_error(changed("constants.pkl", std::string("\x80\x02(K\x01t.", 7))),
                Catch::Contains("constants.pkl holds constants"));
   }
-  SECTION("a tensor that reaches past its storage") {
+  SECTION("a tensor over more elements than its storage holds") {
     std::string pickle = entry_named(entries, "data.pkl");
     // The first storage record ('storage', torch.ByteStorage, key, 'cpu', count) of the configuration.
     const std::string storage_tuple = std::string(
@@ -386,7 +386,7 @@ TEST_CASE("the converter refuses code, foreign pickles and zip tricks in a versi
     REQUIRE((pickle[count_at] == 'M' || pickle[count_at] == 'J'));
     pickle[count_at + 1] = static_cast<char>(static_cast<unsigned char>(pickle[count_at + 1]) >> 1);
     pickle[count_at + 2] = static_cast<char>(static_cast<unsigned char>(pickle[count_at + 2]) >> 1);
-    CHECK_THAT(convert_error(changed("data.pkl", pickle)), Catch::Contains("reaches past the end of its storage"));
+    CHECK_THAT(convert_error(changed("data.pkl", pickle)), Catch::Contains("more elements than its storage"));
   }
   SECTION("zip tricks: duplicates, overlaps, compression, foreign records") {
     Entries duplicated = entries;

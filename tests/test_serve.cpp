@@ -16,6 +16,7 @@
 #include "process_helpers.h"
 #include "serve/batch_queue.h"
 #include "serve/request.h"
+#include "serve/server.h"
 #include "text/corpus.h"
 
 using namespace nmt;
@@ -61,7 +62,7 @@ const std::vector<std::string> kSentences = {"A frog sees the bridge .", "", "Th
                                              "Two wolves hear a shop on the hill ."};
 
 // A request line and one header, without the blank line that ends the headers.
-const std::string kPartialRequest = "POST /translate HTTP/1.1\r\nHost: x\r\n";
+const std::string kPartialRequest = "POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n";
 
 // Sends `bytes` on a new connection and returns all the server answers before it closes the
 // connection, which it must do within 10 s.
@@ -73,6 +74,12 @@ std::string answers_until_closed(int port, const std::string& bytes) {
   ::close(socket);
   CHECK(closed);
   return answers;
+}
+
+std::string repeated(const std::string& text, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += text;
+  return out;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -228,7 +235,7 @@ TEST_CASE("serve: in int8 with a shortlist it answers what nmt translate answers
   REQUIRE(health);
   const json status = json::parse(health->body);
   CHECK(status["compute_type"] == "int8");
-  CHECK(status["shortlist"] == shortlist);
+  CHECK(status["shortlist"] == fs::path(shortlist).filename().string());  // no paths
   CHECK(status["continuous_batching"] == (batching == "continuous"));
 }
 
@@ -278,6 +285,9 @@ TEST_CASE("serve: every bad request gets a 4xx JSON error naming what is wrong, 
       {R"({"text": "a", "beam_size": [[[[[[[[[[1]]]]]]]]]]})", 400, "nests deeper than 8 levels"},
       {R"({"text": "a", "beam_size": ")" + std::string(1000, 'z') + R"("})", 400,
        "beam_size must be an integer from 1 to 8, got string"},
+      {R"({"text": ")" + std::string(1500, 'q') + R"(\q"})", 400, "forbidden character after backslash"},
+      {R"({"text": "a", "constraints": [")" + repeated("\u6f22", 30) + R"("]})", 400,
+       "has characters the model's target vocabulary lacks"},
   };
   for (const Case& bad : cases) {
     INFO(bad.body.substr(0, 80));
@@ -450,9 +460,10 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
   CHECK(answers_until_closed(server.port, long_head).rfind("HTTP/1.1 431 ", 0) == 0);
 
   // Requests that arrive together on a kept-alive connection are each answered, in order.
-  const std::string answers = answers_until_closed(server.port,
-                                                   "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                                                   "GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const std::string answers =
+      answers_until_closed(server.port,
+                           "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                           "GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   CHECK(answers.rfind("HTTP/1.1 200 ", 0) == 0);
   CHECK(answers.find("HTTP/1.1 404 ") != std::string::npos);
 
@@ -467,7 +478,8 @@ TEST_CASE("serve: headers late by --header-timeout get 408, the oldest past --ma
 
   // A bad request line gets one 400 and the connection closes: the headers after it are never
   // answered as requests of their own.
-  const std::string bad_answer = answers_until_closed(server.port, "GET / HTTP/1.1 x\r\nHost: x\r\nA: b\r\n\r\n");
+  const std::string bad_answer =
+      answers_until_closed(server.port, "GET / HTTP/1.1 x\r\nHost: 127.0.0.1\r\nA: b\r\n\r\n");
   CHECK(bad_answer.rfind("HTTP/1.1 400 ", 0) == 0);
   CHECK(bad_answer.find("HTTP/1.1 ", 1) == std::string::npos);
   CHECK(server.stop() == 0);
@@ -512,10 +524,56 @@ int status_of(const std::string& answer) {
   return answer.rfind("HTTP/1.1 ", 0) == 0 && answer.size() >= 12 ? std::atoi(answer.substr(9, 3).c_str()) : 0;
 }
 
+TEST_CASE("serve: a Host that is not this server's gets 421, so a page cannot reach it by DNS rebinding", "[serve]") {
+  ServerProcess server(server_arguments({"--allow-host", "NMT.example"}));
+  REQUIRE(server.port > 0);
+  const std::string port = std::to_string(server.port);
+  const auto status = [&](const std::string& host_line) {
+    return status_of(
+        answers_until_closed(server.port, "GET /health HTTP/1.1\r\n" + host_line + "Connection: close\r\n\r\n"));
+  };
+  for (const std::string& host :
+       std::vector<std::string>{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port,
+                                "app.localhost:" + port, "10.1.2.3", "nmt.example:" + port, "nmt.example"}) {
+    INFO(host);
+    CHECK(status("Host: " + host + "\r\n") == 200);
+  }
+  CHECK(status("") == 200);  // no Host: not a browser
+  for (const std::string& host : std::vector<std::string>{"attacker.example:" + port, "localhost.attacker.example",
+                                                          "127.0.0.1.nip.io", "example.com", "nmt.example.evil"}) {
+    INFO(host);
+    const std::string answer =
+        answers_until_closed(server.port, "GET /health HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+    CHECK(status_of(answer) == 421);
+    CHECK_THAT(answer, Catch::Contains("--allow-host"));
+  }
+  // POST /translate too, before its body is read.
+  const std::string refused =
+      answers_until_closed(server.port,
+                           "POST /translate HTTP/1.1\r\nHost: attacker.example\r\nContent-Type: application/json\r\n"
+                           "Content-Length: 16\r\nConnection: close\r\n\r\n{\"text\": \"a .\"}");
+  CHECK(status_of(refused) == 421);
+  CHECK(serve::host_allowed("anything.example", "127.0.0.1", {"*"}));
+  CHECK(serve::host_allowed("myhost:80", "MyHost", {}));
+  CHECK_FALSE(serve::host_allowed("myhost:80", "127.0.0.1", {}));
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: /health names the model's files without their paths", "[serve]") {
+  ServerProcess server(server_arguments());
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  const json status = json::parse(client.Get("/health")->body);
+  CHECK(status["model"] == fs::path(served_model()).filename().string());
+  CHECK(status["checkpoint"] == "best.ckpt");
+  CHECK(client.Get("/health")->body.find(work_directory().string()) == std::string::npos);
+  CHECK(server.stop() == 0);
+}
+
 // A POST /translate request line and headers: `framing` (a Content-Length or Transfer-Encoding
 // line) and `extra` headers, each line ending in CRLF, then the blank line.
 std::string head_of(const std::string& framing, const std::string& extra = "") {
-  return "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + framing + extra + "\r\n";
+  return "POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + framing + extra + "\r\n";
 }
 
 TEST_CASE("serve: the request reader refuses deep nesting and floods of values, and never echoes them", "[serve]") {
@@ -548,6 +606,11 @@ TEST_CASE("serve: the request reader refuses deep nesting and floods of values, 
   std::string flood = R"({"text": [)";
   for (int i = 0; i < 10000; ++i) flood += (i > 0 ? ",0" : "0");
   CHECK_THAT(refusal(flood + "]}"), Catch::Contains("more than") && Catch::Contains("values"));
+  // A 200 KB string with a bad escape: the JSON parser's own message names the token it last read,
+  // which was the whole string.
+  const std::string escape = refusal(R"({"text": ")" + std::string(200000, 'e') + R"(\q"})");
+  CHECK_THAT(escape, Catch::Contains("forbidden character after backslash"));
+  CHECK(escape.size() < 250);
 }
 
 TEST_CASE("serve: bodies are bounded whatever their framing, and compressed or non-JSON bodies are refused",
@@ -592,7 +655,7 @@ TEST_CASE("serve: bodies are bounded whatever their framing, and compressed or n
   // make a browser send without asking.
   for (const std::string& type : {std::string("text/plain"), std::string("application/x-www-form-urlencoded")}) {
     const std::string answer =
-        answers_until_closed(server.port, "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: " + type +
+        answers_until_closed(server.port, "POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + type +
                                               "\r\nContent-Length: 17\r\n\r\n{\"text\": \"a b\"} ");
     CHECK(status_of(answer) == 415);
     CHECK_THAT(answer, Catch::Contains("application/json") && Catch::Contains(type));

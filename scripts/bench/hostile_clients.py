@@ -28,7 +28,7 @@ def rss_mib(pid):
     return 0.0
 
 
-HEAD = "POST /translate HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+HEAD = "POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
 
 async def attacker(port, stop, counts, kind, bomb):

@@ -21,6 +21,10 @@ Command add_serve(CLI::App& program) {
   };
   add("--host", options->host, "address to listen on (0.0.0.0: every interface)");
   add("--port", options->port, "port to listen on (0: any free port)");
+  command->add_option("--allow-host", options->allow_hosts,
+                      "a name clients reach this server by (their Host header), besides IP addresses, localhost and "
+                      "--host; repeatable; * allows any (other names get 421: pages on other sites cannot reach a "
+                      "server on loopback by DNS rebinding)");
   add("--max-batch", options->max_batch, "sentences translated together, across requests");
   add("--max-wait-ms", options->max_wait_ms, "how long a request may wait for others to share its batch");
   command

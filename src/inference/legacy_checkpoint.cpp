@@ -359,9 +359,13 @@ class Unpickler {
       throw refused("a tensor's sizes and strides do not match");
     }
     int64_t last = tensor.offset;  // the highest element index reached
+    int64_t count = 1;             // and the elements, at most the storage's: no stride of 0 repeats one
     bool empty = false;
     for (size_t i = 0; i < tensor.sizes.size(); ++i) {
       if (tensor.sizes[i] == 0) empty = true;
+      if (__builtin_mul_overflow(count, tensor.sizes[i], &count) || count > tensor.storage->integer) {
+        throw refused("a tensor has more elements than its storage");
+      }
       int64_t reach = 0;
       if (tensor.sizes[i] > 0 && (__builtin_mul_overflow(tensor.sizes[i] - 1, tensor.strides[i], &reach) ||
                                   __builtin_add_overflow(last, reach, &last))) {
@@ -453,8 +457,9 @@ struct Archive {
       return cached->second;
     }
     const auto found = records.find("data/" + value.text);
-    const uint64_t bytes_needed = static_cast<uint64_t>(value.integer) * c10::elementSize(value.type);
-    if (found == records.end() || found->second.size != bytes_needed) {
+    const uint64_t element = c10::elementSize(value.type);
+    if (found == records.end() || found->second.size % element != 0 ||
+        found->second.size / element != static_cast<uint64_t>(value.integer)) {
       throw refused("storage " + value.text.substr(0, 20) + " has no record of its size");
     }
     torch::Tensor tensor = torch::empty({value.integer}, torch::TensorOptions().dtype(value.type));

@@ -10,6 +10,7 @@
 #include "search/memory.h"
 #include "text/batching.h"
 #include "text/special_tokens.h"
+#include "util/format.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -118,7 +119,7 @@ SentenceConstraints encode_constraints(const std::string& line, const Vocabulary
     start = tab + 1;
     if (phrase.empty()) continue;
     if (std::find(phrase.begin(), phrase.end(), kUnkId) != phrase.end()) {
-      throw std::invalid_argument(where + ": \"" + text +
+      throw std::invalid_argument(where + ": \"" + format_excerpt(text) +
                                   "\" has characters the model's target vocabulary lacks, so no translation can "
                                   "contain it: leave them out");
     }

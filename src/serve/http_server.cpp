@@ -187,6 +187,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const beast::string_view target = head.target();
     request_.path = std::string(target.substr(0, target.find('?')));
     request_.content_type = std::string(head[http::field::content_type]);
+    request_.host = std::string(head[http::field::host]);
     request_.body.clear();
     if (shared_.routes.refuse) {
       if (std::optional<HttpAnswer> refusal = shared_.routes.refuse(request_)) return refuse(std::move(*refusal));

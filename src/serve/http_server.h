@@ -43,6 +43,7 @@ struct HttpRequest {
   std::string method;        // as sent: "GET", "POST", ...
   std::string path;          // the target without its query
   std::string content_type;  // the header's value, or ""
+  std::string host;          // the Host header's value, or ""
   std::string body;          // empty until the whole request is in
 };
 

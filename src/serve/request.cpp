@@ -6,6 +6,7 @@
 #include "eval/attention_export.h"
 #include "inference/outputs.h"
 #include "text/utf8.h"
+#include "util/format.h"
 
 namespace nmt::serve {
 
@@ -28,10 +29,20 @@ size_t first_invalid_utf8(std::string_view text) {
   return std::string_view::npos;
 }
 
-// nlohmann's messages start with "[json.exception.parse_error.101] ": the rest is for users.
+// nlohmann's messages start with "[json.exception.parse_error.101] ": the rest is for users, with
+// the token it last read ("...; last read: '\"aaaa'") cut, since that may be the whole body.
 std::string without_prefix(const std::string& message) {
   const size_t end = message.find("] ");
-  return message.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? message.substr(end + 2) : message;
+  std::string rest =
+      message.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? message.substr(end + 2) : message;
+  const std::string last_read = "last read: '";
+  if (const size_t at = rest.find(last_read); at != std::string::npos) {
+    const size_t token = at + last_read.size();
+    const size_t close = rest.rfind('\'');
+    const std::string read = rest.substr(token, close > token ? close - token : std::string::npos);
+    rest = rest.substr(0, token) + format_excerpt(read) + "'";
+  }
+  return rest;
 }
 
 // What a message says of a value it refuses: a number or a boolean as written (a few bytes), any

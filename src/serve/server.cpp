@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <boost/asio/ip/address.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -202,12 +205,26 @@ HttpLimits http_limits(const ServeOptions& options) {
   return limits;
 }
 
+// The last part of each ", "-joined path: what /health says of files, without where they are on
+// the server's disks.
+std::string file_names(const std::string& paths) {
+  std::string names;
+  for (size_t start = 0; start < paths.size();) {
+    const size_t end = std::min(paths.find(", ", start), paths.size());
+    std::filesystem::path path(paths.substr(start, end - start));
+    if (!path.has_filename()) path = path.parent_path();  // "models/demo/"
+    names += (names.empty() ? "" : ", ") + path.filename().string();
+    start = end + 2;
+  }
+  return names;
+}
+
 // GET /health.
 HttpAnswer health(const Service& service) {
   const double uptime = std::chrono::duration<double>(Clock::now() - service.started).count();
   return json_answer(200, {{"status", "ok"},
-                           {"model", service.model_dirs},
-                           {"checkpoint", service.checkpoint},
+                           {"model", file_names(service.model_dirs)},
+                           {"checkpoint", file_names(service.checkpoint)},
                            {"attention", service.models.attention()},
                            {"source_vocabulary", service.models.source_vocabulary().size()},
                            {"target_vocabulary", service.models.target_vocabulary().size()},
@@ -216,7 +233,7 @@ HttpAnswer health(const Service& service) {
                            {"workers", service.queue.workers()},
                            {"beam_size", service.options.translate.search.beam_size},
                            {"compute_type", service.models.compute_type},
-                           {"shortlist", service.options.translate.shortlist},
+                           {"shortlist", file_names(service.options.translate.shortlist)},
                            {"continuous_batching", continuous_batching(service.options)},
                            {"uptime_seconds", uptime},
                            {"requests_served", service.requests_served.load()},
@@ -306,7 +323,11 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
 // /translate body that is not JSON), and the answers.
 HttpRoutes routes(Service& service) {
   HttpRoutes routes;
-  routes.refuse = [](const HttpRequest& head) -> std::optional<HttpAnswer> {
+  routes.refuse = [&service](const HttpRequest& head) -> std::optional<HttpAnswer> {
+    if (!host_allowed(head.host, service.options.host, service.options.allow_hosts)) {
+      return error_answer(421, "Host " + printable(head.host) +
+                                   " is not a name of this server: start it with --allow-host NAME to answer it");
+    }
     if (head.path == "/translate") {
       if (head.method != "POST") {
         return error_answer(405, "/translate takes POST with a JSON body like {\"text\": [\"...\"]}");
@@ -367,6 +388,34 @@ void check_beam_fits(const ServeOptions& options, const TranslationModels& model
 }
 
 }  // namespace
+
+bool host_allowed(const std::string& host, const std::string& listening, const std::vector<std::string>& allowed) {
+  if (host.empty()) return true;  // HTTP/1.0, or a client that is not a browser
+  std::string name = host;
+  if (name.front() == '[') {
+    name = name.substr(1, name.find(']') == std::string::npos ? std::string::npos : name.find(']') - 1);
+  } else if (std::count(name.begin(), name.end(), ':') == 1) {
+    name = name.substr(0, name.find(':'));
+  }
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (!name.empty() && name.back() == '.') name.pop_back();  // "localhost." is "localhost"
+  boost::system::error_code not_an_address;
+  boost::asio::ip::make_address(name, not_an_address);
+  if (!not_an_address) return true;
+  const std::string suffix = ".localhost";
+  if (name == "localhost" ||
+      (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)) {
+    return true;
+  }
+  std::string own = listening;
+  std::transform(own.begin(), own.end(), own.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (name == own) return true;
+  for (std::string entry : allowed) {
+    std::transform(entry.begin(), entry.end(), entry.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (entry == "*" || entry == name) return true;
+  }
+  return false;
+}
 
 bool continuous_batching(const ServeOptions& options) {
   return options.batching == "continuous" || (options.batching == "auto" && options.translate.shortlist.empty());

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "config/translate_options.h"
 #include "serve/request.h"
@@ -19,9 +20,12 @@ namespace nmt::serve {
 struct ServeOptions {
   TranslateOptions translate;      // the model, its checkpoint, default search, batching, threads
   std::string host = "127.0.0.1";  // the address to listen on (0.0.0.0: every interface)
-  int port = 8080;                 // 0: any free port (the log says which)
-  int max_batch = 64;              // sentences translated together, across requests
-  double max_wait_ms = 0;          // how long a request may wait for others to join its batch
+  // Host header names answered besides an address, the loopback names and `host` (host_allowed);
+  // "*": any.
+  std::vector<std::string> allow_hosts;
+  int port = 8080;         // 0: any free port (the log says which)
+  int max_batch = 64;      // sentences translated together, across requests
+  double max_wait_ms = 0;  // how long a request may wait for others to join its batch
   // How greedy requests are batched: "continuous" (joining the running batch between two decoder
   // steps), "static" (whole batches, as every other search), or "auto": continuous, static with a
   // shortlist (continuous_batching()).
@@ -37,6 +41,13 @@ struct ServeOptions {
   double answer_timeout = 30;   // seconds to write a whole answer (then the connection is dropped)
   size_t max_body_memory = 64;  // MiB of request bodies held at once, all connections (503 past it)
 };
+
+// Whether a request's Host header (`host`, as sent: "name", "name:port", "[v6]:port", or empty)
+// names this server: an IP address (a page's DNS name can be made to point at 127.0.0.1, an
+// address cannot), localhost or a name under .localhost, the --host it listens on, or one of
+// `allowed` ("*": every name). A page on another site can reach a server on loopback by DNS
+// rebinding; its requests carry that site's name, and are refused with 421.
+bool host_allowed(const std::string& host, const std::string& listening, const std::vector<std::string>& allowed);
 
 // Whether greedy requests are batched continuously: `batching` is "continuous", or "auto" without a
 // shortlist. A continuous batch holds more sentences than a static one (it is refilled as they end),
