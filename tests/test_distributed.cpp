@@ -189,7 +189,7 @@ TEST_CASE(
   CHECK(absent.output.find("rank 1 cannot reach the master (rank 0) at 127.0.0.1:") != std::string::npos);
 
   // A rank without the secret stops at once; one with another secret than rank 0's stops when rank
-  // 0's store cannot prove its own.
+  // 0's store refuses its proof.
   const CommandResult no_secret = run_nmt(arguments + " --rank 1", "env -u NMT_RENDEZVOUS_SECRET");
   CHECK(no_secret.status == 1);
   CHECK(no_secret.output.find("set NMT_RENDEZVOUS_SECRET to the same value on every rank") != std::string::npos);
@@ -201,8 +201,8 @@ TEST_CASE(
   ::kill(master.pid, SIGKILL);
   wait_for_exit(master.pid, 10);
   CHECK(impostor.status == 1);
-  CHECK(impostor.output.find("rank 1: the rendezvous at 127.0.0.1:" + std::to_string(port) +
-                             " did not prove the run's secret") != std::string::npos);
+  CHECK(impostor.output.find("rank 1: rank 0 at 127.0.0.1:" + std::to_string(port) +
+                             " refused this rank's proof of the run's secret") != std::string::npos);
 
   const CommandResult half = run_nmt(tiny_train_arguments(dir("errors"), 2, 2) + " --overwrite", "RANK=1");
   CHECK(half.status == 1);

@@ -140,18 +140,27 @@ TEST_CASE(
   RendezvousStore store("127.0.0.1", server.port(), kSecret, 5s);
   store.set("decision/3", bytes("rank 0's"));
 
-  // A client with another secret learns that the server's proof does not match its secret, and
-  // leaves before it can read or write anything.
+  // A client with another secret is refused before it can read or write anything.
   CHECK_THROWS_WITH(RendezvousStore("127.0.0.1", server.port(), "another secret, 0123456789", 2s),
-                    Catch::Contains("did not prove the run's secret: rank 0 has another NMT_RENDEZVOUS_SECRET"));
-  // A client that sends a wrong proof is told so before the connection closes.
-  const int guesser = open_connection(server.port(), "nmt-rdv2" + std::string(32, 'n'));
+                    Catch::Contains("refused this rank's proof of the run's secret"));
+  // A stranger gets the salt and a nonce, nothing computed from the secret: it must prove first,
+  // and a wrong proof is told so before the connection closes, with no proof of the server's.
+  const int guesser = open_connection(server.port(), "nmt-rdv3" + std::string(32, 'n'));
   REQUIRE(guesser >= 0);
-  CHECK(receive(guesser, 64).size() == 64);
+  const std::string first = receive(guesser, 48);
+  CHECK(first.size() == 48);
   REQUIRE(::send(guesser, std::string(32, 'p').data(), 32, MSG_NOSIGNAL) == 32);
-  CHECK(receive(guesser, 1) == std::string(1, '\0'));
+  CHECK(receive(guesser, 64) == std::string(1, '\0'));
   CHECK(closed_within(guesser, 2));
   ::close(guesser);
+  // The same nonce again: a fresh server nonce, the same salt (a connection's first answer is no
+  // function of what the stranger sends but the run's salt).
+  const int again = open_connection(server.port(), "nmt-rdv3" + std::string(32, 'n'));
+  REQUIRE(again >= 0);
+  const std::string second = receive(again, 48);
+  CHECK(second.substr(0, 16) == first.substr(0, 16));
+  CHECK(second.substr(16) != first.substr(16));
+  ::close(again);
   // A client that skips the handshake and sends a request is closed.
   const int raw = open_connection(server.port(), std::string(64, '\x01'));
   REQUIRE(raw >= 0);
@@ -159,12 +168,35 @@ TEST_CASE(
   ::close(raw);
   CHECK(store.get("decision/3") == bytes("rank 0's"));
   CHECK(store.getNumKeys() == 1);
-  CHECK(eventually([&] { return server.refused() == 3; }));
+  CHECK(eventually([&] { return server.refused() == 4; }));
 
-  // A server with another secret (another program on the port, a forged port) is not believed.
+  // A server with another secret refuses the rank; one that does not know the secret and accepts
+  // anything (another program on the port, a forged port) is not believed.
   RendezvousServer impostor("127.0.0.1", 0, "the impostor's secret, 0123456789");
   CHECK_THROWS_WITH(RendezvousStore("127.0.0.1", impostor.port(), kSecret, 2s),
-                    Catch::Contains("did not prove the run's secret"));
+                    Catch::Contains("refused this rank's proof"));
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(::listen(listener, 1) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  std::thread accepting([listener] {
+    const int rank = ::accept(listener, nullptr, nullptr);
+    receive(rank, 40);
+    ::send(rank, std::string(48, 's').data(), 48, MSG_NOSIGNAL);
+    receive(rank, 32);  // the rank's proof, under a key stretched from the secret
+    const std::string accepted = std::string(1, '\1') + std::string(32, 't');
+    ::send(rank, accepted.data(), accepted.size(), MSG_NOSIGNAL);
+    receive(rank, 1);
+    ::close(rank);
+  });
+  CHECK_THROWS_WITH(RendezvousStore("127.0.0.1", ntohs(address.sin_port), kSecret, 2s),
+                    Catch::Contains("did not prove the run's secret: another program listens there"));
+  accepting.join();
+  ::close(listener);
 }
 
 TEST_CASE("rendezvous store: silent and crowding connections neither hold nor fill it", "[distributed]") {
@@ -201,16 +233,25 @@ TEST_CASE("rendezvous store: a program between a rank and rank 0 can stop it but
           "[distributed]") {
   RendezvousServer server("127.0.0.1", 0, kSecret);
   RendezvousStore direct("127.0.0.1", server.port(), kSecret, 5s);
-  constexpr size_t kHandshakeFromClient = 8 + 32 + 32, kHandshakeFromServer = 32 + 32 + 1;
+  constexpr size_t kHandshakeFromClient = 8 + 32 + 32, kHandshakeFromServer = 16 + 32 + 1 + 32;
   {
     // A byte of the first request's key flipped on its way: the server closes the connection and
     // stores nothing.
-    Relay relay(server.port(), true, kHandshakeFromClient + 21 + 1);
+    Relay relay(server.port(), true, kHandshakeFromClient + 21 + 32 + 1);
     RendezvousStore relayed("127.0.0.1", relay.port(), kSecret, 5s);
     CHECK_THROWS(relayed.set("decision/3", bytes("rank 0's")));
   }
   CHECK(direct.getNumKeys() == 0);
   CHECK(eventually([&] { return server.refused() == 1; }));
+  {
+    // The highest byte of the first value's length flipped (it would announce 2^56 more bytes):
+    // the head's own tag is wrong, so the server refuses the connection at once instead of
+    // waiting to read what was announced.
+    Relay relay(server.port(), true, kHandshakeFromClient + 5 + 7);
+    RendezvousStore relayed("127.0.0.1", relay.port(), kSecret, 5s);
+    CHECK_THROWS(relayed.set("decision/3", bytes("rank 0's")));
+  }
+  CHECK(eventually([&] { return server.refused() == 2; }));
   {
     // A byte of the first answer flipped: the rank refuses it.
     direct.set("decision/3", bytes("rank 0's"));

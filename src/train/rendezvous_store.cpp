@@ -2,14 +2,18 @@
 // a Session; and its client, a c10d::Store on a blocking connection with a deadline on every
 // exchange.
 //
-// After the handshake, both sides hold a session key, HMAC(secret, "session" client-nonce
-// server-nonce), and the n-th request and its answer each end with a tag under it:
-//   request:  op (1 byte), key length (4), first value's length (8), second's (8), the key, the
-//             values, HMAC(session key, "request" n the rest)
-//   answer:   status (1 byte: ok, missing, invalid), payload length (8), the payload,
-//             HMAC(session key, "answer" n the rest)
+// After the handshake, both sides hold a session key, HMAC(key, "session" client-nonce
+// server-nonce), and the n-th request and its answer each carry two tags under it, one for their
+// head alone, checked before any length in it is acted on, and one for the whole:
+//   request:  head: op (1 byte), key length (4), first value's length (8), second's (8);
+//             HMAC(session key, "request head" n head); the key, the values;
+//             HMAC(session key, "request" n head key values)
+//   answer:   head: status (1 byte: ok, missing, invalid), payload length (8);
+//             HMAC(session key, "answer head" n head); the payload;
+//             HMAC(session key, "answer" n head payload)
 // Numbers little-endian. A wrong tag ends the connection: a program between a rank and rank 0 that
-// passed the handshake along can stop the run, not change what it reads.
+// passed the handshake along can stop the run, not change what it reads, nor make either side read
+// a length it did not send.
 #include "train/rendezvous_store.h"
 
 #include <openssl/core_names.h>
@@ -43,7 +47,9 @@ constexpr size_t kNonce = 32;
 constexpr size_t kTag = 32;  // HMAC-SHA-256
 using Nonce = std::array<uint8_t, kNonce>;
 using Tag = std::array<uint8_t, kTag>;
-constexpr std::array<uint8_t, 8> kMagic = {'n', 'm', 't', '-', 'r', 'd', 'v', '2'};
+constexpr size_t kSalt = 16;
+using Salt = std::array<uint8_t, kSalt>;
+constexpr std::array<uint8_t, 8> kMagic = {'n', 'm', 't', '-', 'r', 'd', 'v', '3'};
 constexpr uint8_t kAccepted = 1, kRejected = 0;
 constexpr size_t kRequestHead = 1 + 4 + 8 + 8;
 constexpr size_t kAnswerHead = 1 + 8;
@@ -58,13 +64,15 @@ constexpr int64_t kRefusalsLogged = 5;
 enum Op : uint8_t { kSet = 1, kGet, kAdd, kCheck, kDelete, kCount, kCompareSet };
 enum Status : uint8_t { kOk = 0, kMissing = 1, kInvalid = 2 };
 
-Nonce random_nonce() {
-  Nonce nonce;
-  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
+template <size_t Size>
+std::array<uint8_t, Size> random_bytes() {
+  std::array<uint8_t, Size> bytes;
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
     throw std::runtime_error("rendezvous: OpenSSL's random generator failed");
   }
-  return nonce;
+  return bytes;
 }
+Nonce random_nonce() { return random_bytes<kNonce>(); }
 
 // HMAC-SHA-256 over pieces (OpenSSL's EVP_MAC).
 class Mac {
@@ -119,15 +127,36 @@ class Mac {
 
 using namespace std::string_view_literals;
 
-// What one side sends to show that it knows the secret, and the key both then tag messages with.
-Tag server_proof(const std::string& secret, const Nonce& client, const Nonce& server) {
-  return Mac(secret).add("server"sv).add(client).add(server).finish();
+// The key the handshake proves: the secret stretched with scrypt under rank 0's salt, so that a
+// proof seen on the network costs an attacker 32 MiB and a tenth of a second of this machine per
+// secret guessed, not a microsecond. Stretched once per salt in a process (a rank's stores share it).
+Tag stretched_key(const std::string& secret, const Salt& salt) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, Salt>, Tag> done;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = done.find({secret, salt});
+  if (found != done.end()) return found->second;
+  constexpr uint64_t kCost = uint64_t{1} << 15, kBlock = 8, kParallel = 1, kMemory = uint64_t{64} << 20;
+  Tag key{};
+  if (EVP_PBE_scrypt(secret.data(), secret.size(), salt.data(), salt.size(), kCost, kBlock, kParallel, kMemory,
+                     key.data(), key.size()) != 1) {
+    throw std::runtime_error("rendezvous: OpenSSL's scrypt failed");
+  }
+  if (done.size() > 64) done.clear();
+  done.emplace(std::make_pair(secret, salt), key);
+  return key;
 }
-Tag client_proof(const std::string& secret, const Nonce& client, const Nonce& server) {
-  return Mac(secret).add("client"sv).add(server).add(client).finish();
+
+// What one side sends to show that it knows the key, and the key both then tag messages with. The
+// connecting side proves first: a stranger who connects learns nothing that would check a guess.
+Tag server_proof(const Tag& key, const Nonce& client, const Nonce& server) {
+  return Mac(key).add("server"sv).add(client).add(server).finish();
 }
-Tag session_key(const std::string& secret, const Nonce& client, const Nonce& server) {
-  return Mac(secret).add("session"sv).add(client).add(server).finish();
+Tag client_proof(const Tag& key, const Nonce& client, const Nonce& server) {
+  return Mac(key).add("client"sv).add(server).add(client).finish();
+}
+Tag session_key(const Tag& key, const Nonce& client, const Nonce& server) {
+  return Mac(key).add("session"sv).add(client).add(server).finish();
 }
 
 bool same(const Tag& expected, const uint8_t* received) { return CRYPTO_memcmp(expected.data(), received, kTag) == 0; }
@@ -187,8 +216,8 @@ std::string random_secret() {
 
 class RendezvousServer::Server {
  public:
-  Server(const std::string& host, int port, std::string secret, RendezvousLimits limits)
-      : secret_(std::move(secret)), limits_(limits) {
+  Server(const std::string& host, int port, const std::string& secret, RendezvousLimits limits)
+      : salt_(random_bytes<kSalt>()), key_(stretched_key(secret, salt_)), limits_(limits) {
     if (limits_.pending_handshakes < 1) throw std::invalid_argument("rendezvous: pending_handshakes must be 1 or more");
     const std::string address = host + ":" + std::to_string(port);
     tcp::endpoint endpoint;
@@ -239,7 +268,8 @@ class RendezvousServer::Server {
     }
   }
 
-  const std::string& secret() const { return secret_; }
+  const Salt& salt() const { return salt_; }
+  const Tag& key() const { return key_; }
   const RendezvousLimits& limits() const { return limits_; }
   std::map<std::string, Bytes>& data() { return data_; }
 
@@ -247,7 +277,8 @@ class RendezvousServer::Server {
   class Session;
   void accept();
 
-  const std::string secret_;
+  const Salt salt_;
+  const Tag key_;  // the secret stretched under salt_
   const RendezvousLimits limits_;
   int port_ = 0;
   net::io_context io_;
@@ -316,7 +347,7 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
     });
   }
 
-  // The client's hello read: the server's proof and nonce back.
+  // The client's hello read: the salt and the server's nonce back, and no proof yet.
   void greet() {
     if (!std::equal(kMagic.begin(), kMagic.end(), hello_.begin())) {
       refuse("its first message is not an nmt rendezvous handshake");
@@ -324,14 +355,13 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
     }
     std::copy(hello_.begin() + kMagic.size(), hello_.end(), client_nonce_.begin());
     server_nonce_ = random_nonce();
-    const Tag proof = server_proof(server_.secret(), client_nonce_, server_nonce_);
-    answer_.assign(proof.begin(), proof.end());
+    answer_.assign(server_.salt().begin(), server_.salt().end());
     answer_.insert(answer_.end(), server_nonce_.begin(), server_nonce_.end());
     write(answer_, [this] { read(received_tag_, [this] { check_proof(); }); });
   }
 
   void check_proof() {
-    if (!same(client_proof(server_.secret(), client_nonce_, server_nonce_), received_tag_.data())) {
+    if (!same(client_proof(server_.key(), client_nonce_, server_nonce_), received_tag_.data())) {
       // Said before closing, so that the client can tell a refusal from a connection cut short.
       answer_.assign(1, kRejected);
       write(answer_, [this] { refuse("it did not prove the run's secret"); });
@@ -339,13 +369,23 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
     }
     authenticated_ = true;
     deadline_.cancel();
-    key_ = session_key(server_.secret(), client_nonce_, server_nonce_);
+    key_ = session_key(server_.key(), client_nonce_, server_nonce_);
+    const Tag proof = server_proof(server_.key(), client_nonce_, server_nonce_);
     answer_.assign(1, kAccepted);
+    answer_.insert(answer_.end(), proof.begin(), proof.end());
     write(answer_, [this] { read_request(); });
   }
 
   void read_request() {
-    read(head_, [this] {
+    read(head_, [this] { read(received_tag_, [this] { check_head(); }); });
+  }
+
+  // The head's own tag, before its lengths decide what is read.
+  void check_head() {
+    if (!same(Mac(key_).add("request head"sv).add_number(sequence_).add(head_).finish(), received_tag_.data())) {
+      return refuse("a request's tag is wrong: something between it and this rank altered it");
+    }
+    {
       const uint64_t key_length = read_number(head_.data() + 1, 4);
       const uint64_t first_length = read_number(head_.data() + 5, 8);
       const uint64_t second_length = read_number(head_.data() + 13, 8);
@@ -359,7 +399,7 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
           read_value(second_, second_length, [this] { read(received_tag_, [this] { answer_request(); }); });
         });
       });
-    });
+    }
   }
 
   void answer_request() {
@@ -371,12 +411,14 @@ class RendezvousServer::Server::Session : public std::enable_shared_from_this<Se
     answer();
     std::array<uint8_t, kAnswerHead> head{};
     std::copy(answer_.begin(), answer_.begin() + kAnswerHead, head.begin());
+    const Tag head_tag = Mac(key_).add("answer head"sv).add_number(sequence_).add(head).finish();
     const Tag tag = Mac(key_)
                         .add("answer"sv)
                         .add_number(sequence_)
                         .add(head)
                         .add(answer_.data() + kAnswerHead, answer_.size() - kAnswerHead)
                         .finish();
+    answer_.insert(answer_.begin() + kAnswerHead, head_tag.begin(), head_tag.end());
     answer_.insert(answer_.end(), tag.begin(), tag.end());
     ++sequence_;
     write(answer_, [this] { read_request(); });
@@ -513,11 +555,19 @@ class RendezvousStore::Connection {
   // One request and its answer, both tagged; `timeout` 0: no deadline.
   Bytes exchange(const std::array<uint8_t, kRequestHead>& head, const std::string& name, const Bytes& first,
                  const Bytes& second, Status& status, std::chrono::milliseconds timeout) {
+    const Tag head_tag = Mac(key_).add("request head"sv).add_number(sequence_).add(head).finish();
     const Tag tag =
         Mac(key_).add("request"sv).add_number(sequence_).add(head).add(name).add(first).add(second).finish();
-    write({net::buffer(head), net::buffer(name), net::buffer(first), net::buffer(second), net::buffer(tag)}, timeout);
+    write({net::buffer(head), net::buffer(head_tag), net::buffer(name), net::buffer(first), net::buffer(second),
+           net::buffer(tag)},
+          timeout);
     std::array<uint8_t, kAnswerHead> answer{};
     read(net::buffer(answer), timeout);
+    Tag received{};
+    read(net::buffer(received), timeout);
+    if (!same(Mac(key_).add("answer head"sv).add_number(sequence_).add(answer).finish(), received.data())) {
+      fail("an answer whose tag is wrong: something between this rank and rank 0 altered it");
+    }
     const uint64_t length = read_number(answer.data() + 1, 8);
     if (answer[0] > kInvalid || length > kMaxValue) fail("a malformed answer");
     Bytes payload;
@@ -527,7 +577,6 @@ class RendezvousStore::Connection {
       payload.resize(have + part);
       read(net::buffer(payload.data() + have, part), timeout);
     }
-    Tag received{};
     read(net::buffer(received), timeout);
     const Tag expected = Mac(key_).add("answer"sv).add_number(sequence_).add(answer).add(payload).finish();
     if (!same(expected, received.data())) {
@@ -563,25 +612,29 @@ class RendezvousStore::Connection {
     std::copy(kMagic.begin(), kMagic.end(), hello.begin());
     std::copy(nonce.begin(), nonce.end(), hello.begin() + kMagic.size());
     write({net::buffer(hello)}, remaining(deadline));
-    std::array<uint8_t, kTag + kNonce> reply{};
+    std::array<uint8_t, kSalt + kNonce> reply{};
     read(net::buffer(reply), remaining(deadline));
+    Salt salt{};
     Nonce server_nonce{};
-    std::copy(reply.begin() + kTag, reply.end(), server_nonce.begin());
-    if (!same(server_proof(secret, nonce, server_nonce), reply.data())) {
-      throw RendezvousRefused("the rendezvous at " + address_ +
-                              " did not prove the run's secret: rank 0 has another NMT_RENDEZVOUS_SECRET "
-                              "(or --rendezvous-secret-file), or another program listens there");
-    }
-    const Tag proof = client_proof(secret, nonce, server_nonce);
+    std::copy(reply.begin(), reply.begin() + kSalt, salt.begin());
+    std::copy(reply.begin() + kSalt, reply.end(), server_nonce.begin());
+    const Tag key = stretched_key(secret, salt);
+    const Tag proof = client_proof(key, nonce, server_nonce);
     write({net::buffer(proof)}, remaining(deadline));
-    uint8_t verdict = kRejected;
-    read(net::buffer(&verdict, 1), remaining(deadline));
-    if (verdict != kAccepted) {
+    std::array<uint8_t, 1 + kTag> verdict{};
+    read(net::buffer(verdict.data(), 1), remaining(deadline));
+    if (verdict[0] != kAccepted) {
       throw RendezvousRefused("rank 0 at " + address_ +
                               " refused this rank's proof of the run's secret: give every rank the same "
                               "NMT_RENDEZVOUS_SECRET (or --rendezvous-secret-file)");
     }
-    key_ = session_key(secret, nonce, server_nonce);
+    read(net::buffer(verdict.data() + 1, kTag), remaining(deadline));
+    if (!same(server_proof(key, nonce, server_nonce), verdict.data() + 1)) {
+      throw RendezvousRefused("the rendezvous at " + address_ +
+                              " did not prove the run's secret: another program listens there (the port may be "
+                              "forged, or rank 0 is not this run's)");
+    }
+    key_ = session_key(key, nonce, server_nonce);
     sequence_ = 0;
   }
 

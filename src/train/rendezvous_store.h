@@ -3,15 +3,21 @@
 // the run's shared secret, and which proves the secret back, so that a rank takes no value from a
 // program that does not know it.
 //
-// The handshake, keyed with the secret (HMAC-SHA-256 over both sides' random nonces; the secret
-// itself never crosses the network):
-//   client -> server   "nmt-rdv2", the client's nonce (32 bytes)
-//   server -> client   HMAC(secret, "server" client-nonce server-nonce), the server's nonce (32)
-//   client -> server   HMAC(secret, "client" server-nonce client-nonce)
-//   server -> client   one byte: accepted (1) or refused (0, then the connection closes)
-// Then every request and answer carries a tag under a key both sides derive from the handshake,
-// with its sequence number (rendezvous_store.cpp), so that a program that passes the handshake along
-// between a rank and rank 0 cannot change what either reads. The traffic is not encrypted.
+// The handshake proves K, the secret stretched with scrypt (N = 2^15, r = 8, p = 1: 32 MiB and about
+// a tenth of a second) under a random salt rank 0 draws when it starts; the secret itself never
+// crosses the network. The connecting side proves first, so that a stranger who connects to rank 0
+// gets nothing that would check a guess of the secret offline:
+//   client -> server   "nmt-rdv3", the client's nonce (32 bytes)
+//   server -> client   the salt (16), the server's nonce (32)
+//   client -> server   HMAC(K, "client" server-nonce client-nonce)
+//   server -> client   refused: one byte 0, then the connection closes; accepted: one byte 1 and
+//                      HMAC(K, "server" client-nonce server-nonce)
+// A program that poses as rank 0 (another program on the port, a forged MASTER_PORT) can get a
+// rank's proof; to test a guessed secret against it, it pays the stretch for every guess.
+// Then every request and answer carries a tag of its head and a tag of the whole, under a key both
+// sides derive from the handshake, with its sequence number (rendezvous_store.cpp), so that a
+// program that passes the handshake along between a rank and rank 0 cannot change what either
+// reads, nor make either read a length the other did not send. The traffic is not encrypted.
 //
 // A connection that has not finished the handshake within RendezvousLimits::handshake is closed,
 // and so is the oldest unfinished one when a new connection would make more than
