@@ -80,6 +80,11 @@ inline std::string read_until_closed(int socket, double seconds, bool& closed) {
   }
 }
 
+// The status of an answer's first line ("HTTP/1.1 413 ..." gives 413), or 0.
+inline int status_of(const std::string& answer) {
+  return answer.rfind("HTTP/1.1 ", 0) == 0 && answer.size() >= 12 ? std::atoi(answer.substr(9, 3).c_str()) : 0;
+}
+
 // A running child: its pid, and the test's ends of its standard input and output when piped.
 struct Child {
   pid_t pid = -1;

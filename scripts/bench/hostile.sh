@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The hostile-client benchmark of nmt serve on loopback (docs/serving.md, "Limits"):
 #   1. the targets under attack: 500 stalled heads, 500 trickling bodies, 200 endless chunked
-#      bodies and 200 gzip bombs held open for 30 s (scripts/bench/hostile_clients.py), while a
-#      real client sends a sentence every 200 ms: its answers' latency against 100 ms, and the
-#      server's resident memory growth against 256 MiB;
+#      bodies, 200 gzip bombs, 100 floods of header fields, 64 announced bodies that never come,
+#      8 pipelines whose answers are never read, 2 senders of 1 MB JSON bodies and 200 refusals
+#      left unread, held open for 30 s (scripts/bench/hostile_clients.py), while a real client
+#      sends a sentence and a GET /health every 200 ms: their latency against 100 ms, and the
+#      server's resident memory growth against 256 MiB; and what two refusals echo or allow;
 #   2. well-behaved throughput: 64 clients with single sentences (build/nmt_load), with
 #      NMT_BASELINE_BINARY (another build's nmt) alternating with this build's, 3 runs each.
 # Usage: scripts/bench/hostile.sh [MODEL_DIR]   (default models/demo: scripts/demo.sh trains it)
@@ -16,7 +18,7 @@ model="${1:-models/demo}"
 input=data/toy/test.src
 [ -x build/nmt ] && [ -x build/nmt_load ] || { echo "bench: build/nmt or build/nmt_load not found; run scripts/build.sh" >&2; exit 1; }
 [ -f "$model/best.ckpt" ] || { echo "bench: $model/best.ckpt not found; run scripts/demo.sh or name a model" >&2; exit 1; }
-# 1,400 connections for the clients, as many for the server: above the usual soft limit of 1,024.
+# 1,700 connections for the clients, as many for the server: above the usual soft limit of 1,024.
 ulimit -n "$(ulimit -Hn)"
 
 source scripts/serve_helpers.sh

@@ -39,18 +39,21 @@ Command add_serve(CLI::App& program) {
   add("--connections", options->connections,
       "requests being translated and answered at once (past this, 503 and Retry-After)");
   add("--max-waiting-connections", options->max_waiting_connections,
-      "connections waiting for a request, its headers or its body; past this the one waiting longest is closed");
+      "connections waiting for a request, its headers or its body, or having their answer written or closing; "
+      "past this the one waiting longest is closed");
   add("--header-timeout", options->header_timeout,
       "seconds from a request's first byte to the end of its headers (then 408 and closed)");
   add("--request-timeout", options->request_timeout,
       "seconds from a request's first byte to the last byte of its body (then 408 and closed)");
   add("--answer-timeout", options->answer_timeout,
-      "seconds to write a whole answer; a client reading slower is dropped");
+      "most seconds to write a whole answer; a client reading slower is dropped");
+  add("--min-send-rate", options->min_send_rate,
+      "bytes a second an answer must be read at, after 2 s (a client reading slower is dropped)");
   add("--max-body-bytes", options->limits.max_body_bytes,
       "largest request body, whatever its framing (Content-Length or chunked; compressed bodies are refused)");
   add("--max-body-memory", options->max_body_memory,
-      "MiB of request bodies held at once over all connections (past this the longest-waiting body is closed, "
-      "or 503)");
+      "MiB of request headers, bodies and answers held at once over all connections (past this the "
+      "connection that has made the least progress is closed, or 503)");
   add("--max-answer-bytes", options->limits.max_answer_bytes,
       "largest answer a request may ask for, bounded before its search (attention rows above all; past it, 413)");
   add("--max-sentences", options->limits.max_sentences, "most sentences in one request");

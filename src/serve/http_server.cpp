@@ -1,15 +1,18 @@
 // nmt serve's connections on Boost.Beast (serve/http_server.h). Each connection is a Session that
 // goes through its phases on its own strand:
 //   idle    waiting for the first byte of a request (idle_seconds; closed without a word)
-//   head    the request line and headers (header_seconds from the first byte: 408; 431 past
-//           max_head_bytes); then the checks that need no body (framing, encoding, size, route)
-//   body    the body, a read at a time, each read's bytes taken from the shared body budget
-//           (request_seconds from the first byte: 408; 413 past max_body_bytes)
-//   answer  handled by the routes (no thread held while a translation runs), then written
-//           (answer_seconds for the whole answer)
-// A refusal is written with "Connection: close"; the connection then reads and drops what the
-// client still sends for a moment (a lingering close, as nginx's), so that the client reads the
-// answer rather than a reset.
+//   head    the request line and headers, read a step at a time into a buffer held in the memory
+//           budget (header_seconds from the first byte: 408; 431 past max_head_bytes or
+//           max_header_fields); then the checks that need no body (framing, encoding, route)
+//   body    the body, its bytes taken from the memory budget as they arrive (request_seconds from
+//           the first byte: 408; 413 past max_body_bytes)
+//   handle  the routes make the answer, on a worker when there is a body (no thread held while a
+//           translation runs); counted in max_answering
+//   write   the answer, its bytes in the memory budget, under the minimum send rate
+//   linger  after a refusal or "Connection: close": what the client still sends is read and
+//           dropped for a moment (a lingering close, as nginx's), so that the client reads the
+//           answer rather than a reset
+// Every phase but handle is in the waiting list, which max_waiting caps and make_room searches.
 #include "serve/http_server.h"
 
 #include <spdlog/spdlog.h>
@@ -22,9 +25,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -60,8 +65,9 @@ std::string error_body(const std::string& message) {
 namespace {
 
 constexpr double kRefusalSeconds = 2;        // to write a refusal and drop what follows it
+constexpr double kSendGraceSeconds = 2;      // an answer's time beside its size at the minimum rate
 constexpr size_t kLingerBytes = 256 * 1024;  // dropped at most after a refusal
-constexpr size_t kBodyStep = 64 * 1024;      // a chunked body's budget is taken in these steps
+constexpr size_t kReadStep = 16 * 1024;      // bytes asked of the socket at a time
 
 std::string_view view(beast::string_view text) { return {text.data(), text.size()}; }
 
@@ -73,27 +79,133 @@ HttpAnswer error_answer(int status, const std::string& message) {
   return {status, "application/json", error_body(message)};
 }
 
+// The status line, the headers and the body, as they go on the wire.
+std::string serialized(const HttpAnswer& answer, bool keep_alive) {
+  const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(answer.status));
+  std::string text = fmt::format("HTTP/1.1 {} {}\r\nServer: nmt\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+                                 answer.status, view(reason), answer.content_type, answer.body.size());
+  if (answer.status == 503) text += "Retry-After: 1\r\n";
+  if (!keep_alive) text += "Connection: close\r\n";
+  text += "\r\n";
+  text += answer.body;
+  return text;
+}
+
+// A request as Beast's parser reads it, keeping only the headers the server uses: a flood of
+// other fields costs the bytes it is sent in and no more, and past `max_fields` it is refused. The
+// body's bytes are appended once `grow` has found room for them in the memory budget.
+class RequestParser : public http::basic_parser<true> {
+ public:
+  RequestParser(size_t max_fields, size_t max_body_bytes, std::function<bool(size_t)> grow)
+      : max_fields_(max_fields), max_body_bytes_(max_body_bytes), grow_(std::move(grow)) {}
+
+  HttpRequest request;            // its body empty: see `body`
+  std::string content_encoding;   // the first that is not "identity", or ""
+  std::string transfer_encoding;  // the first that is not "chunked", or ""
+  std::string expect;
+  std::string body;
+  bool too_many_fields = false;
+  bool out_of_memory = false;  // `grow` found no room
+  bool repeated_host = false;
+
+ private:
+  void on_request_impl(http::verb, beast::string_view method, beast::string_view target, int, error_code&) override {
+    request.method = std::string(method);
+    request.path = std::string(target.substr(0, target.find('?')));
+  }
+
+  void on_response_impl(int, beast::string_view, int, error_code& error) override {
+    error = http::error::bad_version;  // a request parser is never given an answer
+  }
+
+  void on_field_impl(http::field name, beast::string_view, beast::string_view value, error_code& error) override {
+    if (++fields_ > max_fields_) {
+      too_many_fields = true;
+      error = http::error::header_limit;
+      return;
+    }
+    switch (name) {
+      case http::field::host:
+        if (hosts_++ > 0) {
+          repeated_host = true;
+          error = http::error::bad_field;
+        }
+        request.host = std::string(value);
+        break;
+      case http::field::content_type:
+        if (request.content_type.empty()) request.content_type = std::string(value);
+        break;
+      case http::field::content_encoding:
+        if (content_encoding.empty() && header_token(view(value)) != "identity") content_encoding = std::string(value);
+        break;
+      case http::field::transfer_encoding:
+        if (transfer_encoding.empty() && header_token(view(value)) != "chunked") transfer_encoding = std::string(value);
+        break;
+      case http::field::expect:
+        expect = std::string(value);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void on_header_impl(error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
+  size_t on_body_impl(beast::string_view data, error_code& error) override { return append(data, error); }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view data, error_code& error) override {
+    return append(data, error);
+  }
+  void on_finish_impl(error_code&) override {}
+
+  size_t append(beast::string_view data, error_code& error) {
+    const size_t needed = body.size() + data.size();
+    if (needed > body.capacity()) {
+      const size_t capacity = std::max(needed, std::min(2 * body.capacity(), max_body_bytes_));
+      if (!grow_(capacity)) {
+        out_of_memory = true;
+        error = http::error::buffer_overflow;
+        return 0;
+      }
+      // A new string of exactly that capacity (reserve() on this one could double it).
+      std::string grown;
+      grown.reserve(capacity);
+      grown.append(body);
+      body.swap(grown);
+    }
+    body.append(data.data(), data.size());
+    return data.size();
+  }
+
+  size_t max_fields_;
+  size_t max_body_bytes_;
+  std::function<bool(size_t)> grow_;
+  size_t fields_ = 0;
+  size_t hosts_ = 0;
+};
+
 }  // namespace
 
 class Session;
 
-// What every session shares: the limits, the routes, the counts and the list of waiting sessions.
+// What every session shares: the limits, the routes, the counts, the memory budget and the list of
+// the sessions that can be closed to make room.
 struct Shared {
   HttpLimits limits;
   HttpRoutes routes;
+  net::thread_pool* workers = nullptr;  // handling requests with a body
   std::atomic<bool> stopping{false};
-  std::atomic<size_t> answering{0};   // requests past their body, until their answer is written
-  std::atomic<size_t> body_bytes{0};  // held by bodies, all sessions
-  std::atomic<size_t> lingering{0};   // refused connections draining what their clients still send
+  std::atomic<size_t> answering{0};  // requests being handled, until their answer is built
+  std::atomic<size_t> memory{0};     // held by sessions, all of them
   std::mutex waiting_mutex;
-  std::list<std::weak_ptr<Session>> waiting;  // the longest-waiting first
+  std::list<std::weak_ptr<Session>> waiting;  // every session not being handled, the longest-waiting first
 
-  // Takes `bytes` of the body budget; false (nothing taken) when they do not fit.
-  bool take_body_bytes(size_t bytes) {
-    size_t held = body_bytes.load();
+  // Takes `bytes` of the memory budget; false (nothing taken) when they do not fit.
+  bool take_memory(size_t bytes) {
+    size_t held = memory.load();
     do {
-      if (held + bytes > limits.max_body_memory) return false;
-    } while (!body_bytes.compare_exchange_weak(held, held + bytes));
+      if (held + bytes > limits.max_memory) return false;
+    } while (!memory.compare_exchange_weak(held, held + bytes));
     return true;
   }
 };
@@ -107,8 +219,7 @@ class Session : public std::enable_shared_from_this<Session> {
         shared_(shared) {}
   ~Session() {
     if (counted_) shared_.answering.fetch_sub(1);  // an answer that never came
-    if (lingering_) shared_.lingering.fetch_sub(1);
-    give_back_body_bytes();
+    shared_.memory.fetch_sub(held_.exchange(0));
   }
 
   void start() {
@@ -116,130 +227,122 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // From any thread: closes the connection if it is waiting for a request or its headers (stop()),
-  // or whatever it waits for (`always`: it waited longest of too many).
+  // or whatever it waits for (`always`: it waited longest of too many, or made the least progress).
   void close_from_outside(bool always) {
     net::post(socket_.get_executor(), [self = shared_from_this(), always] {
-      if (always ? self->phase_ != Phase::kAnswer : self->phase_ == Phase::kIdle || self->phase_ == Phase::kHead) {
-        self->close();
-      }
+      const Phase phase = self->phase_;
+      if (always ? phase != Phase::kHandle : phase == Phase::kIdle || phase == Phase::kHead) self->close();
     });
   }
 
  private:
-  enum class Phase { kIdle, kHead, kBody, kAnswer, kClosed };
+  enum class Phase { kIdle, kHead, kBody, kHandle, kWrite, kLinger, kClosed };
 
   // --- idle: the first byte of the next request -------------------------------------------------
   void wait_for_request() {
     if (shared_.stopping) return close();
     phase_ = Phase::kIdle;
     start_waiting();
-    parser_.emplace();
+    start_phase();
+    parser_.emplace(shared_.limits.max_header_fields, shared_.limits.max_body_bytes,
+                    [this](size_t capacity) { return hold(buffer_.capacity() + capacity); });
     parser_->header_limit(static_cast<std::uint32_t>(shared_.limits.max_head_bytes));
     parser_->body_limit(shared_.limits.max_body_bytes);
-    if (buffer_.size() > 0) return read_head();  // it came with the previous request
+    if (buffer_.size() > 0) return start_request();  // it came with the previous request
     arm(seconds(shared_.limits.idle_seconds));
     socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code error) {
       self->disarm();
       if (error || self->phase_ == Phase::kClosed) return self->close();
-      self->read_head();
+      self->start_request();
     });
   }
 
-  // --- head -------------------------------------------------------------------------------------
-  void read_head() {
+  // --- head and body: read a step, hand it to the parser, until the request is whole ----------
+  void start_request() {
     phase_ = Phase::kHead;
-    request_deadline_ = Clock::now() + seconds(shared_.limits.request_seconds);
-    arm(std::min(seconds(shared_.limits.header_seconds), seconds(shared_.limits.request_seconds)));
-    http::async_read_header(socket_, buffer_, *parser_,
-                            [self = shared_from_this()](error_code error, size_t) { self->on_head(error); });
+    start_phase();
+    const Clock::time_point now = Clock::now();
+    request_deadline_ = now + seconds(shared_.limits.request_seconds);
+    head_deadline_ = std::min(request_deadline_, now + seconds(shared_.limits.header_seconds));
+    if (buffer_.size() > 0) return parse();
+    read_more();
   }
 
-  void on_head(error_code error) {
+  void read_more() {
+    const size_t room = std::min(kReadStep, buffer_.max_size() - buffer_.size());
+    if (room == 0) return refuse_head_size();
+    const net::mutable_buffer space = buffer_.prepare(room);
+    if (!hold(buffer_.capacity() + parser_->body.capacity()))
+      return evicted_ ? close() : refuse_busy("requests being read");
+    arm((phase_ == Phase::kHead ? head_deadline_ : request_deadline_) - Clock::now());
+    socket_.async_read_some(
+        space, [self = shared_from_this()](error_code error, size_t count) { self->on_read(error, count); });
+  }
+
+  void on_read(error_code error, size_t count) {
     const bool late = disarm();
     if (phase_ == Phase::kClosed) return;
+    if (evicted_) return close();  // make_room took its memory; its close is on the way
     if (error) {
-      if (late) {
-        return refuse(408, "the request line and headers did not arrive within " +
-                               number(shared_.limits.header_seconds) + " s (nmt serve --header-timeout)");
-      }
-      if (error == http::error::header_limit || error == http::error::buffer_overflow) {
-        return refuse(
-            431, "the request line and headers are over " + std::to_string(shared_.limits.max_head_bytes) + " bytes");
-      }
-      if (error == http::error::body_limit) return refuse_body_size();
-      if (closed_by_client(error)) return close();
-      return refuse(400, "malformed HTTP request (" + error.message() + ")");
+      if (late) return phase_ == Phase::kHead ? refuse_late_head() : refuse_late_body();
+      return close();  // the client closed or reset it, or the socket failed
     }
-    const auto& head = parser_->get();
-    if (const auto encoding = head.find(http::field::content_encoding); encoding != head.end()) {
-      if (header_token(view(encoding->value())) != "identity") {
-        return refuse(415, "Content-Encoding " + printable(view(encoding->value())) +
-                               ": compressed bodies are not accepted; send the JSON as it is");
-      }
-    }
-    if (const auto transfer = head.find(http::field::transfer_encoding); transfer != head.end()) {
-      if (header_token(view(transfer->value())) != "chunked") {
-        return refuse(415, "Transfer-Encoding " + printable(view(transfer->value())) +
-                               ": only chunked is accepted (compressed bodies are not)");
-      }
-    }
-    request_.method = std::string(head.method_string());
-    const beast::string_view target = head.target();
-    request_.path = std::string(target.substr(0, target.find('?')));
-    request_.content_type = std::string(head[http::field::content_type]);
-    request_.host = std::string(head[http::field::host]);
-    request_.body.clear();
-    if (shared_.routes.refuse) {
-      if (std::optional<HttpAnswer> refusal = shared_.routes.refuse(request_)) return refuse(std::move(*refusal));
-    }
-    // A body of known length takes its bytes of the budget now, before any is read.
-    if (const auto length = parser_->content_length(); length && !take(static_cast<size_t>(*length))) {
-      return refuse_busy("bodies being read");
-    }
-    phase_ = Phase::kBody;
-    if (beast::iequals(head[http::field::expect], "100-continue") && !parser_->is_done()) {
-      continue_ = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
-      arm(request_deadline_ - Clock::now());
-      return net::async_write(socket_, net::buffer(*continue_), [self = shared_from_this()](error_code error, size_t) {
-        const bool late = self->disarm();
-        if (self->phase_ == Phase::kClosed) return;
-        if (error) return late ? self->refuse_late_body() : self->close();
-        self->read_body();
-      });
-    }
-    read_body();
+    buffer_.commit(count);
+    progress_ += count;
+    parse();
   }
 
-  // --- body -------------------------------------------------------------------------------------
-  void read_body() {
+  void parse() {
+    while (buffer_.size() > 0 && !parser_->is_done()) {
+      error_code error;
+      const size_t used = parser_->put(buffer_.data(), error);
+      buffer_.consume(used);
+      if (error == http::error::need_more) break;
+      if (error) return refuse_parse(error);
+      if (phase_ == Phase::kHead && parser_->is_header_done() && !on_head()) return;
+      if (used == 0) break;
+    }
     if (parser_->is_done()) return handle();
+    read_more();
+  }
+
+  // The checks that need no body; false when the request was refused or a 100 Continue is being
+  // written (which reads on when it is).
+  bool on_head() {
+    phase_ = Phase::kBody;
+    buffer_.shrink_to_fit();  // what the headers took goes back to the budget at the next read
+    if (!parser_->content_encoding.empty()) {
+      refuse(415, "Content-Encoding " + printable(parser_->content_encoding) +
+                      ": compressed bodies are not accepted; send the JSON as it is");
+      return false;
+    }
+    if (!parser_->transfer_encoding.empty()) {
+      refuse(415, "Transfer-Encoding " + printable(parser_->transfer_encoding) +
+                      ": only chunked is accepted (compressed bodies are not)");
+      return false;
+    }
+    if (shared_.routes.refuse) {
+      if (std::optional<HttpAnswer> refusal = shared_.routes.refuse(parser_->request)) {
+        refuse(std::move(*refusal));
+        return false;
+      }
+    }
+    if (!beast::iequals(parser_->expect, "100-continue") || parser_->is_done()) return true;
+    continue_ = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
     arm(request_deadline_ - Clock::now());
-    http::async_read_some(socket_, buffer_, *parser_,
-                          [self = shared_from_this()](error_code error, size_t) { self->on_body(error); });
+    net::async_write(socket_, net::buffer(*continue_), [self = shared_from_this()](error_code error, size_t) {
+      const bool late = self->disarm();
+      if (self->phase_ == Phase::kClosed) return;
+      if (error) return late ? self->refuse_late_body() : self->close();
+      self->parse();
+    });
+    return false;
   }
 
-  void on_body(error_code error) {
-    const bool late = disarm();
-    if (phase_ == Phase::kClosed) return;
-    if (evicted_) return close();  // make_room took its budget; its close is on the way
-    if (error) {
-      if (late) return refuse_late_body();
-      if (error == http::error::body_limit) return refuse_body_size();
-      if (closed_by_client(error)) return close();
-      return refuse(400, "malformed HTTP body (" + error.message() + ")");
-    }
-    // A chunked body takes its budget as it grows, in steps, counting what its string holds.
-    const size_t capacity = parser_->get().body().capacity();
-    if (const size_t held = body_held_.load(); capacity > held && !take(std::max(capacity - held, kBodyStep))) {
-      return refuse_busy("bodies being read");
-    }
-    read_body();
-  }
-
-  // --- answer -----------------------------------------------------------------------------------
+  // --- handle: the routes make the answer (no thread held while a translation runs) -------------
   void handle() {
+    stop_waiting();  // from here make_room cannot choose it
     if (evicted_) return close();
-    stop_waiting();
     if (shared_.answering.fetch_add(1) >= shared_.limits.max_answering) {
       shared_.answering.fetch_sub(1);
       return refuse_busy("requests being answered (nmt serve --connections)");
@@ -248,10 +351,12 @@ class Session : public std::enable_shared_from_this<Session> {
     // While the answer is made elsewhere, nothing of this session is pending in Asio: this keeps
     // run() from returning before it is written.
     work_ = net::prefer(socket_.get_executor(), net::execution::outstanding_work.tracked);
-    phase_ = Phase::kAnswer;
+    phase_ = Phase::kHandle;
     ++requests_;
-    keep_alive_ = parser_->get().keep_alive() && requests_ < shared_.limits.max_requests && !shared_.stopping;
-    request_.body = std::move(parser_->get().body());
+    keep_alive_ = parser_->keep_alive() && requests_ < shared_.limits.max_requests && !shared_.stopping;
+    HttpRequest request = std::move(parser_->request);
+    request.body = std::move(parser_->body);  // its memory stays held until the answer is written
+    parser_.reset();
     // The session, handed over on the first call: the routes' copies of `respond` (a batch queue
     // keeps its own until its loop moves on) then hold no reference that could outlive the server.
     auto holder = std::make_shared<std::shared_ptr<Session>>(shared_from_this());
@@ -265,59 +370,114 @@ class Session : public std::enable_shared_from_this<Session> {
         self->write(std::move(answer), false);
       });
     };
-    const std::string what = request_.method + " " + request_.path;
+    if (request.body.empty()) return run_route(shared_.routes, std::move(request), respond);
+    net::post(*shared_.workers, [&routes = shared_.routes, request = std::move(request), respond]() mutable {
+      run_route(routes, std::move(request), respond);
+    });
+  }
+
+  static void run_route(const HttpRoutes& routes, HttpRequest request, const Respond& respond) {
+    const std::string what = request.method + " " + request.path;
     try {
-      shared_.routes.answer(std::move(request_), respond);
+      routes.answer(std::move(request), respond);
     } catch (const std::exception& exception) {
       spdlog::error("{} failed: {}", what, exception.what());
       respond(error_answer(500, exception.what()));
     }
   }
 
+  // --- write: the answer, under a minimum send rate, its bytes in the memory budget ------------
   void write(HttpAnswer answer, bool refusal) {
     if (phase_ == Phase::kClosed) return finish();
+    finish();  // the answer is built: its request's place among those handled goes
     if (refusal || shared_.stopping) keep_alive_ = false;
-    answer_ = {static_cast<http::status>(answer.status), 11};
-    answer_.set(http::field::server, "nmt");
-    answer_.set(http::field::content_type, answer.content_type);
-    if (answer.status == 503) answer_.set(http::field::retry_after, "1");
-    answer_.body() = std::move(answer.body);
-    answer_.keep_alive(keep_alive_);
-    answer_.prepare_payload();
-    phase_ = Phase::kAnswer;
-    arm(seconds(refusal ? kRefusalSeconds : shared_.limits.answer_seconds));
-    http::async_write(socket_, answer_, [self = shared_from_this(), refusal](error_code error, size_t) {
-      self->disarm();
-      self->finish();
-      if (error || self->phase_ == Phase::kClosed) return self->close();
-      if (refusal || !self->keep_alive_) return self->linger();
-      self->answer_ = {};
-      self->wait_for_request();
-    });
+    text_ = serialized(answer, keep_alive_);
+    answer = {};
+    // A refusal is small, and written whatever the budget says.
+    if (!hold(buffer_.capacity() + text_.size()) && !refusal) {
+      if (evicted_) return close();
+      spdlog::debug("503: no memory left for an answer of {} bytes", text_.size());
+      keep_alive_ = false;
+      refusal = true;
+      text_ = serialized(error_answer(503,
+                                      "the server is busy (too many answers being written): try again in a "
+                                      "moment"),
+                         false);
+    }
+    phase_ = Phase::kWrite;
+    start_waiting();
+    start_phase();
+    const double limit =
+        refusal ? kRefusalSeconds
+                : std::min(shared_.limits.answer_seconds,
+                           kSendGraceSeconds + static_cast<double>(text_.size()) / shared_.limits.min_send_rate);
+    arm(seconds(limit));
+    write_more(refusal);
   }
 
-  // The request is answered (or dropped): its place among those answered and its body's budget go.
+  void write_more(bool refusal) {
+    const size_t sent = progress_;
+    socket_.async_write_some(net::buffer(text_.data() + sent, text_.size() - sent),
+                             [self = shared_from_this(), refusal](error_code error, size_t count) {
+                               self->progress_ += count;
+                               if (error || self->phase_ == Phase::kClosed) {
+                                 self->disarm();
+                                 return self->close();
+                               }
+                               if (self->progress_ < self->text_.size()) return self->write_more(refusal);
+                               self->disarm();
+                               self->written(refusal);
+                             });
+  }
+
+  void written(bool refusal) {
+    text_ = std::string();
+    buffer_.shrink_to_fit();
+    hold(buffer_.capacity());
+    if (refusal || !keep_alive_) return linger();
+    wait_for_request();
+  }
+
+  // The request has its answer (or none will be written): its place among those handled goes.
   void finish() {
     if (counted_) shared_.answering.fetch_sub(1);
     counted_ = false;
     work_ = {};
-    give_back_body_bytes();
   }
 
   // --- refusals ---------------------------------------------------------------------------------
   void refuse(int status, const std::string& message) { refuse(error_answer(status, message)); }
 
   void refuse(HttpAnswer answer) {
-    stop_waiting();
     parser_.reset();  // a refused body's bytes go now, not after the lingering close
-    request_.body = std::string();
     if (shared_.routes.refused) shared_.routes.refused();
     write(std::move(answer), /*refusal=*/true);
+  }
+
+  void refuse_parse(const error_code& error) {
+    if (parser_->out_of_memory) return evicted_ ? close() : refuse_busy("requests being read");
+    if (parser_->too_many_fields) {
+      return refuse(431, "the request has over " + std::to_string(shared_.limits.max_header_fields) + " header fields");
+    }
+    if (parser_->repeated_host) return refuse(400, "the request has more than one Host header");
+    if (error == http::error::header_limit) return refuse_head_size();
+    if (error == http::error::body_limit) return refuse_body_size();
+    refuse(400, std::string(phase_ == Phase::kHead ? "malformed HTTP request (" : "malformed HTTP body (") +
+                    error.message() + ")");
+  }
+
+  void refuse_head_size() {
+    refuse(431, "the request line and headers are over " + std::to_string(shared_.limits.max_head_bytes) + " bytes");
   }
 
   void refuse_body_size() {
     refuse(413, "the body is over the limit of " + std::to_string(shared_.limits.max_body_bytes) +
                     " bytes (nmt serve --max-body-bytes)");
+  }
+
+  void refuse_late_head() {
+    refuse(408, "the request line and headers did not arrive within " + number(shared_.limits.header_seconds) +
+                    " s (nmt serve --header-timeout)");
   }
 
   void refuse_late_body() {
@@ -332,15 +492,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // After "Connection: close": no more sending, and what the client still sends is read and
   // dropped for a moment, so that its unread bytes do not reset the connection before the client
-  // has read the answer.
+  // has read the answer. It stays among the waiting sessions, whose cap counts its descriptor.
   void linger() {
-    // Lingering connections are capped as waiting ones are: past the cap, closed at once.
-    if (shared_.lingering.fetch_add(1) >= shared_.limits.max_waiting) {
-      shared_.lingering.fetch_sub(1);
-      return close();
-    }
-    lingering_ = true;
-    phase_ = Phase::kAnswer;
+    phase_ = Phase::kLinger;
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     arm(seconds(kRefusalSeconds));
@@ -361,9 +515,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
-    if (std::exchange(lingering_, false)) shared_.lingering.fetch_sub(1);
     stop_waiting();
     finish();
+    parser_.reset();
+    text_ = std::string();
+    shared_.memory.fetch_sub(held_.exchange(0));
     timer_.cancel();
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -391,7 +547,7 @@ class Session : public std::enable_shared_from_this<Session> {
     return std::exchange(late_, false);
   }
 
-  // --- the shared lists and budget --------------------------------------------------------------
+  // --- the waiting list and the memory budget ---------------------------------------------------
   void start_waiting() {
     std::vector<std::shared_ptr<Session>> evicted;
     {
@@ -417,12 +573,33 @@ class Session : public std::enable_shared_from_this<Session> {
     waiting_ = false;
   }
 
-  // Takes `bytes` of the body budget; when they do not fit, the bodies that have waited longest
-  // are closed to make room, as connections past --max-waiting-connections are: bodies that
-  // trickle cannot hold the budget against requests that come whole.
-  bool take(size_t bytes) {
-    if (!shared_.take_body_bytes(bytes) && !(make_room(bytes) && shared_.take_body_bytes(bytes))) return false;
-    body_held_ += bytes;
+  // A new phase: its progress counts from now.
+  void start_phase() {
+    progress_ = 0;
+    phase_start_ = Clock::now();
+  }
+
+  // Bytes a second moved in this phase (read for a request, written for an answer).
+  double progress_rate(Clock::time_point now) const {
+    const double elapsed = std::chrono::duration<double>(now - phase_start_.load()).count();
+    return static_cast<double>(progress_.load()) / std::max(elapsed, 1e-3);
+  }
+
+  // Makes this session hold `total` bytes of the memory budget: gives back what it holds beyond,
+  // or takes what it lacks, closing the sessions that have made the least progress when that does
+  // not fit. False when it still does not (or this session was closed to make room).
+  bool hold(size_t total) {
+    if (evicted_) return false;
+    size_t held = held_.load();
+    while (total <= held) {
+      if (held_.compare_exchange_weak(held, total)) {
+        shared_.memory.fetch_sub(held - total);
+        return true;
+      }
+    }
+    const size_t more = total - held;
+    if (!shared_.take_memory(more) && !(make_room(more) && shared_.take_memory(more))) return false;
+    held_ += more;
     return true;
   }
 
@@ -430,56 +607,59 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<std::shared_ptr<Session>> evicted;
     {
       std::lock_guard<std::mutex> lock(shared_.waiting_mutex);
-      for (auto entry = shared_.waiting.begin();
-           entry != shared_.waiting.end() && shared_.body_bytes.load() + bytes > shared_.limits.max_body_memory;) {
-        std::shared_ptr<Session> oldest = entry->lock();
-        // Its bytes are given back here, at once; its memory when it closes, on its own strand.
-        const size_t held = oldest && oldest.get() != this ? oldest->body_held_.exchange(0) : 0;
-        if (held == 0) {
-          ++entry;
-          continue;
+      const Clock::time_point now = Clock::now();
+      while (shared_.memory.load() + bytes > shared_.limits.max_memory) {
+        // The slowest that holds any memory; of equals, the one that has waited longest.
+        auto slowest = shared_.waiting.end();
+        double slowest_rate = 0;
+        for (auto entry = shared_.waiting.begin(); entry != shared_.waiting.end(); ++entry) {
+          std::shared_ptr<Session> session = entry->lock();
+          if (!session || session.get() == this || session->held_.load() == 0) continue;
+          const double rate = session->progress_rate(now);
+          if (slowest == shared_.waiting.end() || rate < slowest_rate) {
+            slowest = entry;
+            slowest_rate = rate;
+          }
         }
-        shared_.body_bytes.fetch_sub(held);
-        oldest->evicted_ = true;
-        oldest->waiting_ = false;
-        entry = shared_.waiting.erase(entry);
-        evicted.push_back(std::move(oldest));
+        if (slowest == shared_.waiting.end()) break;
+        std::shared_ptr<Session> session = slowest->lock();
+        // Its memory is given back here, at once; its buffers go when it closes, on its own strand.
+        session->evicted_ = true;
+        session->waiting_ = false;
+        shared_.memory.fetch_sub(session->held_.exchange(0));
+        shared_.waiting.erase(slowest);
+        evicted.push_back(std::move(session));
       }
     }
     for (auto& session : evicted) session->close_from_outside(true);
     return !evicted.empty();
   }
 
-  void give_back_body_bytes() { shared_.body_bytes.fetch_sub(body_held_.exchange(0)); }
-
-  static bool closed_by_client(const error_code& error) {
-    return error == http::error::end_of_stream || error == net::error::eof || error == net::error::operation_aborted ||
-           error == net::error::connection_reset || error == http::error::partial_message;
-  }
-
   static std::string number(double value) { return fmt::format("{:g}", value); }
 
   tcp::socket socket_;
   net::steady_timer timer_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_;  // bytes read and not yet parsed
   Shared& shared_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<http::string_body> answer_;
-  HttpRequest request_;
+  std::optional<RequestParser> parser_;
+  std::string text_;           // the answer being written
   net::any_io_executor work_;  // tracks outstanding work while the routes make the answer
   std::shared_ptr<std::string> continue_;
   std::array<char, 16384> drop_buffer_{};
   Phase phase_ = Phase::kIdle;
+  Clock::time_point head_deadline_;
   Clock::time_point request_deadline_;
   unsigned generation_ = 0;
   bool late_ = false;
   bool keep_alive_ = false;
-  bool counted_ = false;              // in shared_.answering
-  std::atomic<size_t> body_held_{0};  // bytes of shared_.body_bytes it holds (make_room takes them)
-  std::atomic<bool> evicted_{false};  // make_room closed it to give its budget to another body
-  bool lingering_ = false;            // counted in shared_.lingering
-  size_t requests_ = 0;               // answered on this connection
-  size_t dropped_ = 0;                // bytes dropped while lingering
+  bool counted_ = false;  // in shared_.answering
+  size_t requests_ = 0;   // answered on this connection
+  size_t dropped_ = 0;    // bytes dropped while lingering
+  // Read by make_room from other threads.
+  std::atomic<size_t> held_{0};       // bytes of shared_.memory it holds (make_room takes them)
+  std::atomic<bool> evicted_{false};  // make_room closed it to give its memory to another
+  std::atomic<size_t> progress_{0};   // bytes read or written in this phase
+  std::atomic<Clock::time_point> phase_start_{Clock::now()};
   // In shared_.waiting (under its mutex).
   bool waiting_ = false;
   std::list<std::weak_ptr<Session>>::iterator waiting_entry_;
@@ -487,9 +667,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct HttpServer::Impl {
   explicit Impl(HttpLimits limits, HttpRoutes routes)
-      : acceptor(net::make_strand(context)), pause(acceptor.get_executor()) {
+      : acceptor(net::make_strand(context)),
+        pause(acceptor.get_executor()),
+        workers(std::max<size_t>(limits.threads, 1)) {
     shared.limits = limits;
     shared.routes = std::move(routes);
+    shared.workers = &workers;
   }
 
   void accept() {
@@ -515,6 +698,8 @@ struct HttpServer::Impl {
   net::io_context context;
   tcp::acceptor acceptor;   // on a strand, with `pause` and stop()'s work
   net::steady_timer pause;  // before accepting again after an error
+  // Destroyed first (joined): a request a worker still handles posts its answer to `context`.
+  net::thread_pool workers;
 };
 
 HttpServer::HttpServer(HttpLimits limits, HttpRoutes routes)

@@ -3,13 +3,21 @@
 //   - every body is bounded before it is stored, whatever its framing: a Content-Length over the
 //     limit is refused from the headers, a chunked body when its decoded bytes pass it; compressed
 //     bodies (Content-Encoding, or a Transfer-Encoding other than chunked) are refused, never
-//     inflated; all bodies held at once share one memory budget (past it, the bodies that have
-//     waited longest are closed to make room);
+//     inflated;
+//   - one memory budget for what connections hold: their read buffers (headers), their bodies as
+//     the bytes arrive (an announced length reserves nothing) and the answers being written. Past
+//     it the connection that has made the least progress (bytes a second) is closed to make room,
+//     and 503 when none holds any. Only the headers the server reads are kept, and at most
+//     max_header_fields of them are accepted;
 //   - deadlines for a request's headers (from its first byte), for the whole request (headers and
-//     body), for the whole answer, and for the first byte of a kept-alive connection's next request;
-//   - a cap on connections that wait (for a request, its headers or its body: past it the one that
-//     has waited longest is closed) and on requests handled and answered at once (past it, 503);
-//   - no thread per connection: a connection that trickles costs its descriptor and its bytes.
+//     body), for an answer (a minimum send rate, within answer_seconds), and for the first byte of
+//     a kept-alive connection's next request;
+//   - a cap on connections in any state but being handled (waiting for a request, its headers or
+//     its body, having their answer written, draining after a refusal: past it the one that has
+//     waited longest is closed) and on requests being handled at once (past it, 503); the two
+//     together are the descriptors connections can hold;
+//   - no thread per connection, and none of the network threads parses a body: requests with one
+//     are handed to a small worker pool (a JSON megabyte cannot hold up /health).
 // The routes and what a request means are the caller's (serve/server.cpp); this file knows nothing
 // of translation.
 #pragma once
@@ -25,18 +33,22 @@ namespace nmt::serve {
 
 struct HttpLimits {
   size_t max_head_bytes = 64 * 1024;  // request line and headers (431 past it)
+  size_t max_header_fields = 100;     // header fields in one request (431 past it)
   size_t max_body_bytes = 1 << 20;    // one body, decoded from its framing (413 past it)
-  // Bodies being read or handled, all connections: past it the longest-waiting bodies being read
-  // are closed, and 503 when none is left to close.
-  size_t max_body_memory = size_t{64} << 20;
-  size_t max_waiting = 1000;    // connections waiting for a request, its headers or its body
-  size_t max_answering = 128;   // requests being handled or answered at once (503 past it)
+  // Read buffers, bodies and answers being written, all connections: past it the connections
+  // that have made the least progress are closed, and 503 when none is left to close.
+  size_t max_memory = size_t{64} << 20;
+  size_t max_waiting = 1000;    // connections in any state but being handled (the oldest closed past it)
+  size_t max_answering = 128;   // requests being handled at once (503 past it)
   size_t max_requests = 1000;   // answered on one kept-alive connection
   double idle_seconds = 2;      // for the first byte of a kept-alive connection's next request
   double header_seconds = 5;    // from a request's first byte to its blank line (408)
   double request_seconds = 30;  // from a request's first byte to the last byte of its body (408)
-  double answer_seconds = 30;   // to write a whole answer (then the connection is dropped)
-  size_t threads = 2;           // running the connections (none blocks: translation is elsewhere)
+  // An answer is written within 2 s plus its size at min_send_rate bytes a second, and at most
+  // answer_seconds; a client that reads slower is dropped.
+  double min_send_rate = 64 * 1024;
+  double answer_seconds = 30;
+  size_t threads = 2;  // running the connections, and as many workers handling requests with a body
 };
 
 struct HttpRequest {
@@ -60,8 +72,9 @@ struct HttpRoutes {
   // For a request whose headers are in (body still empty): an answer that refuses it before its
   // body is read (404, 405, 415), or none.
   std::function<std::optional<HttpAnswer>(const HttpRequest& head)> refuse;
-  // A whole request: answers it through `respond`, now or later. An exception it throws becomes a
-  // 500 with its message.
+  // A whole request: answers it through `respond`, now or later. Called on a network thread for a
+  // request without a body (nothing of the client's to parse), on a worker otherwise. An
+  // exception it throws becomes a 500 with its message.
   std::function<void(HttpRequest request, Respond respond)> answer;
   // A request this file refused itself (408, 413, 415, 431, 503, a malformed request): for counting.
   std::function<void()> refused;

@@ -96,6 +96,9 @@ void check(const ServeOptions& options) {
   check_seconds(options.header_timeout, "--header-timeout");
   check_seconds(options.request_timeout, "--request-timeout");
   check_seconds(options.answer_timeout, "--answer-timeout");
+  if (!(options.min_send_rate >= 1 && options.min_send_rate <= 1e12)) {
+    throw std::invalid_argument("--min-send-rate must be from 1 to 1e12 bytes a second");
+  }
   if (options.max_body_memory < 1 || options.max_body_memory > (size_t{1} << 20)) {
     throw std::invalid_argument("--max-body-memory must be from 1 to 1048576 MiB");
   }
@@ -104,9 +107,9 @@ void check(const ServeOptions& options) {
   if (limits.max_sentences < 1) throw std::invalid_argument("--max-sentences must be at least 1");
   if (limits.max_sentence_bytes < 1) throw std::invalid_argument("--max-sentence-bytes must be at least 1");
   if (limits.max_answer_bytes < 1024) throw std::invalid_argument("--max-answer-bytes must be at least 1024");
-  if ((options.max_body_memory << 20) < limits.max_body_bytes) {
+  if ((options.max_body_memory << 20) < limits.max_body_bytes + HttpLimits{}.max_head_bytes) {
     throw std::invalid_argument("--max-body-memory (" + std::to_string(options.max_body_memory) +
-                                " MiB) must hold at least one body of --max-body-bytes");
+                                " MiB) must hold at least one body of --max-body-bytes and its headers (64 KiB)");
   }
   if (limits.max_beam_size < options.translate.search.beam_size) {
     throw std::invalid_argument("--max-beam-size must be at least --beam-size (" +
@@ -195,13 +198,14 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
 HttpLimits http_limits(const ServeOptions& options) {
   HttpLimits limits;
   limits.max_body_bytes = options.limits.max_body_bytes;
-  limits.max_body_memory = options.max_body_memory << 20;
+  limits.max_memory = options.max_body_memory << 20;
   limits.max_answering = static_cast<size_t>(options.connections);
   limits.max_waiting = waiting_connections_that_fit(static_cast<size_t>(options.max_waiting_connections),
                                                     static_cast<size_t>(options.connections));
   limits.header_seconds = options.header_timeout;
   limits.request_seconds = options.request_timeout;
   limits.answer_seconds = options.answer_timeout;
+  limits.min_send_rate = options.min_send_rate;
   return limits;
 }
 

@@ -34,12 +34,16 @@ struct ServeOptions {
                           // one per CPU thread (--threads) on the CPU, one on a GPU
   int connections = 128;  // requests being translated and answered at once; past this, 503
   RequestLimits limits;
-  // Connections waiting for a request, its headers or its body; past this the oldest is closed.
+  // Connections in any state but being translated (waiting for a request, its headers or its
+  // body, having their answer written, closing); past this the oldest is closed.
   int max_waiting_connections = 1000;
-  double header_timeout = 5;    // seconds from a request's first byte to its last header (408)
-  double request_timeout = 30;  // seconds from a request's first byte to its body's last (408)
-  double answer_timeout = 30;   // seconds to write a whole answer (then the connection is dropped)
-  size_t max_body_memory = 64;  // MiB of request bodies held at once, all connections (503 past it)
+  double header_timeout = 5;     // seconds from a request's first byte to its last header (408)
+  double request_timeout = 30;   // seconds from a request's first byte to its body's last (408)
+  double answer_timeout = 30;    // at most, to write a whole answer (then the connection is dropped)
+  double min_send_rate = 65536;  // bytes a second an answer is written at, at least, after 2 s
+  // MiB of what connections hold at once: their headers, bodies and answers being written (past it
+  // the connection that has made the least progress is closed, or 503).
+  size_t max_body_memory = 64;
 };
 
 // Whether a request's Host header (`host`, as sent: "name", "name:port", "[v6]:port", or empty)
