@@ -8,15 +8,18 @@ For --seconds, keeps open at once:
   --gzip       gzip bombs: a body of a few hundred KiB that inflates to --gzip-mib MiB of zeros
   --headers    about 63 KiB of one-letter header fields, then a body that never comes
   --announcing headers announcing a 1 MiB body, then nothing
-  --unread     1,000 pipelined GET / on one connection, and not a byte of the answers read
-  --big-json   1 MB JSON bodies (one long sentence), one after another
+  --unread     1,000 pipelined GET / on one connection, and not a byte of the answers read (more
+               of them than the server's --connections, 128)
+  --big-json   1 MB JSON bodies (256 long sentences with attention: 413 once encoded), one after
+               another
   --lingering  malformed requests, their refusal unread, the connection kept open
 Each reconnects when the server closes it. Meanwhile a real client, in a process of its own so
 that the attackers' work does not delay its reading, sends one sentence on a new connection every
 200 ms and times its answer, and GET /health likewise; the server's resident memory is read from
 /proc every 100 ms. Before the attack, two refusals are checked: an error about a 200 KB malformed
 string quotes little of it, and a page's Host (DNS rebinding) gets 421. Prints Markdown rows:
-| what | value | target |.
+| what | value | target |; with --only KIND, that attack alone and one row:
+| attack | real requests answered, failed | POST /translate p99 ms | GET /health p99 ms | RSS growth MiB |.
 """
 import argparse
 import asyncio
@@ -24,6 +27,7 @@ import gzip
 import json
 import multiprocessing
 import statistics
+import sys
 import time
 
 
@@ -35,6 +39,7 @@ def rss_mib(pid):
     return 0.0
 
 
+KINDS = ("stalled", "trickling", "chunked", "gzip", "headers", "announcing", "unread", "big_json", "lingering")
 HEAD = "POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
 
@@ -83,7 +88,9 @@ async def attacker(port, stop, counts, kind, bomb):
                 await writer.drain()
                 await wait_closed(reader, writer, stop, read=False)
             elif kind == "big_json":
-                body = json.dumps({"text": ["ein " * 250000]}).encode()
+                # 256 sentences of 4,000 bytes asking for attention: parsed, encoded, then 413 for
+                # the answer they could make.
+                body = json.dumps({"text": [("ein hund " * 445)[:4000]] * 256, "attention": True}).encode()
                 writer.write((HEAD + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body)
                 await writer.drain()
                 await asyncio.wait_for(reader.read(), timeout=30)
@@ -176,27 +183,30 @@ async def main():
     parser.add_argument("--gzip-mib", type=int, default=1024)
     parser.add_argument("--headers", type=int, default=100)
     parser.add_argument("--announcing", type=int, default=64)
-    parser.add_argument("--unread", type=int, default=8)
+    parser.add_argument("--unread", type=int, default=200)
     parser.add_argument("--big-json", type=int, default=2)
     parser.add_argument("--lingering", type=int, default=200)
+    parser.add_argument("--only", choices=KINDS, help="this attack alone, and one Markdown row of its results")
     args = parser.parse_args()
+    if args.only:
+        for kind in KINDS:
+            if kind != args.only:
+                setattr(args, kind, 0)
 
     bomb = gzip.compress(bytes(args.gzip_mib << 20), compresslevel=9)
     before = rss_mib(args.pid)
-    # The real client alone first: its latency without the attack.
-    quiet_latencies, failures = [], []
-    await real_client(args.port, time.monotonic() + 3, args.sentence, quiet_latencies, failures)
+    quiet_latencies, quiet_health, failures = [], [], []
+    if not args.only:
+        # The real client alone first: its latency without the attack.
+        await real_client(args.port, time.monotonic() + 3, args.sentence, quiet_latencies, failures)
+        await real_client(args.port, time.monotonic() + 1, args.sentence, quiet_health, failures, "/health")
+        await refusals(args.port)
 
-    quiet_health = []
-    await real_client(args.port, time.monotonic() + 1, args.sentence, quiet_health, failures, "/health")
-    await refusals(args.port)
-
-    kinds = ("stalled", "trickling", "chunked", "gzip", "headers", "announcing", "unread", "big_json", "lingering")
-    counts = {kind: 0 for kind in kinds}
+    counts = {kind: 0 for kind in KINDS}
     counts["connect_errors"] = 0
     stop = time.monotonic() + args.seconds
     tasks = []
-    for kind in kinds:
+    for kind in KINDS:
         for _ in range(getattr(args, kind)):
             tasks.append(asyncio.create_task(attacker(args.port, stop, counts, kind, bomb)))
             if len(tasks) % 100 == 0:
@@ -220,6 +230,14 @@ async def main():
     def ms(values, q):
         return f"{statistics.quantiles(values, n=100)[q - 1]:.1f}" if len(values) >= 2 else "-"
 
+    growth = max(samples, default=before) - before
+    if args.only:
+        print(f"| {args.only} ({getattr(args, args.only)}) | {len(latencies) + len(health)}, {len(failures)} | "
+              f"{ms(latencies, 99)} | {ms(health, 99)} | {growth:.0f} |")
+        for failure in failures[:3]:
+            print(f"{args.only}: failed: {failure!r}", file=sys.stderr)
+        return
+
     print(f"| hostile connections opened | {counts['stalled']} stalled heads, {counts['trickling']} trickling bodies, "
           f"{counts['chunked']} endless chunked, {counts['gzip']} gzip bombs of {len(bomb) >> 10} KiB "
           f"({args.gzip_mib} MiB inflated), {counts['headers']} floods of header fields, "
@@ -234,7 +252,6 @@ async def main():
           f"{max(latencies) if latencies else 0:.1f} | p99 < 100 |")
     print(f"| GET /health under attack: p50 / p99 / max ms | {ms(health, 50)} / {ms(health, 99)} / "
           f"{max(health) if health else 0:.1f} | p99 < 100 |")
-    growth = max(samples, default=before) - before
     print(f"| server RSS: before, peak, growth MiB | {before:.0f}, {max(samples, default=before):.0f}, "
           f"{growth:.0f} | growth < 256 |")
     for failure in failures[:3]:

@@ -68,6 +68,10 @@ constexpr double kRefusalSeconds = 2;        // to write a refusal and drop what
 constexpr double kSendGraceSeconds = 2;      // an answer's time beside its size at the minimum rate
 constexpr size_t kLingerBytes = 256 * 1024;  // dropped at most after a refusal
 constexpr size_t kReadStep = 16 * 1024;      // bytes asked of the socket at a time
+constexpr size_t kSmallBody = 64 * 1024;     // larger bodies are handled on a worker of their own
+// A phase younger than this is not judged by its progress: a connection that has just begun to
+// read has read nothing yet.
+constexpr double kProgressGraceSeconds = 1;
 
 std::string_view view(beast::string_view text) { return {text.data(), text.size()}; }
 
@@ -193,7 +197,10 @@ class Session;
 struct Shared {
   HttpLimits limits;
   HttpRoutes routes;
-  net::thread_pool* workers = nullptr;  // handling requests with a body
+  // Handling requests with a body: those of up to kSmallBody bytes, and larger ones apart, so that
+  // a small request never waits behind a megabyte being parsed.
+  net::thread_pool* workers = nullptr;
+  net::thread_pool* large_workers = nullptr;
   std::atomic<bool> stopping{false};
   std::atomic<size_t> answering{0};  // requests being handled, until their answer is built
   std::atomic<size_t> memory{0};     // held by sessions, all of them
@@ -371,7 +378,8 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     };
     if (request.body.empty()) return run_route(shared_.routes, std::move(request), respond);
-    net::post(*shared_.workers, [&routes = shared_.routes, request = std::move(request), respond]() mutable {
+    net::thread_pool& pool = request.body.size() <= kSmallBody ? *shared_.workers : *shared_.large_workers;
+    net::post(pool, [&routes = shared_.routes, request = std::move(request), respond]() mutable {
       run_route(routes, std::move(request), respond);
     });
   }
@@ -579,10 +587,13 @@ class Session : public std::enable_shared_from_this<Session> {
     phase_start_ = Clock::now();
   }
 
+  double phase_seconds(Clock::time_point now) const {
+    return std::chrono::duration<double>(now - phase_start_.load()).count();
+  }
+
   // Bytes a second moved in this phase (read for a request, written for an answer).
   double progress_rate(Clock::time_point now) const {
-    const double elapsed = std::chrono::duration<double>(now - phase_start_.load()).count();
-    return static_cast<double>(progress_.load()) / std::max(elapsed, 1e-3);
+    return static_cast<double>(progress_.load()) / std::max(phase_seconds(now), 1e-3);
   }
 
   // Makes this session hold `total` bytes of the memory budget: gives back what it holds beyond,
@@ -609,15 +620,20 @@ class Session : public std::enable_shared_from_this<Session> {
       std::lock_guard<std::mutex> lock(shared_.waiting_mutex);
       const Clock::time_point now = Clock::now();
       while (shared_.memory.load() + bytes > shared_.limits.max_memory) {
-        // The slowest that holds any memory; of equals, the one that has waited longest.
+        // The slowest that holds any memory, of those whose phase has lasted kProgressGraceSeconds
+        // when there are any; of equals, the one that has waited longest.
         auto slowest = shared_.waiting.end();
+        bool slowest_judged = false;
         double slowest_rate = 0;
         for (auto entry = shared_.waiting.begin(); entry != shared_.waiting.end(); ++entry) {
           std::shared_ptr<Session> session = entry->lock();
           if (!session || session.get() == this || session->held_.load() == 0) continue;
+          const bool judged = session->phase_seconds(now) >= kProgressGraceSeconds;
           const double rate = session->progress_rate(now);
-          if (slowest == shared_.waiting.end() || rate < slowest_rate) {
+          if (slowest == shared_.waiting.end() || (judged && !slowest_judged) ||
+              (judged == slowest_judged && rate < slowest_rate)) {
             slowest = entry;
+            slowest_judged = judged;
             slowest_rate = rate;
           }
         }
@@ -669,10 +685,12 @@ struct HttpServer::Impl {
   explicit Impl(HttpLimits limits, HttpRoutes routes)
       : acceptor(net::make_strand(context)),
         pause(acceptor.get_executor()),
-        workers(std::max<size_t>(limits.threads, 1)) {
+        workers(std::max<size_t>(limits.threads, 1)),
+        large_workers(1) {
     shared.limits = limits;
     shared.routes = std::move(routes);
     shared.workers = &workers;
+    shared.large_workers = &large_workers;
   }
 
   void accept() {
@@ -700,6 +718,7 @@ struct HttpServer::Impl {
   net::steady_timer pause;  // before accepting again after an error
   // Destroyed first (joined): a request a worker still handles posts its answer to `context`.
   net::thread_pool workers;
+  net::thread_pool large_workers;
 };
 
 HttpServer::HttpServer(HttpLimits limits, HttpRoutes routes)

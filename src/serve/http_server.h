@@ -7,8 +7,8 @@
 //   - one memory budget for what connections hold: their read buffers (headers), their bodies as
 //     the bytes arrive (an announced length reserves nothing) and the answers being written. Past
 //     it the connection that has made the least progress (bytes a second) is closed to make room,
-//     and 503 when none holds any. Only the headers the server reads are kept, and at most
-//     max_header_fields of them are accepted;
+//     and 503 when none holds any (a phase under a second old is spared while older ones remain). Only the headers the
+//     server reads are kept, and at most max_header_fields of them are accepted;
 //   - deadlines for a request's headers (from its first byte), for the whole request (headers and
 //     body), for an answer (a minimum send rate, within answer_seconds), and for the first byte of
 //     a kept-alive connection's next request;
@@ -17,7 +17,8 @@
 //     waited longest is closed) and on requests being handled at once (past it, 503); the two
 //     together are the descriptors connections can hold;
 //   - no thread per connection, and none of the network threads parses a body: requests with one
-//     are handed to a small worker pool (a JSON megabyte cannot hold up /health).
+//     are handed to a small worker pool, bodies over 64 KiB to a worker of their own (a JSON
+//     megabyte holds up neither /health nor a small request).
 // The routes and what a request means are the caller's (serve/server.cpp); this file knows nothing
 // of translation.
 #pragma once
@@ -48,7 +49,9 @@ struct HttpLimits {
   // answer_seconds; a client that reads slower is dropped.
   double min_send_rate = 64 * 1024;
   double answer_seconds = 30;
-  size_t threads = 2;  // running the connections, and as many workers handling requests with a body
+  // Running the connections, and as many workers handling requests with a body of up to 64 KiB
+  // (one more takes larger bodies).
+  size_t threads = 2;
 };
 
 struct HttpRequest {
