@@ -83,11 +83,14 @@ HttpAnswer error_answer(int status, const std::string& message) {
   return {status, "application/json", error_body(message)};
 }
 
-// The status line, the headers and the body, as they go on the wire.
+// The status line, the headers and the body, as they go on the wire. (The routes' content types
+// are constants; a line break in one would still not reach the wire.)
 std::string serialized(const HttpAnswer& answer, bool keep_alive) {
+  std::string type = answer.content_type;
+  type.erase(std::remove_if(type.begin(), type.end(), [](char c) { return c == '\r' || c == '\n'; }), type.end());
   const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(answer.status));
   std::string text = fmt::format("HTTP/1.1 {} {}\r\nServer: nmt\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
-                                 answer.status, view(reason), answer.content_type, answer.body.size());
+                                 answer.status, view(reason), type, answer.body.size());
   if (answer.status == 503) text += "Retry-After: 1\r\n";
   if (!keep_alive) text += "Connection: close\r\n";
   text += "\r\n";
@@ -123,6 +126,7 @@ class RequestParser : public http::basic_parser<true> {
   }
 
   void on_field_impl(http::field name, beast::string_view, beast::string_view value, error_code& error) override {
+    if (is_header_done()) return;  // a chunked body's trailers: read past, never kept
     if (++fields_ > max_fields_) {
       too_many_fields = true;
       error = http::error::header_limit;
@@ -277,7 +281,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_more() {
     const size_t room = std::min(kReadStep, buffer_.max_size() - buffer_.size());
-    if (room == 0) return refuse_head_size();
+    if (room == 0) return phase_ == Phase::kHead ? refuse_head_size() : refuse_long_line();
     const net::mutable_buffer space = buffer_.prepare(room);
     if (!hold(buffer_.capacity() + parser_->body.capacity()))
       return evicted_ ? close() : refuse_busy("requests being read");
@@ -379,8 +383,14 @@ class Session : public std::enable_shared_from_this<Session> {
     };
     if (request.body.empty()) return run_route(shared_.routes, std::move(request), respond);
     net::thread_pool& pool = request.body.size() <= kSmallBody ? *shared_.workers : *shared_.large_workers;
-    net::post(pool, [&routes = shared_.routes, request = std::move(request), respond]() mutable {
-      run_route(routes, std::move(request), respond);
+    net::post(pool, [self = shared_from_this(), request = std::move(request), respond]() mutable {
+      run_route(self->shared_.routes, std::move(request), respond);
+      // The body is gone with the request: its share of the budget goes back now, not when the
+      // translation is done (unless the answer, written meanwhile, has settled it already).
+      Session& session = *self;
+      net::post(session.socket_.get_executor(), [self = std::move(self)] {
+        if (self->phase_ == Phase::kHandle) self->hold(self->buffer_.capacity());
+      });
     });
   }
 
@@ -468,7 +478,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return refuse(431, "the request has over " + std::to_string(shared_.limits.max_header_fields) + " header fields");
     }
     if (parser_->repeated_host) return refuse(400, "the request has more than one Host header");
-    if (error == http::error::header_limit) return refuse_head_size();
+    if (error == http::error::header_limit) return phase_ == Phase::kHead ? refuse_head_size() : refuse_long_line();
     if (error == http::error::body_limit) return refuse_body_size();
     refuse(400, std::string(phase_ == Phase::kHead ? "malformed HTTP request (" : "malformed HTTP body (") +
                     error.message() + ")");
@@ -476,6 +486,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void refuse_head_size() {
     refuse(431, "the request line and headers are over " + std::to_string(shared_.limits.max_head_bytes) + " bytes");
+  }
+
+  // A chunk's size line, its extensions or the trailers, past max_head_bytes.
+  void refuse_long_line() {
+    refuse(400, "malformed HTTP body (a chunk line or trailers over " + std::to_string(shared_.limits.max_head_bytes) +
+                    " bytes)");
   }
 
   void refuse_body_size() {
@@ -526,12 +542,13 @@ class Session : public std::enable_shared_from_this<Session> {
     stop_waiting();
     finish();
     parser_.reset();
-    text_ = std::string();
     shared_.memory.fetch_sub(held_.exchange(0));
     timer_.cancel();
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
+    // Only now: until the socket is closed, another thread may still be sending from it.
+    text_ = std::string();
   }
 
   // --- deadlines --------------------------------------------------------------------------------
@@ -566,6 +583,9 @@ class Session : public std::enable_shared_from_this<Session> {
       while (shared_.waiting.size() > shared_.limits.max_waiting) {
         if (auto oldest = shared_.waiting.front().lock()) {
           oldest->waiting_ = false;
+          // Whatever it does next (its close is posted behind it), it closes: a session that
+          // moved on to be handled or written must not be left half-closed by the stale close.
+          oldest->evicted_ = true;
           evicted.push_back(std::move(oldest));
         }
         shared_.waiting.pop_front();
@@ -623,6 +643,7 @@ class Session : public std::enable_shared_from_this<Session> {
         // The slowest that holds any memory, of those whose phase has lasted kProgressGraceSeconds
         // when there are any; of equals, the one that has waited longest.
         auto slowest = shared_.waiting.end();
+        std::shared_ptr<Session> slowest_session;
         bool slowest_judged = false;
         double slowest_rate = 0;
         for (auto entry = shared_.waiting.begin(); entry != shared_.waiting.end(); ++entry) {
@@ -633,12 +654,13 @@ class Session : public std::enable_shared_from_this<Session> {
           if (slowest == shared_.waiting.end() || (judged && !slowest_judged) ||
               (judged == slowest_judged && rate < slowest_rate)) {
             slowest = entry;
+            slowest_session = session;
             slowest_judged = judged;
             slowest_rate = rate;
           }
         }
         if (slowest == shared_.waiting.end()) break;
-        std::shared_ptr<Session> session = slowest->lock();
+        std::shared_ptr<Session> session = std::move(slowest_session);
         // Its memory is given back here, at once; its buffers go when it closes, on its own strand.
         session->evicted_ = true;
         session->waiting_ = false;
