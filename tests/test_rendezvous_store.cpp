@@ -71,15 +71,7 @@ std::string receive(int fd, size_t size) {
 class Relay {
  public:
   Relay(int server_port, bool toward_server, size_t flip) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-    REQUIRE(::listen(listener_, 1) == 0);
-    REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
+    port_ = loopback_port(&listener_);
     thread_ = std::thread([=] { pass(server_port, toward_server, flip); });
   }
   ~Relay() {
@@ -175,14 +167,8 @@ TEST_CASE(
   RendezvousServer impostor("127.0.0.1", 0, "the impostor's secret, 0123456789");
   CHECK_THROWS_WITH(RendezvousStore("127.0.0.1", impostor.port(), kSecret, 2s),
                     Catch::Contains("refused this rank's proof"));
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  REQUIRE(::listen(listener, 1) == 0);
-  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  int listener = -1;
+  const int port = loopback_port(&listener);
   std::thread accepting([listener] {
     const int rank = ::accept(listener, nullptr, nullptr);
     receive(rank, 40);
@@ -193,7 +179,7 @@ TEST_CASE(
     receive(rank, 1);
     ::close(rank);
   });
-  CHECK_THROWS_WITH(RendezvousStore("127.0.0.1", ntohs(address.sin_port), kSecret, 2s),
+  CHECK_THROWS_WITH(RendezvousStore("127.0.0.1", port, kSecret, 2s),
                     Catch::Contains("did not prove the run's secret: another program listens there"));
   accepting.join();
   ::close(listener);

@@ -83,9 +83,9 @@ HttpAnswer error_answer(int status, const std::string& message) {
   return {status, "application/json", error_body(message)};
 }
 
-// The status line, the headers and the body, as they go on the wire. (The routes' content types
-// are constants; a line break in one would still not reach the wire.)
-std::string serialized(const HttpAnswer& answer, bool keep_alive) {
+// The status line and the headers, as they go on the wire before the body. (The routes' content
+// types are constants; a line break in one would still not reach the wire.)
+std::string answer_head(const HttpAnswer& answer, bool keep_alive) {
   std::string type = answer.content_type;
   type.erase(std::remove_if(type.begin(), type.end(), [](char c) { return c == '\r' || c == '\n'; }), type.end());
   const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(answer.status));
@@ -94,7 +94,6 @@ std::string serialized(const HttpAnswer& answer, bool keep_alive) {
   if (answer.status == 503) text += "Retry-After: 1\r\n";
   if (!keep_alive) text += "Connection: close\r\n";
   text += "\r\n";
-  text += answer.body;
   return text;
 }
 
@@ -409,47 +408,50 @@ class Session : public std::enable_shared_from_this<Session> {
     if (phase_ == Phase::kClosed) return finish();
     finish();  // the answer is built: its request's place among those handled goes
     if (refusal || shared_.stopping) keep_alive_ = false;
-    text_ = serialized(answer, keep_alive_);
-    answer = {};
+    head_ = answer_head(answer, keep_alive_);
     // A refusal is small, and written whatever the budget says.
-    if (!hold(buffer_.capacity() + text_.size()) && !refusal) {
+    if (!hold(buffer_.capacity() + head_.size() + answer.body.size()) && !refusal) {
       if (evicted_) return close();
-      spdlog::debug("503: no memory left for an answer of {} bytes", text_.size());
+      spdlog::debug("503: no memory left for an answer of {} bytes", answer.body.size());
       keep_alive_ = false;
       refusal = true;
-      text_ = serialized(error_answer(503,
-                                      "the server is busy (too many answers being written): try again in a "
-                                      "moment"),
-                         false);
+      answer = error_answer(503, "the server is busy (too many answers being written): try again in a moment");
+      head_ = answer_head(answer, keep_alive_);
     }
+    body_ = std::move(answer.body);
     phase_ = Phase::kWrite;
     start_waiting();
     start_phase();
     const double limit =
         refusal ? kRefusalSeconds
                 : std::min(shared_.limits.answer_seconds,
-                           kSendGraceSeconds + static_cast<double>(text_.size()) / shared_.limits.min_send_rate);
+                           kSendGraceSeconds + static_cast<double>(answer_bytes()) / shared_.limits.min_send_rate);
     arm(seconds(limit));
     write_more(refusal);
   }
 
+  size_t answer_bytes() const { return head_.size() + body_.size(); }
+
   void write_more(bool refusal) {
     const size_t sent = progress_;
-    socket_.async_write_some(net::buffer(text_.data() + sent, text_.size() - sent),
-                             [self = shared_from_this(), refusal](error_code error, size_t count) {
-                               self->progress_ += count;
-                               if (error || self->phase_ == Phase::kClosed) {
-                                 self->disarm();
-                                 return self->close();
-                               }
-                               if (self->progress_ < self->text_.size()) return self->write_more(refusal);
-                               self->disarm();
-                               self->written(refusal);
-                             });
+    const size_t in_body = sent > head_.size() ? sent - head_.size() : 0;
+    const std::array<net::const_buffer, 2> rest{net::buffer(head_) + std::min(sent, head_.size()),
+                                                net::buffer(body_) + in_body};
+    socket_.async_write_some(rest, [self = shared_from_this(), refusal](error_code error, size_t count) {
+      self->progress_ += count;
+      if (error || self->phase_ == Phase::kClosed) {
+        self->disarm();
+        return self->close();
+      }
+      if (self->progress_ < self->answer_bytes()) return self->write_more(refusal);
+      self->disarm();
+      self->written(refusal);
+    });
   }
 
   void written(bool refusal) {
-    text_ = std::string();
+    head_ = std::string();
+    body_ = std::string();
     buffer_.shrink_to_fit();
     hold(buffer_.capacity());
     if (refusal || !keep_alive_) return linger();
@@ -547,8 +549,9 @@ class Session : public std::enable_shared_from_this<Session> {
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
-    // Only now: until the socket is closed, another thread may still be sending from it.
-    text_ = std::string();
+    // Only now: until the socket is closed, another thread may still be sending from them.
+    head_ = std::string();
+    body_ = std::string();
   }
 
   // --- deadlines --------------------------------------------------------------------------------
@@ -680,7 +683,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;  // bytes read and not yet parsed
   Shared& shared_;
   std::optional<RequestParser> parser_;
-  std::string text_;           // the answer being written
+  std::string head_;           // the answer being written: its status line and headers
+  std::string body_;           // and its body
   net::any_io_executor work_;  // tracks outstanding work while the routes make the answer
   std::shared_ptr<std::string> continue_;
   std::array<char, 16384> drop_buffer_{};
