@@ -287,7 +287,7 @@ TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint
   CommandResult kept = run_nmt("translate --model " + model_dir + " --checkpoint " + model_dir +
                                "/step-00000004.ckpt --checkpoint " + model_dir + "/step-00000006.ckpt" + decode);
   CHECK(kept.status == 0);
-  const std::string score = " --src " + input + " --ref " + input + " --beam-size 2 --max-length 8 --json";
+  const std::string score = " --src " + input + " --ref " + input + " --beam-size 2 --max-length 8 --json --quiet";
   CommandResult evaluated = run_nmt("evaluate --model " + model_dir + score);
   CommandResult evaluated_twice = run_nmt("evaluate --model " + model_dir + " --model " + model_dir + score);
   REQUIRE(evaluated.status == 0);

@@ -258,7 +258,9 @@ std::vector<Translation> translate_continuously(const TranslationModels& models,
     }
   }
   const bool backwards = models.ensemble().members().front()->options().reverse_target;
-  for (Translation& translation : translations) finish_translation(translation, models.target_vocabulary(), backwards);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    finish_translation(translations[i], lines[i], models.target_vocabulary(), search, backwards);
+  }
   return translations;
 }
 
@@ -271,8 +273,8 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
   const TranslationModels models = load_models(options, device);
   const TranslationModel& model = models.members.front();
   const std::vector<std::string> lines = read_lines(input);
-  Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching, device,
-                        models.shortlist);
+  Translator translator(models.ensemble(), model.source_vocabulary, model.target_vocabulary, search, batching,
+                        options.text, device, models.shortlist);
   if (continuous && (!ContinuousGreedy::supports(models.ensemble(), search, device) || batching.batch_in_tokens)) {
     throw std::invalid_argument(
         "--continuous takes greedy search without attention weights, on the CPU, with --batch-size in sentences");

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "text/sentences.h"
+
 namespace nmt {
 
 ModelOptions model_options_from_entries(const std::vector<std::pair<std::string, std::string>>& entries) {
@@ -41,6 +43,11 @@ void validate(const ModelOptions& model) {
   require(model.attention_positions >= 1, "attention-positions", "must be at least 1");
   require(model.dropout >= 0 && model.dropout < 1, "dropout", "must be in [0, 1)");
   require(model.word_dropout >= 0 && model.word_dropout < 1, "word-dropout", "must be in [0, 1)");
+  for (const auto& [key, language] :
+       {std::pair{"source-language", &model.source_language}, std::pair{"target-language", &model.target_language}}) {
+    const std::string problem = language_problem(*language);
+    require(problem.empty(), key, problem);
+  }
   require(!model.tie_embeddings || model.embedding_size == model.decoder_hidden_size, "tie-embeddings",
           "needs embedding-size == decoder-hidden-size (" + std::to_string(model.embedding_size) + " vs " +
               std::to_string(model.decoder_hidden_size) + ")");

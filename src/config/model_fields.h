@@ -44,6 +44,11 @@ void visit_model_fields(Visitor& visit, Options& model) {
   visit("reverse-target", model.reverse_target,
         "a right-to-left model: trained on the target read backwards, its outputs turned around (for reranking)",
         fixed);
+  visit("source-language", model.source_language,
+        "ISO 639 code of the source language (de, en, ...): translate splits lines into sentences by its rules; "
+        "\"\": the training source's file extension when it is one (train.de: de)");
+  visit("target-language", model.target_language,
+        "ISO 639 code of the target language; \"\": the training target's file extension when it is one");
 }
 
 // The model options among stored configuration entries (other keys are ignored); throws

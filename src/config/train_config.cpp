@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include "config/fields.h"
 #include "config/model_fields.h"
 #include "text/corpus_mix.h"
+#include "text/sentences.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -117,6 +119,19 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
   CLI::App app;
   add_train_options(app, config);
   parse_entries(app, entries);
+  return config;
+}
+
+TrainConfig with_languages(TrainConfig config) {
+  const auto from_extension = [](std::string& language, const std::string& corpora) {
+    if (!language.empty() || corpora.empty()) return;
+    const std::string extension = std::filesystem::path(split_commas(corpora).front()).extension().string();
+    if (extension.size() > 1 && is_language_code(std::string_view(extension).substr(1))) {
+      language = extension.substr(1);
+    }
+  };
+  from_extension(config.model.source_language, config.train_source);
+  from_extension(config.model.target_language, config.train_target);
   return config;
 }
 

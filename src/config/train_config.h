@@ -90,6 +90,10 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
 // Checks ranges and combinations; throws std::invalid_argument naming the key.
 void validate(const TrainConfig& config);
 
+// `config` with an empty source-language (target-language) set to the extension of the first
+// train-source (train-target) entry when that is a language code (train.de: de); otherwise as is.
+TrainConfig with_languages(TrainConfig config);
+
 // The keys a resumed run must keep (OnResume::kFixed): the corpus, vocabulary and batching keys,
 // the seed and the network's shapes.
 std::vector<std::string> keys_fixed_on_resume();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/fields.h"
+#include "text/sentences.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -17,8 +18,10 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
   SearchOptions& search = options.search;
   visit("beam-size", search.beam_size, "beam size (1 = greedy search)");
   visit("length-penalty", search.length_penalty, "GNMT length penalty alpha (0 = none)");
-  visit("max-length-ratio", search.max_length_ratio, "output stops at ratio * source length + 10");
-  visit("max-length", search.max_length, "absolute cap on output tokens");
+  visit("max-length-ratio", search.max_length_ratio,
+        "a sentence's output stops at ratio x its source subwords (EOS included) + 10 subwords");
+  visit("max-output-length", search.max_length,
+        "a sentence's output stops at this many subwords, whatever its length (not training's max-length)");
   visit("ban-unk", Flag{search.ban_unk}, "never produce <unk>");
   visit("sampling", Flag{search.sampling}, "draw each output token from the model's distribution (no beam)");
   visit("sampling-topk", search.sampling_topk, "sample from the k most probable tokens (0 = all; turns sampling on)");
@@ -27,11 +30,16 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
   visit("sampling-temperature", search.sampling_temperature,
         "sample from p^(1/T), renormalised (1 = as is; any other value turns sampling on)");
   visit("seed", search.seed, "seed of the draws when sampling: the same seed, input and batches draw the same");
+  visit("split-sentences", options.text.split_sentences,
+        "yes: cut each line into sentences (ICU's rules for the source language), translate them, and join their "
+        "translations with the line's spacing; no: a line is one sentence");
+  visit("source-language", options.text.source_language,
+        "ISO 639 code of the input's language, for the sentence rules (\"\": the model's source-language key)");
   visit("batch-size", options.batching.batch_size, "sentences (or tokens) per batch");
   visit("batch-type", Choice<std::string>{options.batch_type, {"sentences", "tokens"}}, "unit of --batch-size");
   visit("max-search-memory", options.batching.max_search_memory,
         "MiB one batch's search may hold (beams x sentences x vocabulary); larger batches are cut");
-  visit("quiet", Flag{options.quiet}, "no progress line on stderr");
+  visit("quiet", Flag{options.quiet}, "no progress line and no warnings of output caps on stderr (errors still come)");
   visit("threads", options.threads, "CPU threads (0 = number of cores)");
   visit("device", options.device, "cpu, cuda, or cuda:N (GPU N of those CUDA_VISIBLE_DEVICES shows)");
 }
@@ -46,6 +54,8 @@ void check_device_option(CLI::App& command) {
 void add_translate_options(CLI::App& command, TranslateOptions& options) {
   OptionAdder adder{command};
   visit_translate_fields(adder, options);
+  // The output cap's older name, from when it shared it with training's max-length.
+  command.add_option("--max-length", options.search.max_length, "")->group("");
   check_device_option(command);
   command.add_option("--checkpoint", options.checkpoints,
                      "best (default), last, or a checkpoint path; several make an ensemble: one per --model, or "
@@ -68,7 +78,7 @@ void validate(const SearchOptions& options) {
   if (options.beam_size < 1) throw std::invalid_argument("--beam-size must be at least 1");
   if (options.length_penalty < 0) throw std::invalid_argument("--length-penalty must be >= 0 (0 = none)");
   if (options.max_length_ratio <= 0) throw std::invalid_argument("--max-length-ratio must be > 0");
-  if (options.max_length < 1) throw std::invalid_argument("--max-length must be at least 1");
+  if (options.max_length < 1) throw std::invalid_argument("--max-output-length must be at least 1");
   if (options.sampling_topk < 0) throw std::invalid_argument("--sampling-topk must be >= 0 (0 = all tokens)");
   if (!(options.sampling_topp > 0 && options.sampling_topp <= 1)) {
     throw std::invalid_argument("--sampling-topp must be in (0, 1] (1 = all tokens)");
@@ -80,6 +90,12 @@ void validate(const SearchOptions& options) {
   if (options.n_best < 1 || options.n_best > options.beam_size) {
     throw std::invalid_argument("--n-best must be between 1 and --beam-size (" + std::to_string(options.beam_size) +
                                 ")");
+  }
+}
+
+void validate(const TextOptions& options) {
+  if (const std::string problem = language_problem(options.source_language); !problem.empty()) {
+    throw std::invalid_argument("--source-language " + problem);
   }
 }
 

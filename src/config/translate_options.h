@@ -14,10 +14,12 @@ class App;
 namespace nmt {
 
 struct SearchOptions {
-  int beam_size = 5;              // 1 = greedy
-  double length_penalty = 1.0;    // GNMT alpha: score / ((5 + |y|) / 6)^alpha; 0 = none
-  double max_length_ratio = 2.0;  // output stops at ratio * source length + 10 ...
-  int max_length = 250;           // ... and never exceeds this many tokens
+  int beam_size = 5;            // 1 = greedy
+  double length_penalty = 1.0;  // GNMT alpha: score / ((5 + |y|) / 6)^alpha; 0 = none
+  // The output caps of a sentence of S source subwords (EOS counted): min(ratio * S + 10,
+  // max_length) output subwords; a search that reaches them ends there (Translation::capped).
+  double max_length_ratio = 2.0;  // --max-length-ratio
+  int max_length = 250;           // --max-output-length (also --max-length, its older name)
   int n_best = 1;                 // hypotheses returned per sentence (<= beam_size)
   bool ban_unk = false;           // never produce <unk>
   bool return_attention = false;  // keep the attention matrix of each returned hypothesis
@@ -39,12 +41,21 @@ struct BatchingOptions {
   int max_search_memory = 1024;  // MiB one batch's search may hold; larger batches are cut (search/memory.h)
 };
 
+// How input lines become the sentences the model translates (text/sentences.h).
+struct TextOptions {
+  // Each line cut into sentences by ICU's rules for the source language; the sentences of a batch
+  // are translated together and each line's translations joined with the line's own spacing.
+  bool split_sentences = true;
+  std::string source_language;  // an ISO 639 code; "": the model's source-language key
+};
+
 // Everything that says how a model translates: which checkpoint, search, batching, threads.
 struct TranslateOptions {
   std::vector<std::string> models;       // model directories (from nmt train); several: an ensemble
   std::vector<std::string> checkpoints;  // best, last, or paths (inference/model.h); empty: best
   SearchOptions search;
   BatchingOptions batching;
+  TextOptions text;
   std::string batch_type = "sentences";  // unit of batch_size: sentences | tokens
   int threads = 0;                       // 0 = number of cores
   std::string device = "cpu";            // cpu | cuda | cuda:N
@@ -63,5 +74,6 @@ void check_device_option(CLI::App& command);
 // Throws std::invalid_argument naming the option.
 void validate(const SearchOptions& options);
 void validate(const BatchingOptions& options);
+void validate(const TextOptions& options);
 
 }  // namespace nmt

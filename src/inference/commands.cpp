@@ -1,5 +1,6 @@
 #include "inference/commands.h"
 
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -57,12 +58,37 @@ TranslationModels load(const TranslateOptions& options) {
   return load_models(options, parse_device(options.device));
 }
 
+// Warns of the lines of `input` (lines[0] being its line first_line + 1) with a sentence whose
+// search stopped at an output cap: the first few by name and line, then how many more. Not with
+// --quiet.
+void warn_of_caps(const std::vector<Translation>& translations, const std::string& input, size_t first_line,
+                  const TranslateOptions& options) {
+  if (options.quiet) return;
+  const SearchOptions& search = options.search;
+  constexpr size_t kNamed = 5;
+  size_t lines = 0;
+  for (size_t i = 0; i < translations.size(); ++i) {
+    const Translation& translation = translations[i];
+    if (translation.capped.empty()) continue;
+    if (++lines > kNamed) continue;
+    const std::string which = translation.sentences.size() > 1
+                                  ? std::to_string(translation.capped.size()) + " of its " +
+                                        std::to_string(translation.sentences.size()) + " sentences were"
+                                  : "its translation was";
+    spdlog::warn(
+        "{}:{}: {} cut at the output cap (--max-length-ratio {} x source subwords + 10, at most "
+        "--max-output-length {}) before it ended: raise them to let it finish",
+        input, first_line + i + 1, which, search.max_length_ratio, search.max_length);
+  }
+  if (lines > kNamed) spdlog::warn("{}: {} more lines were cut at the output cap", input, lines - kNamed);
+}
+
 // `progress`: as TranslateJob's; empty, a progress line on a terminal.
 std::vector<Translation> translate_lines(const TranslateOptions& options, const TranslationModels& models,
                                          const std::vector<std::string>& lines, const TargetGuides& guides = {},
                                          const std::function<void(size_t)>& progress = {}) {
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
-                        options.batching, parse_device(options.device), models.shortlist);
+                        options.batching, options.text, parse_device(options.device), models.shortlist);
   return translator.translate(lines, progress ? progress : progress_reporter(lines.size(), options.quiet), guides);
 }
 
@@ -72,7 +98,7 @@ std::vector<Translation> translate_lines(const TranslateOptions& options, const 
 void translate_stream(const TranslateOptions& options, const TranslationModels& models, const OutputOptions& outputs,
                       const TargetGuides& guides, std::ostream& out) {
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), options.search,
-                        options.batching, parse_device(options.device), models.shortlist);
+                        options.batching, options.text, parse_device(options.device), models.shortlist);
   // At most enough lines for a few batches on every thread: a long piped file keeps its speed.
   const size_t most = static_cast<size_t>(options.batching.batch_in_tokens ? 64 : options.batching.batch_size) *
                       static_cast<size_t>(std::max(1, torch::get_num_threads())) * 4;
@@ -91,6 +117,7 @@ void translate_stream(const TranslateOptions& options, const TranslationModels& 
       part->first_line = done;
     }
     const std::vector<Translation> translations = translator.translate(lines, {}, group);
+    warn_of_caps(translations, "standard input", done, options);
     out << format_translations(lines, translations, models.target_vocabulary(), "stdin", options.search.n_best, outputs,
                                done);
     flush_standard_output(out);
@@ -273,6 +300,7 @@ void translate_inputs(const TranslateJob& job, const TranslationModels& models, 
     }
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
     const std::vector<Translation> translations = translate_lines(options, models, lines, guides, job.progress);
+    warn_of_caps(translations, input == "-" ? "standard input" : input, 0, options);
     const std::string stem = output_stem(input);
     const std::string text =
         format_translations(lines, translations, models.target_vocabulary(), stem, options.search.n_best, outputs);
@@ -301,7 +329,9 @@ void evaluate_files(EvaluateJob job, std::ostream& out) {
     const std::vector<std::string> sources = read_lines(job.source_file);
     require_same_line_count(job.source_file, sources.size(), job.reference_files.front(), references.front().size());
     const TranslationModels models = load(job.translate);
-    hypotheses = best_texts(translate_lines(job.translate, models, sources));
+    const std::vector<Translation> translations = translate_lines(job.translate, models, sources);
+    warn_of_caps(translations, job.source_file, 0, job.translate);
+    hypotheses = best_texts(translations);
     hypothesis_name = "translation of " + job.source_file;
     if (!job.output.empty()) {
       std::string text;

@@ -91,7 +91,7 @@ std::vector<std::string> translate(const SynthesizeJob& job, const std::vector<s
   const torch::Device device = parse_device(job.options.device);
   const TranslationModels models = load_models(job.options, device);
   Translator translator(models.ensemble(), models.source_vocabulary(), models.target_vocabulary(), job.options.search,
-                        job.options.batching, device, models.shortlist);
+                        job.options.batching, job.options.text, device, models.shortlist);
   std::vector<std::string> firsts;
   for (Translation& translation : translator.translate(lines, progress_reporter(lines.size(), job.options.quiet))) {
     firsts.push_back(translation.texts.empty() ? "" : std::move(translation.texts.front()));

@@ -65,6 +65,10 @@ struct ModelOptions {
   double word_dropout = 0.0;  // source and target input positions (model/word_dropout.h)
   bool tie_embeddings = false;
   bool reverse_target = false;  // a right-to-left model: trained on, and writing, the target backwards
+  // ISO 639 codes of the languages (text/sentences.h splits the source by the source's rules); ""
+  // when not known, as in models trained before these keys.
+  std::string source_language;
+  std::string target_language;
 
   EncoderOptions encoder(int64_t source_vocab_size) const {
     EncoderOptions options;

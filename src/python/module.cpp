@@ -152,6 +152,11 @@ void bind_translator(py::module_& module) {
       .def_readonly("n_best", &PyTranslation::n_best, "the hypotheses, best first (empty for an empty sentence)")
       .def_readonly("source_tokens", &PyTranslation::source_tokens,
                     "the source subwords and '</s>': the attention's columns")
+      .def_readonly("sentences", &PyTranslation::sentences,
+                    "what was translated: the text's sentences (split_sentences), or the text itself")
+      .def_readonly("capped", &PyTranslation::capped,
+                    "indices into sentences of those whose translation stopped at an output cap (max_length_ratio, "
+                    "max_output_length) before it ended")
       .def_property_readonly(
           "text", [best](const PyTranslation& t) { return best(t) ? best(t)->text : std::string(); },
           "the best translation ('' for an empty sentence)")

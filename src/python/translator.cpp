@@ -98,6 +98,8 @@ PyTranslation to_python(const Translation& translation, const Vocabulary& target
   PyTranslation result;
   result.source_tokens = translation.source_pieces;
   result.source_tokens.emplace_back("</s>");
+  result.sentences = translation.sentences;
+  result.capped = translation.capped;
   for (size_t k = 0; k < translation.hypotheses.size(); ++k) {
     const Hypothesis& hypothesis = translation.hypotheses[k];
     PyHypothesis entry;
@@ -175,7 +177,7 @@ std::vector<PyTranslation> PyTranslator::translate_batch(const std::vector<std::
   std::vector<Translation> translations;
   run_interruptible(interruption, [&] {
     Translator translator(models_.ensemble(), models_.source_vocabulary(), models_.target_vocabulary(), options.search,
-                          options.batching, parse_device(options.device), models_.shortlist);
+                          options.batching, options.text, parse_device(options.device), models_.shortlist);
     translations = translator.translate(
         sentences,
         [&interruption](size_t) {
@@ -261,7 +263,8 @@ std::vector<SearchOption> search_options() {
   std::vector<SearchOption> result;
   for (const CLI::Option* option : app.get_options()) {
     std::string name = option->get_name();
-    if (name.rfind("--", 0) != 0 || name == "--help") continue;
+    // Hidden options (an older name, such as --max-length) are not offered as keywords.
+    if (name.rfind("--", 0) != 0 || name == "--help" || option->get_group().empty()) continue;
     name = name.substr(2);
     std::replace(name.begin(), name.end(), '-', '_');
     if (!translator_key(name).empty()) continue;

@@ -29,6 +29,8 @@ struct PyHypothesis {
 struct PyTranslation {
   std::vector<PyHypothesis> n_best;        // empty for an empty input line
   std::vector<std::string> source_tokens;  // the source subwords and "</s>" (the attention's columns)
+  std::vector<std::string> sentences;      // what was translated: the text's sentences, or the text
+  std::vector<size_t> capped;              // indices of those cut at an output cap
 };
 
 // One pair's forced-decoding score, as `nmt score` gives it.

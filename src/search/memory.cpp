@@ -73,7 +73,7 @@ std::vector<std::vector<int64_t>> split_for_memory(const std::vector<int64_t>& b
           "one sentence of " + std::to_string(length) + " subwords at --beam-size " +
           std::to_string(options.beam_size) + " needs about " + std::to_string(sentence_bytes / kMiB + 1) +
           " MiB for its search, more than " + "--max-search-memory " + std::to_string(max_bytes / kMiB) +
-          ": lower --beam-size, --max-length or --max-length-ratio, or raise --max-search-memory");
+          ": lower --beam-size, --max-output-length or --max-length-ratio, or raise --max-search-memory");
     }
     const auto fits = static_cast<size_t>(max_bytes / sentence_bytes);
     const size_t end = std::min(batch.size(), start + fits);

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <numeric>
 
@@ -35,10 +36,85 @@ void turn_around(Hypothesis& hypothesis) {
                                      hypothesis.attention.narrow(0, tokens, hypothesis.attention.size(0) - tokens)});
 }
 
+// Hypothesis `k` of a line from those of its sentences (Translation's comment).
+Hypothesis join_hypotheses(const std::vector<Translation>& sentences, size_t k) {
+  Hypothesis joined;
+  bool attention = true;
+  int64_t rows = 0, columns = 1;  // the line's EOS column
+  for (const Translation& sentence : sentences) {
+    if (sentence.hypotheses.empty()) continue;
+    const Hypothesis& own = sentence.hypotheses[std::min(k, sentence.hypotheses.size() - 1)];
+    joined.tokens.insert(joined.tokens.end(), own.tokens.begin(), own.tokens.end());
+    joined.log_probability += own.log_probability;
+    joined.score += own.score;
+    attention = attention && own.attention.defined();
+    rows += static_cast<int64_t>(own.tokens.size());
+    columns += static_cast<int64_t>(sentence.source_pieces.size());
+  }
+  if (!attention) return joined;
+  // The last sentence's EOS row (when its search ended with EOS) is the line's.
+  const Translation* last = nullptr;
+  for (const Translation& sentence : sentences) {
+    if (!sentence.hypotheses.empty()) last = &sentence;
+  }
+  if (last == nullptr) return joined;
+  const Hypothesis& last_own = last->hypotheses[std::min(k, last->hypotheses.size() - 1)];
+  const bool eos_row = last_own.attention.size(0) > static_cast<int64_t>(last_own.tokens.size());
+  joined.attention = torch::zeros({rows + (eos_row ? 1 : 0), columns}, torch::kFloat32);
+  int64_t row = 0, column = 0;
+  for (const Translation& sentence : sentences) {
+    if (sentence.hypotheses.empty()) continue;
+    const Hypothesis& own = sentence.hypotheses[std::min(k, sentence.hypotheses.size() - 1)];
+    const auto pieces = static_cast<int64_t>(sentence.source_pieces.size());
+    const int64_t own_rows = static_cast<int64_t>(own.tokens.size()) + (&sentence == last && eos_row ? 1 : 0);
+    const torch::Tensor weights = own.attention.to(torch::kFloat32).narrow(0, 0, own_rows);
+    joined.attention.narrow(0, row, own_rows).narrow(1, column, pieces).copy_(weights.narrow(1, 0, pieces));
+    joined.attention.narrow(0, row, own_rows).select(1, columns - 1).copy_(weights.select(1, pieces));
+    row += own_rows;
+    column += pieces;
+  }
+  return joined;
+}
+
 }  // namespace
 
+Translation join_translations(const SplitLine& split, std::vector<Translation> sentences) {
+  if (sentences.size() != split.sentences.size()) {
+    throw std::invalid_argument("join_translations: one translation per sentence");
+  }
+  Translation line;
+  if (sentences.size() == 1 && split.gaps.front().empty() && split.gaps.back().empty()) return std::move(sentences[0]);
+  size_t n_best = 0;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    Translation& sentence = sentences[i];
+    line.source_pieces.insert(line.source_pieces.end(), sentence.source_pieces.begin(), sentence.source_pieces.end());
+    line.sentences.push_back(split.sentences[i]);
+    if (!sentence.capped.empty()) line.capped.push_back(i);
+    n_best = std::max(n_best, sentence.hypotheses.size());
+  }
+  for (size_t k = 0; k < n_best; ++k) {
+    line.hypotheses.push_back(join_hypotheses(sentences, k));
+    std::vector<std::string> texts;
+    for (const Translation& sentence : sentences) {
+      texts.push_back(sentence.texts.empty() ? "" : sentence.texts[std::min(k, sentence.texts.size() - 1)]);
+    }
+    line.texts.push_back(join_sentences(split, texts));
+  }
+  return line;
+}
+
+std::shared_ptr<const SentenceSplitter> sentence_splitter(const std::string& language) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const SentenceSplitter>> made;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<const SentenceSplitter>& splitter = made[language];
+  if (!splitter) splitter = std::make_shared<const SentenceSplitter>(language);
+  return splitter;
+}
+
 Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
-                       BatchingOptions batching, torch::Device device, std::shared_ptr<const Shortlist> shortlist)
+                       BatchingOptions batching, const TextOptions& text, torch::Device device,
+                       std::shared_ptr<const Shortlist> shortlist)
     : model_(std::move(model)),
       source_vocabulary_(std::move(source_vocabulary)),
       target_vocabulary_(std::move(target_vocabulary)),
@@ -48,7 +124,15 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
       shortlist_(std::move(shortlist)) {
   validate(search_);
   validate(batching_);
+  validate(text);
   check_beam_fits_vocabulary(target_vocabulary_.size(), rows_per_sentence(search_));
+  splitter_ = text_splitter(text, model_);
+}
+
+std::shared_ptr<const SentenceSplitter> text_splitter(const TextOptions& text, const Ensemble& model) {
+  if (!text.split_sentences) return nullptr;
+  return sentence_splitter(text.source_language.empty() ? model.members().front()->options().source_language
+                                                        : text.source_language);
 }
 
 // Batches of `order` (longest source first) by --batch-size, each cut further so that its search
@@ -107,7 +191,7 @@ bool LineGuide::given() const {
   return std::any_of(lines.begin(), lines.end(), [](const std::string& line) { return !line.empty(); });
 }
 
-std::string LineGuide::where(size_t index) const { return name + ":" + std::to_string(first_line + index + 1); }
+std::string LineGuide::where(size_t index) const { return name + ":" + std::to_string(number(index)); }
 
 SentenceConstraints encode_constraints(const std::string& line, const Vocabulary& target_vocabulary, bool backwards,
                                        int64_t prefix_tokens, int64_t limit, const std::string& where) {
@@ -135,7 +219,7 @@ SentenceConstraints encode_constraints(const std::string& line, const Vocabulary
     throw std::invalid_argument(where + ": the constraints have " + std::to_string(tokens) + " subwords" +
                                 (prefix_tokens > 0 ? " and the prefix " + std::to_string(prefix_tokens) : "") +
                                 " but this sentence's output ends at " + std::to_string(limit) +
-                                ": shorten them (or raise --max-length-ratio / --max-length)");
+                                ": shorten them (or raise --max-length-ratio / --max-output-length)");
   }
   return phrases;
 }
@@ -143,14 +227,84 @@ SentenceConstraints encode_constraints(const std::string& line, const Vocabulary
 std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
                                                const std::function<void(size_t)>& progress, const TargetGuides& guides,
                                                std::vector<std::vector<int64_t>> subwords) {
-  if (!subwords.empty() && subwords.size() != lines.size()) {
-    throw std::invalid_argument("Translator::translate: one list of subwords per line, or none");
-  }
   for (const LineGuide* guide : {&guides.prefixes, &guides.constraints}) {
     if (!guide->lines.empty() && guide->lines.size() != lines.size()) {
       throw std::invalid_argument(guide->name + " has " + std::to_string(guide->lines.size()) + " lines for " +
                                   std::to_string(lines.size()) + " input lines: give one per line");
     }
+  }
+  if (!splitter_) return translate_sentences(lines, progress, guides, std::move(subwords));
+  SentencePlan plan = plan_sentences(splitter_.get(), lines, guides, std::move(subwords), source_vocabulary_);
+  std::function<void(size_t)> line_progress;
+  if (progress) line_progress = [&](size_t done) { progress(plan.lines_done(done)); };
+  return join_lines(plan, translate_sentences(plan.sentences, line_progress, plan.guides, std::move(plan.subwords)));
+}
+
+size_t SentencePlan::lines_done(size_t sentences_done) const {
+  return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), sentences_done) - first.begin()) - 1;
+}
+
+SentencePlan plan_sentences(const SentenceSplitter* splitter, const std::vector<std::string>& lines,
+                            const TargetGuides& guides, std::vector<std::vector<int64_t>> subwords,
+                            const Vocabulary& source_vocabulary) {
+  if (!subwords.empty() && subwords.size() != lines.size()) {
+    throw std::invalid_argument("plan_sentences: one list of subwords per line, or none");
+  }
+  SentencePlan plan;
+  plan.splits.resize(lines.size());
+  plan.first.assign(lines.size() + 1, 0);
+  plan.guides = TargetGuides{{{}, guides.prefixes.name, guides.prefixes.first_line},
+                             {{}, guides.constraints.name, guides.constraints.first_line}};
+  const auto guided = [&](const LineGuide& guide, size_t i) {
+    return !guide.lines.empty() && i < guide.lines.size() && !guide.lines[i].empty();
+  };
+  for (size_t i = 0; i < lines.size(); ++i) {
+    plan.first[i] = plan.sentences.size();
+    SplitLine& split = plan.splits[i];
+    if (splitter == nullptr || guided(guides.prefixes, i) || guided(guides.constraints, i)) {
+      split = SplitLine{{lines[i]}, {"", ""}};  // a prefix or constraints belong to the whole line
+    } else {
+      try {
+        split = splitter->split(lines[i]);
+      } catch (const std::invalid_argument& error) {
+        throw std::invalid_argument("line " + std::to_string(i + 1) + " " + error.what());
+      }
+    }
+    const bool whole = split.sentences.size() == 1;  // its subwords are the line's
+    for (const std::string& sentence : split.sentences) {
+      plan.sentences.push_back(sentence);
+      if (!subwords.empty())
+        plan.subwords.push_back(whole ? std::move(subwords[i]) : source_vocabulary.encode(sentence));
+      for (auto [all, part] : {std::pair{&guides.prefixes, &plan.guides.prefixes},
+                               std::pair{&guides.constraints, &plan.guides.constraints}}) {
+        if (all->lines.empty()) continue;
+        part->lines.push_back(whole && i < all->lines.size() ? all->lines[i] : "");
+        part->line_of.push_back(all->line_of.empty() ? i : all->line_of[i]);
+      }
+    }
+  }
+  plan.first[lines.size()] = plan.sentences.size();
+  return plan;
+}
+
+std::vector<Translation> join_lines(const SentencePlan& plan, std::vector<Translation> sentences) {
+  if (sentences.size() != plan.sentences.size())
+    throw std::invalid_argument("join_lines: one translation per sentence");
+  std::vector<Translation> lines(plan.splits.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<Translation> own(std::make_move_iterator(sentences.begin() + plan.first[i]),
+                                 std::make_move_iterator(sentences.begin() + plan.first[i + 1]));
+    lines[i] = join_translations(plan.splits[i], std::move(own));
+  }
+  return lines;
+}
+
+std::vector<Translation> Translator::translate_sentences(const std::vector<std::string>& lines,
+                                                         const std::function<void(size_t)>& progress,
+                                                         const TargetGuides& guides,
+                                                         std::vector<std::vector<int64_t>> subwords) {
+  if (!subwords.empty() && subwords.size() != lines.size()) {
+    throw std::invalid_argument("Translator::translate: one list of subwords per line, or none");
   }
   const LineGuide& prefixes = guides.prefixes;
   const bool constrained = guides.constraints.given();
@@ -177,9 +331,9 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     if (!prefixes.lines.empty()) targets_start[i] = target_vocabulary_.encode(prefixes.lines[i]);
     if (static_cast<int64_t>(targets_start[i].size()) >= limit) {
       throw std::invalid_argument(prefixes.where(i) + ": the prefix has " + std::to_string(targets_start[i].size()) +
-                                  " subwords but the output of line " + std::to_string(prefixes.first_line + i + 1) +
+                                  " subwords but the output of line " + std::to_string(prefixes.number(i)) +
                                   " ends at " + std::to_string(limit) +
-                                  ": shorten it, or raise --max-length-ratio or --max-length");
+                                  ": shorten it, or raise --max-length-ratio or --max-output-length");
     }
     if (constrained) {
       constraints[i] =
@@ -239,7 +393,9 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
   } else {
     run_in_parallel(workers, batches.size(), translate_batch);
   }
-  for (auto& translation : translations) finish_translation(translation, target_vocabulary_, backwards);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    finish_translation(translations[i], lines[i], target_vocabulary_, search_, backwards);
+  }
   if (was_training) model_.train(true);
   return translations;
 }
@@ -257,11 +413,17 @@ std::vector<int64_t> source_ids(std::vector<int64_t> ids, const Vocabulary& sour
   return ids;
 }
 
-void finish_translation(Translation& translation, const Vocabulary& target_vocabulary, bool backwards) {
+void finish_translation(Translation& translation, const std::string& sentence, const Vocabulary& target_vocabulary,
+                        const SearchOptions& search, bool backwards) {
   for (auto& hypothesis : translation.hypotheses) {
     if (backwards) turn_around(hypothesis);
     translation.texts.push_back(target_vocabulary.decode(hypothesis.tokens));
   }
+  if (translation.hypotheses.empty()) return;  // an empty line
+  translation.sentences = {sentence};
+  // A search ends at its cap with `limit` tokens and no EOS; one that ends by itself, sooner.
+  const int64_t limit = max_output_length(static_cast<int64_t>(translation.source_pieces.size()) + 1, search);
+  if (static_cast<int64_t>(translation.hypotheses[0].tokens.size()) >= limit) translation.capped = {0};
 }
 
 std::vector<std::string> best_texts(const std::vector<Translation>& translations) {

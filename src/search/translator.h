@@ -11,14 +11,25 @@
 #include "config/translate_options.h"
 #include "search/search.h"
 #include "search/shortlist.h"
+#include "text/sentences.h"
 #include "text/vocabulary.h"
 
 namespace nmt {
 
+// The translation of one input line. A line split into several sentences (TextOptions) is
+// searched sentence by sentence and joined here: hypothesis k joins each sentence's k-th best (its
+// last when it has fewer), its tokens those of the sentences in order, its log-probability and
+// score their sums, its attention block by block over the line's source pieces (each sentence's
+// weight on its own end of sentence goes to the line's); text k joins their texts with the
+// line's spacing.
 struct Translation {
   std::vector<std::string> source_pieces;  // the source subwords (attention columns, without EOS)
   std::vector<Hypothesis> hypotheses;      // n-best, best first; empty for an empty input line
   std::vector<std::string> texts;          // detokenized text of each hypothesis
+  std::vector<std::string> sentences;      // what was translated: the line's sentences, or the line
+  // Indices into `sentences` of those whose best translation stopped at an output cap
+  // (--max-length-ratio, --max-output-length) instead of ending by itself.
+  std::vector<size_t> capped;
 };
 
 // Lines given beside the input: one per input line, an empty line for none; `name` (the file they
@@ -28,8 +39,12 @@ struct LineGuide {
   std::vector<std::string> lines;
   std::string name;
   size_t first_line = 0;
+  // When lines are a split input's sentences: the input line (0-based, before first_line) of each.
+  std::vector<size_t> line_of{};
 
   bool given() const;
+  // The 1-based number in the file of the line lines[index] belongs to.
+  size_t number(size_t index) const { return first_line + (line_of.empty() ? index : line_of[index]) + 1; }
   // "name:N" for lines[index].
   std::string where(size_t index) const;
 };
@@ -48,19 +63,31 @@ class Translator {
   // `model`: one Seq2Seq, or an Ensemble of models that share the vocabularies. With a `shortlist`
   // (checked against the vocabularies), each batch searches over its union (search/shortlist.h),
   // and on a CPU a batch holds at most the shortlist's batch_sentences sentences.
+  // `text`: whether lines are split into sentences, and by which language's rules (the model's
+  // source-language when text.source_language is empty; the rules all languages share when
+  // neither names one).
   Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
-             BatchingOptions batching, torch::Device device, std::shared_ptr<const Shortlist> shortlist = nullptr);
+             BatchingOptions batching, const TextOptions& text, torch::Device device,
+             std::shared_ptr<const Shortlist> shortlist = nullptr);
 
-  // One Translation per line, in input order. `progress(sentences_done)` runs after each batch.
+  // One Translation per line, in input order. `progress(lines_done)` runs after each batch.
   // With `guides`, each output starts with its line's prefix and contains its line's constraints;
   // a prefix or constraints that reach the line's output limit are an error naming the guide's
-  // name and line. `subwords`: each line's source ids as the source vocabulary's encode() gave
-  // them, which are then not encoded again (nmt serve encodes each line to check it), or none.
+  // name and line. A line with a prefix or constraints is translated whole, never split.
+  // `subwords`: each line's source ids as the source vocabulary's encode() gave them, which are
+  // then not encoded again (nmt serve encodes each line to check it), or none.
   std::vector<Translation> translate(const std::vector<std::string>& lines,
                                      const std::function<void(size_t)>& progress = {}, const TargetGuides& guides = {},
                                      std::vector<std::vector<int64_t>> subwords = {});
 
+  // The sentence splitter lines go through, or null when they are not split.
+  const SentenceSplitter* splitter() const { return splitter_.get(); }
+
  private:
+  // translate() without splitting: each line one sentence.
+  std::vector<Translation> translate_sentences(const std::vector<std::string>& lines,
+                                               const std::function<void(size_t)>& progress, const TargetGuides& guides,
+                                               std::vector<std::vector<int64_t>> subwords);
   std::vector<std::vector<int64_t>> plan_batches(const std::vector<std::vector<int64_t>>& sources,
                                                  const std::vector<int64_t>& order) const;
   SearchResult search_shortlisted(const std::vector<const std::vector<int64_t>*>& sources, const torch::Tensor& source,
@@ -74,7 +101,43 @@ class Translator {
   BatchingOptions batching_;
   torch::Device device_;
   std::shared_ptr<const Shortlist> shortlist_;
+  std::shared_ptr<const SentenceSplitter> splitter_;
 };
+
+// One line's Translation from its sentences' (as Translation's comment says), the texts joined
+// with `split`'s gaps; `sentences` holds one Translation per sentence of `split`, each with its
+// `sentences` and `capped` as translate_sentences gave them.
+Translation join_translations(const SplitLine& split, std::vector<Translation> sentences);
+
+// Lines as the sentences they are translated as, and the way back to lines.
+struct SentencePlan {
+  std::vector<SplitLine> splits;               // per line
+  std::vector<size_t> first;                   // line i's sentences: [first[i], first[i + 1])
+  std::vector<std::string> sentences;          // all lines' sentences, in line order
+  std::vector<std::vector<int64_t>> subwords;  // per sentence, when given per line
+  TargetGuides guides;                         // per sentence, naming the input line
+
+  // The lines all of whose sentences are among the first `sentences_done` (an estimate for
+  // progress lines: sentences are translated longest first).
+  size_t lines_done(size_t sentences_done) const;
+  // The line `sentence` belongs to: the one after the lines of the sentences before it.
+  size_t line_of(size_t sentence) const { return lines_done(sentence); }
+};
+// Splits each line with `splitter` (null: none is split); a line with a prefix or constraints
+// (`guides`) stays whole.
+// `subwords`: each line's source ids (Translator::translate), or none. Throws
+// std::invalid_argument naming the line (1-based within `lines`) when one is not valid UTF-8.
+SentencePlan plan_sentences(const SentenceSplitter* splitter, const std::vector<std::string>& lines,
+                            const TargetGuides& guides, std::vector<std::vector<int64_t>> subwords,
+                            const Vocabulary& source_vocabulary);
+// One Translation per line of `plan` from one per sentence (join_translations).
+std::vector<Translation> join_lines(const SentencePlan& plan, std::vector<Translation> sentences);
+
+// The splitter of `language` (text/sentences.h), made once per language and shared.
+std::shared_ptr<const SentenceSplitter> sentence_splitter(const std::string& language);
+// The splitter `text` asks for with `model` (its first member's source-language when
+// text.source_language is empty), or null when text.split_sentences is off.
+std::shared_ptr<const SentenceSplitter> text_splitter(const TextOptions& text, const Ensemble& model);
 
 // A line of constraint phrases separated by tabs as target phrases (empty ones skipped; with
 // `backwards`, for a right-to-left model, each phrase's tokens in its order). Throws
@@ -91,8 +154,9 @@ std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& sourc
 std::vector<int64_t> source_ids(std::vector<int64_t> subwords, const Vocabulary& source_vocabulary,
                                 Translation& translation);
 // Fills `translation`'s texts from its hypotheses, turning a right-to-left model's (`backwards`)
-// around first.
-void finish_translation(Translation& translation, const Vocabulary& target_vocabulary, bool backwards);
+// around first, and its `sentences` ({sentence}) and `capped` (the caps of `search`).
+void finish_translation(Translation& translation, const std::string& sentence, const Vocabulary& target_vocabulary,
+                        const SearchOptions& search, bool backwards);
 
 // Best hypothesis text of each translation ("" for empty lines).
 std::vector<std::string> best_texts(const std::vector<Translation>& translations);

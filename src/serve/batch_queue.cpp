@@ -159,6 +159,7 @@ bool BatchQueue::runs_continuously(const Request& request, const SearchOptions& 
 
 void BatchQueue::answer(Request& request, std::vector<Translation> translations, const std::exception_ptr& error) {
   if (error) translations.clear();
+  for (const Translation& translation : translations) sentences_capped_ += translation.capped.size();
   request.done(std::move(translations), error);
 }
 
@@ -237,8 +238,9 @@ void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {
           ++each;
           continue;
         }
-        for (Translation& translation : each->second.translations) {
-          finish_translation(translation, target_vocabulary, backwards);
+        for (size_t line = 0; line < each->second.translations.size(); ++line) {
+          finish_translation(each->second.translations[line], each->second.request.lines[line], target_vocabulary,
+                             search, backwards);
         }
         done.push_back(std::move(each->second));
         each = requests.erase(each);
@@ -298,8 +300,9 @@ void BatchQueue::work() {
     std::vector<Translation> translations;
     std::exception_ptr error;
     try {
+      // Lines arrive here already split into sentences (submit).
       Translator translator(ensemble_, models_.source_vocabulary(), models_.target_vocabulary(), batch.front().search,
-                            options_.batching, device_, models_.shortlist);
+                            options_.batching, TextOptions{false, ""}, device_, models_.shortlist);
       translations = translator.translate(lines, {}, guides, std::move(subwords));
     } catch (...) {
       error = std::current_exception();

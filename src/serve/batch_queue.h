@@ -14,6 +14,7 @@
 // have ended. Any other request waits until that batch has run out, then goes as above.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -81,6 +82,8 @@ class BatchQueue {
   // that joined a running batch counts as one).
   size_t sentences_done() const;
   size_t batches_done() const;
+  // Sentences whose search stopped at an output cap (Translation::capped).
+  size_t sentences_capped() const { return sentences_capped_.load(); }
   size_t workers() const { return workers_.size(); }
 
  private:
@@ -100,7 +103,7 @@ class BatchQueue {
   // (mutex_ held on entry and exit).
   void run_continuously(std::unique_lock<std::mutex>& lock);
   // Answers `request` (mutex_ not held).
-  static void answer(Request& request, std::vector<Translation> translations, const std::exception_ptr& error);
+  void answer(Request& request, std::vector<Translation> translations, const std::exception_ptr& error);
   // Moves the requests choose_batch picks out of queue_ (mutex_ held).
   std::vector<Request> take_batch();
 
@@ -113,6 +116,7 @@ class BatchQueue {
   std::deque<Request> queue_;
   bool stopping_ = false;
   size_t sentences_done_ = 0;
+  std::atomic<size_t> sentences_capped_{0};
   size_t batches_done_ = 0;
   std::vector<std::thread> workers_;
 };

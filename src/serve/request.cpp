@@ -261,18 +261,26 @@ size_t longest_piece_json(const Vocabulary& vocabulary) {
   return std::max<size_t>(longest, 7);  // "</s>" and the like
 }
 
-size_t answer_bytes_bound(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
-                          size_t longest_source_piece, size_t longest_target_piece) {
+size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& plan, size_t longest_source_piece,
+                          size_t longest_target_piece) {
   // A weight rounded to 1e-4 is at most "0.1234" and its comma; an "i-j" pair of alignment and its
   // space at most two 10-digit numbers and 2 bytes; a score at most 24 bytes; an entry's field
-  // names and punctuation less than 96.
-  constexpr size_t kWeight = 8, kPair = 22, kScore = 24, kEntry = 96;
+  // names and punctuation less than 128; a byte of text at most 6 in JSON ("\u001f"); an index of
+  // "capped" at most 11.
+  constexpr size_t kWeight = 8, kPair = 22, kScore = 24, kEntry = 128, kTextByte = 6, kIndex = 11;
   size_t bound = 32;
-  for (const std::vector<int64_t>& subwords : source_subwords) {
-    const size_t columns = subwords.size() + 1;  // and the source's EOS
-    const size_t rows = static_cast<size_t>(max_output_length(static_cast<int64_t>(columns), request.search)) + 1;
-    const size_t text = rows * longest_target_piece + 2;
-    bound += kEntry + text + kScore;
+  for (size_t line = 0; line + 1 < plan.first.size(); ++line) {
+    // A line's attention spans all its sentences' pieces (and one EOS), and its rows their caps.
+    size_t columns = 1, rows = 1, sentence_bytes = 0;
+    for (size_t sentence = plan.first[line]; sentence < plan.first[line + 1]; ++sentence) {
+      const auto length = static_cast<int64_t>(plan.subwords[sentence].size()) + 1;  // and EOS
+      columns += static_cast<size_t>(length) - 1;
+      rows += static_cast<size_t>(max_output_length(length, request.search));
+      sentence_bytes += plan.sentences[sentence].size() * kTextByte + 3 + kIndex;
+    }
+    size_t text = rows * longest_target_piece + 2;
+    for (const std::string& gap : plan.splits[line].gaps) text += gap.size() * kTextByte;
+    bound += kEntry + text + kScore + sentence_bytes;
     if (request.search.n_best > 1) bound += static_cast<size_t>(request.search.n_best) * (kEntry + text + kScore);
     if (request.alignment) bound += rows * kPair;
     if (request.attention) {
@@ -289,7 +297,9 @@ nlohmann::json translations_json(const TranslateRequest& request, const std::vec
   for (const Translation& translation : translations) {
     const bool empty = translation.hypotheses.empty();
     json entry = {{"text", empty ? "" : translation.texts[0]},
-                  {"score", empty ? 0.0 : translation.hypotheses[0].score}};
+                  {"score", empty ? 0.0 : translation.hypotheses[0].score},
+                  {"sentences", translation.sentences},
+                  {"capped", translation.capped}};
     if (request.attention || request.alignment) {
       AttentionMatrix matrix;
       if (!empty) matrix = attention_matrix(translation, translation.hypotheses[0], target_vocabulary);

@@ -69,12 +69,14 @@ size_t longest_piece_json(const Vocabulary& vocabulary);
 // An upper bound on the bytes of the answer to `request` (translations_json), from each sentence's
 // source length and its output cap (max_output_length): checked against limits.max_answer_bytes
 // before the request joins a batch, so that no answer (attention rows above all) can grow without
-// bound. source_subwords: each sentence's ids; the longest pieces: longest_piece_json.
-size_t answer_bytes_bound(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
-                          size_t longest_source_piece, size_t longest_target_piece);
+// bound. `plan`: the request's texts as sentences (search/translator.h), with their subwords; the
+// longest pieces: longest_piece_json.
+size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& plan, size_t longest_source_piece,
+                          size_t longest_target_piece);
 
-// {"translations": [{"text", "score", "alignment"?, "attention"?, "n_best"?}, ...]}, one entry per
-// sentence of the request, in its order.
+// {"translations": [{"text", "score", "sentences", "capped", "alignment"?, "attention"?,
+// "n_best"?}, ...]}, one entry per text of the request, in its order: "sentences" what it was
+// translated as, "capped" the indices of those whose search stopped at an output cap.
 nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
                                  const Vocabulary& target_vocabulary);
 

@@ -150,6 +150,7 @@ struct Service {
   std::atomic<size_t> requests_served{0};
   std::atomic<size_t> requests_refused{0};
   size_t longest_source_piece = 0, longest_target_piece = 0;  // answer_bytes_bound's
+  std::shared_ptr<const SentenceSplitter> splitter;           // null: a text is one sentence
   BatchQueue queue;
 };
 
@@ -193,6 +194,7 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       started(Clock::now()),
       longest_source_piece(longest_piece_json(models.source_vocabulary())),
       longest_target_piece(longest_piece_json(models.target_vocabulary())),
+      splitter(text_splitter(options.translate.text, models.ensemble())),
       queue(models, batch_queue_options(options, device), device) {}
 
 HttpLimits http_limits(const ServeOptions& options) {
@@ -243,23 +245,26 @@ HttpAnswer health(const Service& service) {
                            {"requests_served", service.requests_served.load()},
                            {"requests_refused", service.requests_refused.load()},
                            {"sentences_translated", service.queue.sentences_done()},
+                           {"sentences_capped", service.queue.sentences_capped()},
+                           {"split_sentences", service.splitter != nullptr},
+                           {"source_language", service.splitter ? service.splitter->language() : ""},
                            {"batches", service.queue.batches_done()}});
 }
 
 // Refuses a request with a sentence whose search alone would hold more than --max-search-memory
 // (search/memory.h), before it joins a batch that other requests share.
-void check_search_memory(const Service& service, const TranslateRequest& request,
-                         const std::vector<std::vector<int64_t>>& source_subwords) {
+void check_search_memory(const Service& service, const TranslateRequest& request, const SentencePlan& plan) {
   const int64_t bound = int64_t{service.options.translate.batching.max_search_memory} << 20;
   const Ensemble model = service.models.ensemble();
-  for (size_t i = 0; i < request.text.size(); ++i) {
-    const auto length = static_cast<int64_t>(source_subwords[i].size()) + 1;
+  for (size_t sentence = 0; sentence < plan.sentences.size(); ++sentence) {
+    const size_t i = plan.line_of(sentence);
+    const auto length = static_cast<int64_t>(plan.subwords[sentence].size()) + 1;
     const int64_t bytes =
         sentence_search_bytes(model, length, service.models.target_vocabulary().size(), request.search);
     if (bytes > bound) {
-      throw RequestError(413, "text[" + std::to_string(i) + "] (" + std::to_string(length) + " subwords) needs about " +
-                                  std::to_string((bytes >> 20) + 1) + " MiB for its search at beam_size " +
-                                  std::to_string(request.search.beam_size) +
+      throw RequestError(413, "text[" + std::to_string(i) + "] has a sentence of " + std::to_string(length) +
+                                  " subwords that needs about " + std::to_string((bytes >> 20) + 1) +
+                                  " MiB for its search at beam_size " + std::to_string(request.search.beam_size) +
                                   ", more than the server's --max-search-memory " +
                                   std::to_string(service.options.translate.batching.max_search_memory) +
                                   ": send a shorter sentence or a smaller beam_size");
@@ -269,10 +274,8 @@ void check_search_memory(const Service& service, const TranslateRequest& request
 
 // Refuses a request whose answer could pass --max-answer-bytes (answer_bytes_bound), before the
 // search.
-void check_answer_size(const Service& service, const TranslateRequest& request,
-                       const std::vector<std::vector<int64_t>>& source_subwords) {
-  const size_t bound =
-      answer_bytes_bound(request, source_subwords, service.longest_source_piece, service.longest_target_piece);
+void check_answer_size(const Service& service, const TranslateRequest& request, const SentencePlan& plan) {
+  const size_t bound = answer_bytes_bound(request, plan, service.longest_source_piece, service.longest_target_piece);
   const size_t limit = service.options.limits.max_answer_bytes;
   if (bound > limit) {
     throw RequestError(413, "the answer could reach " + std::to_string((bound >> 20) + 1) + " MiB" +
@@ -293,20 +296,25 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
     }
     std::vector<std::vector<int64_t>> subwords;  // encoded once: checked here, translated by the queue
     for (const std::string& text : request->text) subwords.push_back(service.models.source_vocabulary().encode(text));
-    check_search_memory(service, *request, subwords);
-    check_answer_size(service, *request, subwords);
     check_guides(*request, subwords, service.models.target_vocabulary(),
                  service.models.ensemble().members().front()->options().reverse_target);
+    TargetGuides guides;  // a text with a prefix or constraints stays one sentence
+    guides.prefixes.lines = request->prefix;
+    guides.constraints.lines = request->constraints;
+    auto plan = std::make_shared<SentencePlan>(plan_sentences(service.splitter.get(), request->text, guides,
+                                                              std::move(subwords), service.models.source_vocabulary()));
+    check_search_memory(service, *request, *plan);
+    check_answer_size(service, *request, *plan);
     if (request->text.empty()) {
       ++service.requests_served;
       return respond(json_answer(200, translations_json(*request, {}, service.models.target_vocabulary())));
     }
     // On a worker's thread, which must not throw.
-    auto done = [&service, request, respond](std::vector<Translation> translations, std::exception_ptr error) {
+    auto done = [&service, request, plan, respond](std::vector<Translation> translations, std::exception_ptr error) {
       try {
         if (error) std::rethrow_exception(error);
-        HttpAnswer answer =
-            json_answer(200, translations_json(*request, translations, service.models.target_vocabulary()));
+        HttpAnswer answer = json_answer(200, translations_json(*request, join_lines(*plan, std::move(translations)),
+                                                               service.models.target_vocabulary()));
         ++service.requests_served;
         respond(std::move(answer));
       } catch (...) {
@@ -315,8 +323,8 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
         respond(error_answer(500, message));
       }
     };
-    service.queue.submit(request->text, request->search, request->prefix, request->constraints, std::move(subwords),
-                         std::move(done));
+    service.queue.submit(plan->sentences, request->search, plan->guides.prefixes.lines, plan->guides.constraints.lines,
+                         std::move(plan->subwords), std::move(done));
   } catch (const RequestError& error) {
     ++service.requests_refused;
     respond(error_answer(error.status(), error.what()));

@@ -362,7 +362,8 @@ TrainSummary train_with(const TrainConfig& config, const TrainRunOptions& option
 
 }  // namespace
 
-TrainSummary train(const TrainConfig& config, const TrainRunOptions& options) {
+TrainSummary train(const TrainConfig& given, const TrainRunOptions& options) {
+  const TrainConfig config = with_languages(given);
   validate(config);
   const std::unique_ptr<TrainingProcesses> processes = make_training_processes(options.distributed, config);
   try {

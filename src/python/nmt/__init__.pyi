@@ -17,7 +17,9 @@ class SearchOptions(TypedDict, total=False):
     beam_size: int
     length_penalty: float
     max_length_ratio: float
-    max_length: int
+    max_output_length: int
+    split_sentences: bool
+    source_language: str
     ban_unk: bool
     sampling: bool
     sampling_topk: int
@@ -39,6 +41,8 @@ class Hypothesis:
 class TranslationResult:
     n_best: List[Hypothesis]
     source_tokens: List[str]
+    sentences: List[str]
+    capped: List[int]
     text: str
     score: float
     tokens: List[str]
