@@ -28,7 +28,7 @@ mkdir -p "$build/crashes"
 # A real checkpoint as a seed, so that mutations reach the model's records, not only the zip.
 toy="$root/data/toy"
 "$build/nmt" train --train-source "$toy/train.src" --train-target "$toy/train.tgt" --dev-source "$toy/dev.src" \
-  --dev-target "$toy/dev.tgt" --model-dir "$work/model" --vocab-size 80 --embedding-size 4 --encoder-hidden-size 2 \
+  --dev-target "$toy/dev.tgt" --model-dir "$work/model" --vocab-size 80 --byte-fallback false --embedding-size 4 --encoder-hidden-size 2 \
   --decoder-hidden-size 4 --attention-size 4 --max-steps 1 --validate-every 1 --threads 1 > "$work/train.log" 2>&1 ||
   { tail -3 "$work/train.log"; exit 1; }
 

@@ -23,7 +23,7 @@ if [ -z "$model" ]; then
   toy="$root/data/toy"
   model="$work/model"
   "$build/nmt" train --train-source "$toy/train.src" --train-target "$toy/train.tgt" --dev-source "$toy/dev.src" \
-    --dev-target "$toy/dev.tgt" --model-dir "$model" --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 \
+    --dev-target "$toy/dev.tgt" --model-dir "$model" --vocab-size 200 --byte-fallback false --embedding-size 16 --encoder-hidden-size 8 \
     --decoder-hidden-size 16 --attention-size 8 --max-steps 20 --validate-every 20 --threads 1 \
     > "$work/train.log" 2>&1 || { tail -3 "$work/train.log"; exit 1; }
 fi

@@ -76,7 +76,7 @@ inline std::string tiny_train_arguments(const std::string& model_dir, int steps 
          " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16 --attention-size 8"
          " --max-steps " +
          std::to_string(steps) + " --validate-every " + std::to_string(validate_every) +
-         " --batch-tokens 400 --threads 1";
+         " --batch-tokens 400 --threads 1 --byte-fallback false";
 }
 
 }  // namespace nmt::testing

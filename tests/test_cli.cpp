@@ -35,7 +35,7 @@ TEST_CASE("cli: a misspelt config key is an error naming the key", "[cli]") {
 
 TEST_CASE("cli: config file values, command-line overrides and --dump-config", "[cli]") {
   const std::string config = write_config("good.toml", "attention = \"dot\"\ndropout = 0.25\nvocab-size = 500\n");
-  CommandResult result = run_nmt("train --config " + config + " --vocab-size 300 --dump-config");
+  CommandResult result = run_nmt("train --config " + config + " --vocab-size 300 --byte-fallback false --dump-config");
   REQUIRE(result.status == 0);
   CHECK_THAT(result.output, Catch::Contains("attention = \"dot\"") && Catch::Contains("dropout = 0.25") &&
                                 Catch::Contains("vocab-size = 300"));
@@ -112,11 +112,11 @@ TEST_CASE("cli: back-translation end to end: a reverse model, synthesize with sa
   fs::create_directories(dir);
   // The reverse model: the toy corpus's target side to its source side.
   const std::string reverse = (dir / "reverse").string();
-  CommandResult trained =
-      run_nmt("train --train-source " + kToy + "/train.tgt --train-target " + kToy + "/train.src --dev-source " + kToy +
-              "/dev.tgt --dev-target " + kToy + "/dev.src --model-dir " + reverse +
-              " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16"
-              " --attention-size 8 --max-steps 4 --validate-every 4 --batch-tokens 400 --threads 1");
+  CommandResult trained = run_nmt(
+      "train --train-source " + kToy + "/train.tgt --train-target " + kToy + "/train.src --dev-source " + kToy +
+      "/dev.tgt --dev-target " + kToy + "/dev.src --model-dir " + reverse +
+      " --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8 --decoder-hidden-size 16"
+      " --attention-size 8 --max-steps 4 --validate-every 4 --batch-tokens 400 --threads 1 --byte-fallback false");
   INFO(trained.output);
   REQUIRE(trained.status == 0);
 

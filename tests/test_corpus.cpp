@@ -270,7 +270,7 @@ TEST_CASE("a tagged corpus: its sources start with the reserved tag, which no te
     text.source.push_back(source);
     text.target.push_back(target);
   });
-  const VocabularyTrainingOptions options{VocabType::kUnigram, 150, 1, 1, {"<bt>", "<ft>"}};
+  const VocabularyTrainingOptions options{VocabType::kUnigram, 150, 1, 1, false, {"<bt>", "<ft>"}};
   const Vocabulary tagged =
       Vocabulary::from_serialized(train_vocabulary({&text.source, &text.target}, options), "tagged");
   const int64_t tag = tagged.tag_id("<bt>");

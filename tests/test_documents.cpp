@@ -9,6 +9,8 @@
 #include "config/train_config.h"
 #include "search/translator.h"
 #include "text/sentences.h"
+#include "text/special_tokens.h"
+#include "text/vocabulary.h"
 #include "util/io.h"
 
 using namespace nmt;
@@ -174,15 +176,58 @@ TEST_CASE("cli: translate splits lines into sentences, keeps line order, and rep
   CHECK(read_lines(output)[2] == lines[2]);
 
   // A cap of 2 subwords cuts every sentence: each line is named once on standard error.
-  const CommandResult capped = run_nmt("translate --model " + model_dir + " --input " + input +
-                                       " --max-output-length 2 --quiet --threads 1 --output " +
-                                       (work_directory() / "documents_capped.txt").string());
+  const CommandResult capped =
+      run_nmt("translate --model " + model_dir + " --input " + input + " --max-output-length 2 --threads 1 --output " +
+              (work_directory() / "documents_capped.txt").string());
   REQUIRE(capped.status == 0);
   CHECK_THAT(capped.output,
              Catch::Contains("documents_input.txt:1: ") && Catch::Contains("of its 2 sentences were cut"));
   CHECK_THAT(capped.output, Catch::Contains("documents_input.txt:3: its translation was cut"));
   CHECK_THAT(capped.output, Catch::Contains("--max-output-length 2"));
   CHECK_FALSE(Catch::Contains("documents_input.txt:2:").match(capped.output));
+  const CommandResult quiet = run_nmt("translate --model " + model_dir + " --input " + input +
+                                      " --max-output-length 2 --quiet --threads 1 --output " +
+                                      (work_directory() / "documents_capped.txt").string());
+  CHECK(quiet.output.empty());
+
+  // JSON lines: the same texts, with the sentences, the words and their probabilities.
+  const CommandResult jsonl =
+      run_nmt("translate --model " + model_dir + " --input " + input + decode + " --output-format jsonl --alignment");
+  INFO(jsonl.output);
+  REQUIRE(jsonl.status == 0);
+  const std::vector<std::string> records = read_lines(output);
+  REQUIRE(records.size() == 4);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const nlohmann::json record = nlohmann::json::parse(records[i]);
+    INFO(records[i]);
+    CHECK(record["line"] == i + 1);
+    CHECK(record["text"] == lines[i]);
+    CHECK(record.contains("alignment"));
+    std::string words;
+    for (const auto& word : record["words"]) {
+      words += (words.empty() ? "" : " ") + word["word"].get<std::string>();
+      CHECK(word["probability"].get<double>() > 0);
+      CHECK(word["probability"].get<double>() <= 1);
+    }
+    if (i == 1) {
+      CHECK(record["confidence"].is_null());
+      CHECK(record["sentences"].empty());
+      continue;
+    }
+    CHECK(record["confidence"].get<double>() > 0);
+    CHECK(record["confidence"].get<double>() <= 1);
+    // Words are the translation's, split where its subwords start a word.
+    if (i == 0) {
+      CHECK(record["sentences"] == nlohmann::json::array({first, second}));
+      CHECK(words == lines[3] + " " + lines[2]);
+    } else {
+      CHECK(record["sentences"].size() == 1);
+      CHECK(words == lines[i]);
+    }
+  }
+  CHECK_THAT(
+      run_nmt("translate --model " + model_dir + " --input " + input + " --output-format jsonl --with-scores").output,
+      Catch::Contains("leave out --with-scores"));
 
   const CommandResult bad = run_nmt("translate --model " + model_dir + " --input " + input + " --source-language xx");
   CHECK(bad.status != 0);
@@ -190,4 +235,29 @@ TEST_CASE("cli: translate splits lines into sentences, keeps line order, and rep
   const CommandResult bad_key = run_nmt(tiny_train_arguments(model_dir + "_bad") + " --source-language english");
   CHECK(bad_key.status != 0);
   CHECK_THAT(bad_key.output, Catch::Contains("source-language"));
+}
+
+TEST_CASE("cli: byte fallback: a character the training text lacks encodes without <unk> and decodes back", "[cli]") {
+  const std::string model_dir = (work_directory() / "bytes_model").string();
+  const CommandResult trained = run_nmt(tiny_train_arguments(model_dir) + " --vocab-size 400 --byte-fallback true");
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  const std::string path = model_dir + "/vocab.joint.model";
+  const Vocabulary bytes = Vocabulary::from_serialized(read_file(path), path);
+  const std::string unseen = "Zoë 😀 漢字 ß";  // none of these characters is in the toy corpus
+  const std::vector<int64_t> ids = bytes.encode(unseen);
+  CHECK(std::find(ids.begin(), ids.end(), kUnkId) == ids.end());
+  CHECK(bytes.decode(ids) == unseen);
+
+  // Without it (the models before this key), the same text has <unk> and loses its characters.
+  const std::string plain_dir = (work_directory() / "no_bytes_model").string();
+  REQUIRE(run_nmt(tiny_train_arguments(plain_dir) + " --vocab-size 400").status == 0);
+  const Vocabulary plain =
+      Vocabulary::from_serialized(read_file(plain_dir + "/vocab.joint.model"), plain_dir + "/vocab.joint.model");
+  const std::vector<int64_t> plain_ids = plain.encode(unseen);
+  CHECK(std::find(plain_ids.begin(), plain_ids.end(), kUnkId) != plain_ids.end());
+
+  const CommandResult small = run_nmt(tiny_train_arguments(model_dir + "_small") + " --byte-fallback true");
+  CHECK(small.status != 0);
+  CHECK_THAT(small.output, Catch::Contains("byte-fallback") && Catch::Contains("vocab-size of at least 384"));
 }

@@ -40,6 +40,7 @@ inline TrainConfig tiny_config(const std::filesystem::path& dir) {
   config.dev_target = head_of("dev.tgt", 20, dir);
   config.model_dir = (dir / "model").string();
   config.vocab_size = 120;
+  config.byte_fallback = false;  // no room for the 256 bytes
   config.model = tiny_model_options("additive");
   config.batch_tokens = 600;
   config.validate_every = 4;

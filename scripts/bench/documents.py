@@ -86,7 +86,7 @@ def plot(path, bins, series):
     width, height, left, bottom, top = 560, 340, 60, 50, 30
     inner_w, inner_h = width - left - 20, height - bottom - top
     xs = list(range(len(bins)))
-    top_bleu = max(max(values) for values in series.values()) * 1.1 or 1
+    top_bleu = max(max(values) for values in series.values()) * 1.4 or 1  # room for the legend
 
     def point(i, value):
         x = left + (inner_w * (i + 0.5) / len(bins))
@@ -116,9 +116,8 @@ def plot(path, bins, series):
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>')
     for k, (name, colour) in enumerate(zip(series, colours)):
         y = top + 10 + 16 * k
-        parts.append(f'<line x1="{left + inner_w - 170}" y1="{y}" x2="{left + inner_w - 150}" y2="{y}" '
-                     f'stroke="{colour}" stroke-width="2"/>')
-        parts.append(f'<text x="{left + inner_w - 145}" y="{y + 4}">{escape(name)}</text>')
+        parts.append(f'<line x1="{left + 20}" y1="{y}" x2="{left + 40}" y2="{y}" stroke="{colour}" stroke-width="2"/>')
+        parts.append(f'<text x="{left + 45}" y="{y + 4}">{escape(name)}</text>')
     parts.append("</svg>")
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n".join(parts) + "\n")

@@ -23,6 +23,13 @@ Command add_translate(CLI::App& program) {
   command->add_option("--n-best", job->options.search.n_best, "hypotheses per sentence (lines 'i ||| text ||| score')")
       ->capture_default_str();
   command->add_flag("--with-scores", job->outputs.with_scores, "prefix each output line with its score and a tab");
+  command
+      ->add_option_function<std::string>(
+          "--output-format", [job](const std::string& format) { job->outputs.jsonl = format == "jsonl"; },
+          "text: the translations (and what the options add); jsonl: one JSON object a line with the text, score, "
+          "confidence, each word's probability, the sentences, those cut at a cap (and the alignment with --alignment)")
+      ->check(CLI::IsMember({"text", "jsonl"}))
+      ->default_str("text");
   command->add_option("--attention-dir", job->outputs.attention_dir,
                       "write an SVG heatmap and a JSON matrix per sentence");
   command->add_flag("--alignment", job->outputs.alignment,

@@ -49,6 +49,9 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("vocab-type", config.vocab_type, "sentencepiece model type", fixed);
   visit("vocab-size", config.vocab_size, "sentencepiece vocabulary size (upper bound)", fixed);
   visit("joint-vocab", config.joint_vocab, "one vocabulary for source and target", fixed);
+  visit("byte-fallback", config.byte_fallback,
+        "the vocabulary holds the 256 bytes, so that a character it lacks is spelt as its UTF-8 bytes, never <unk> "
+        "(used when a vocabulary is built: a resumed run keeps its own)");
   visit("max-length", config.max_length, "skip training pairs longer than this many subwords", fixed);
 
   visit_model_fields(visit, config.model);
@@ -148,6 +151,9 @@ void validate(const TrainConfig& config) {
   require(!config.model_dir.empty(), "model-dir", unset);
   require(config.vocab_size >= 8 && config.vocab_size <= kMaxVocabularySize, "vocab-size",
           "must be in 8.." + std::to_string(kMaxVocabularySize));
+  require(!config.byte_fallback || config.vocab_size >= kMinByteFallbackVocabulary, "byte-fallback",
+          "needs vocab-size of at least " + std::to_string(kMinByteFallbackVocabulary) +
+              " (256 of its pieces are the bytes): raise vocab-size, or set byte-fallback = false");
   require(config.max_length >= 1, "max-length", "must be at least 1");
   validate(config.model);
   require(config.batch_tokens >= 2, "batch-tokens", "must be at least 2");

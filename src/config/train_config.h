@@ -37,7 +37,10 @@ struct TrainConfig {
   VocabType vocab_type = VocabType::kUnigram;
   int vocab_size = 8000;    // per vocabulary; an upper bound for tiny corpora
   bool joint_vocab = true;  // one vocabulary for both languages
-  int max_length = 100;     // training pairs longer than this (subwords) are skipped
+  // The 256 bytes as pieces: any character spelt as its UTF-8 bytes, never <unk>. Read when a
+  // vocabulary is built; models trained before this key have no byte pieces.
+  bool byte_fallback = true;
+  int max_length = 100;  // training pairs longer than this (subwords) are skipped
 
   // Model
   ModelOptions model;

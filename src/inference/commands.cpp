@@ -83,6 +83,58 @@ void warn_of_caps(const std::vector<Translation>& translations, const std::strin
   if (lines > kNamed) spdlog::warn("{}: {} more lines were cut at the output cap", input, lines - kNamed);
 }
 
+// The token log-probabilities of each line's best translation (outputs.h), by forced decoding of
+// each sentence's translation with the sentence as its source.
+std::vector<TokenLogProbabilities> best_token_log_probabilities(const TranslationModels& models,
+                                                                const TranslateOptions& options,
+                                                                const std::vector<Translation>& translations) {
+  const bool backwards = models.members.front().options.reverse_target;  // forced in the model's order
+  std::vector<std::vector<int64_t>> sources, targets;
+  std::vector<std::pair<size_t, size_t>> owners;  // (line, sentence) of each pair
+  std::vector<TokenLogProbabilities> result(translations.size());
+  for (size_t i = 0; i < translations.size(); ++i) {
+    const Translation& translation = translations[i];
+    if (translation.hypotheses.empty()) continue;
+    result[i].resize(translation.sentence_tokens.size());
+    const std::vector<int64_t>& tokens = translation.hypotheses[0].tokens;
+    size_t offset = 0;
+    for (size_t j = 0; j < translation.sentence_tokens.size(); ++j) {
+      const auto begin = tokens.begin() + static_cast<std::ptrdiff_t>(offset);
+      offset += translation.sentence_tokens[j];
+      std::vector<int64_t> source = models.source_vocabulary().encode(translation.sentences[j]);
+      if (source.empty()) continue;
+      source.push_back(kEosId);
+      std::vector<int64_t> target(begin, tokens.begin() + static_cast<std::ptrdiff_t>(offset));
+      if (backwards) std::reverse(target.begin(), target.end());
+      sources.push_back(std::move(source));
+      targets.push_back(std::move(target));
+      owners.emplace_back(i, j);
+    }
+  }
+  const int64_t batch_size = options.batching.batch_in_tokens ? 64 : options.batching.batch_size;
+  std::vector<ForcedScore> forced = force_decode(models.ensemble(), sources, targets, options.search.length_penalty,
+                                                 batch_size, parse_device(options.device));
+  for (size_t k = 0; k < forced.size(); ++k) {
+    std::vector<double>& values = forced[k].tokens;
+    if (backwards) std::reverse(values.begin(), values.end() - 1);  // text order; the end stays last
+    result[owners[k].first][owners[k].second] = std::move(values);
+  }
+  return result;
+}
+
+// The output of `translations` of `lines` as options.outputs asks: text (format_translations) or
+// JSON lines (format_jsonl).
+std::string format_output(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
+                          const TranslationModels& models, const TranslateOptions& options,
+                          const OutputOptions& outputs, const std::string& stem, size_t first_line) {
+  if (!outputs.jsonl) {
+    return format_translations(lines, translations, models.target_vocabulary(), stem, options.search.n_best, outputs,
+                               first_line);
+  }
+  return format_jsonl(lines, translations, best_token_log_probabilities(models, options, translations),
+                      models.target_vocabulary(), stem, options.search.n_best, outputs, first_line);
+}
+
 // `progress`: as TranslateJob's; empty, a progress line on a terminal.
 std::vector<Translation> translate_lines(const TranslateOptions& options, const TranslationModels& models,
                                          const std::vector<std::string>& lines, const TargetGuides& guides = {},
@@ -118,8 +170,7 @@ void translate_stream(const TranslateOptions& options, const TranslationModels& 
     }
     const std::vector<Translation> translations = translator.translate(lines, {}, group);
     warn_of_caps(translations, "standard input", done, options);
-    out << format_translations(lines, translations, models.target_vocabulary(), "stdin", options.search.n_best, outputs,
-                               done);
+    out << format_output(lines, translations, models, options, outputs, "stdin", done);
     flush_standard_output(out);
     done += lines.size();
   }
@@ -238,7 +289,11 @@ void check_translate_job(TranslateJob& job) {
   const OutputOptions& outputs = job.outputs;
   validate(options.search);
   validate(options.batching);
-  if (options.search.n_best > 1 && (outputs.alignment || outputs.with_scores || !outputs.attention_dir.empty())) {
+  if (outputs.jsonl && outputs.with_scores) {
+    throw std::invalid_argument("--output-format jsonl gives every line its score: leave out --with-scores");
+  }
+  if (!outputs.jsonl && options.search.n_best > 1 &&
+      (outputs.alignment || outputs.with_scores || !outputs.attention_dir.empty())) {
     throw std::invalid_argument(
         "--n-best > 1 prints 'i ||| text ||| score' lines; it cannot be combined with "
         "--alignment, --attention-dir or --with-scores");
@@ -302,8 +357,7 @@ void translate_inputs(const TranslateJob& job, const TranslationModels& models, 
     const std::vector<Translation> translations = translate_lines(options, models, lines, guides, job.progress);
     warn_of_caps(translations, input == "-" ? "standard input" : input, 0, options);
     const std::string stem = output_stem(input);
-    const std::string text =
-        format_translations(lines, translations, models.target_vocabulary(), stem, options.search.n_best, outputs);
+    const std::string text = format_output(lines, translations, models, options, outputs, stem, 0);
     write_output(!job.output_dir.empty() ? (fs::path(job.output_dir) / (stem + ".hyp")).string() : job.output, text,
                  out);
   }

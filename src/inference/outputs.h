@@ -13,8 +13,9 @@
 namespace nmt {
 
 struct OutputOptions {
+  bool jsonl = false;         // one JSON object a line (format_jsonl) instead of text
   bool with_scores = false;   // "score\ttext"
-  bool alignment = false;     // an alignment line after each output line
+  bool alignment = false;     // an alignment line after each output line (with jsonl: a field)
   std::string attention_dir;  // SVG and JSON per sentence, named STEM.NNNNN.{svg,json}; "" = none
 };
 
@@ -29,5 +30,21 @@ AttentionMatrix attention_matrix(const Translation& translation, const Hypothesi
 std::string format_translations(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
                                 const Vocabulary& target_vocabulary, const std::string& stem, int n_best,
                                 const OutputOptions& options, size_t first_line = 0);
+
+// The model's log-probability of each token of a line's best translation, sentence by sentence:
+// a sentence's tokens, then its end of sentence (nothing for a sentence without subwords).
+using TokenLogProbabilities = std::vector<std::vector<double>>;
+
+// --output-format jsonl: one JSON object per translated line, in order:
+//   {"line": N (1-based, after first_line), "text", "score", "confidence", "words": [{"word",
+//    "probability"}, ...], "sentences": [...], "capped": [...], "alignment"?, "n_best"?}
+// `token_log_probabilities[i]`: line i's (forced decoding: inference/commands.cpp). A word's probability is the product
+// of its subwords'; the confidence is the geometric mean of all the line's token probabilities, ends of sentence
+// included (null for an empty line). "alignment" with options.alignment, "n_best" (text and score
+// of each hypothesis) when n_best > 1; attention files as format_translations writes them.
+std::string format_jsonl(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
+                         const std::vector<TokenLogProbabilities>& token_log_probabilities,
+                         const Vocabulary& target_vocabulary, const std::string& stem, int n_best,
+                         const OutputOptions& options, size_t first_line = 0);
 
 }  // namespace nmt

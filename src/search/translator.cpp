@@ -90,6 +90,7 @@ Translation join_translations(const SplitLine& split, std::vector<Translation> s
     line.source_pieces.insert(line.source_pieces.end(), sentence.source_pieces.begin(), sentence.source_pieces.end());
     line.sentences.push_back(split.sentences[i]);
     if (!sentence.capped.empty()) line.capped.push_back(i);
+    line.sentence_tokens.push_back(sentence.sentence_tokens.empty() ? 0 : sentence.sentence_tokens[0]);
     n_best = std::max(n_best, sentence.hypotheses.size());
   }
   for (size_t k = 0; k < n_best; ++k) {
@@ -421,6 +422,7 @@ void finish_translation(Translation& translation, const std::string& sentence, c
   }
   if (translation.hypotheses.empty()) return;  // an empty line
   translation.sentences = {sentence};
+  translation.sentence_tokens = {translation.hypotheses[0].tokens.size()};
   // A search ends at its cap with `limit` tokens and no EOS; one that ends by itself, sooner.
   const int64_t limit = max_output_length(static_cast<int64_t>(translation.source_pieces.size()) + 1, search);
   if (static_cast<int64_t>(translation.hypotheses[0].tokens.size()) >= limit) translation.capped = {0};

@@ -30,6 +30,9 @@ struct Translation {
   // Indices into `sentences` of those whose best translation stopped at an output cap
   // (--max-length-ratio, --max-output-length) instead of ending by itself.
   std::vector<size_t> capped;
+  // The tokens of the best hypothesis that each sentence gave, in order (0 for a sentence with
+  // no subwords).
+  std::vector<size_t> sentence_tokens;
 };
 
 // Lines given beside the input: one per input line, an empty line for none; `name` (the file they

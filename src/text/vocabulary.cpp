@@ -142,7 +142,8 @@ std::string train_vocabulary(const std::vector<const std::vector<std::string>*>&
   args << "--model_type=" << to_string(options.type) << " --vocab_size=" << options.size
        << " --hard_vocab_limit=false"  // tiny corpora get a smaller vocabulary instead of an error
        << " --character_coverage=1.0"
-       << " --pad_id=" << kPadId << " --unk_id=" << kUnkId << " --bos_id=" << kBosId << " --eos_id=" << kEosId
+       << " --byte_fallback=" << (options.byte_fallback ? "true" : "false") << " --pad_id=" << kPadId
+       << " --unk_id=" << kUnkId << " --bos_id=" << kBosId << " --eos_id=" << kEosId
        << " --num_threads=" << options.threads
        << " --input_sentence_size=2000000 --shuffle_input_sentence=true --minloglevel=2";
   for (size_t i = 0; i < options.tags.size(); ++i) args << (i == 0 ? " --control_symbols=" : ",") << options.tags[i];

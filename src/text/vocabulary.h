@@ -69,11 +69,16 @@ std::string to_string(VocabType value);
 // already takes a gigabyte.
 constexpr int kMaxVocabularySize = 500000;
 
+// The smallest vocabulary with byte fallback: the 256 bytes, the special tokens and room for
+// subwords.
+constexpr int kMinByteFallbackVocabulary = 384;
+
 struct VocabularyTrainingOptions {
   VocabType type = VocabType::kUnigram;
   int size = 8000;  // upper bound: sentencepiece shrinks it for tiny corpora
   int seed = 1;
   int threads = 1;
+  bool byte_fallback = false;  // the 256 bytes as pieces (<0x00> ... <0xFF>): no character is <unk>
   // Reserved source tokens (tagged back-translation: "<bt>"), control symbols at the ids after the
   // special ones: corpora prepend them by id; no text encodes to them.
   std::vector<std::string> tags;

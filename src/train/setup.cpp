@@ -42,7 +42,8 @@ std::string vocabulary_settings(const TrainConfig& config) {
   std::string tags;
   for (const std::string& tag : source_tags(config)) tags += (tags.empty() ? ", tags " : " ") + tag;
   return to_string(config.vocab_type) + " vocabulary of up to " + std::to_string(config.vocab_size) + " pieces, " +
-         (config.joint_vocab ? "joint" : "source and target") + ", seed " + std::to_string(config.seed) + tags;
+         (config.joint_vocab ? "joint" : "source and target") + (config.byte_fallback ? ", byte fallback" : "") +
+         ", seed " + std::to_string(config.seed) + tags;
 }
 
 CorpusRecipe training_recipe(const TrainConfig& config) {
@@ -140,7 +141,8 @@ void check_dev_lengths(const TrainConfig& config, const Vocabulary& source, cons
 
 Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& text, const std::string& directory,
                                 spdlog::logger& log) {
-  VocabularyTrainingOptions options{config.vocab_type, config.vocab_size, config.seed, std::max(1, config.threads), {}};
+  VocabularyTrainingOptions options{config.vocab_type,           config.vocab_size,    config.seed,
+                                    std::max(1, config.threads), config.byte_fallback, {}};
   options.tags = source_tags(config);
   const fs::path dir(directory);
   Vocabularies vocabularies;

@@ -21,6 +21,7 @@ def tiny_train_arguments(model_dir, steps=3, validate_every=3):
         "dev_target": str(TOY / "dev.tgt"),
         "model_dir": str(model_dir),
         "vocab_size": 200,
+        "byte_fallback": False,
         "embedding_size": 16,
         "encoder_hidden_size": 8,
         "decoder_hidden_size": 16,

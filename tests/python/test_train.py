@@ -19,8 +19,8 @@ def test_training_from_python_writes_what_the_command_writes(run_nmt, tmp_path, 
     options = dict(tiny_train_arguments(command_dir, steps=6, validate_every=3), log_every=2)
     run_nmt("train", *command_line(options))
     config = tmp_path / "run.toml"
-    config.write_text("[train]\nvocab-size = 200\nbatch-tokens = 400\n")
-    overrides = {k: v for k, v in options.items() if k not in ("vocab_size", "batch_tokens")}
+    config.write_text("[train]\nvocab-size = 200\nbyte-fallback = false\nbatch-tokens = 400\n")
+    overrides = {k: v for k, v in options.items() if k not in ("vocab_size", "byte_fallback", "batch_tokens")}
     overrides["model_dir"] = python_dir
     with caplog.at_level(logging.INFO, logger="nmt"):
         assert nmt.train(config=config, **overrides) == str(python_dir)

@@ -235,3 +235,17 @@ def test_int8_with_a_shortlist_equals_the_command(run_nmt, model_dir, source_fil
     run_nmt("export", "--model", model_dir, "--output", exported)
     from_export = nmt.Translator(exported, threads=2, shortlist=shortlist).translate_batch(test_lines)
     assert [(result.text, result.score) for result in from_export] == [(r.text, r.score) for r in results]
+
+
+def test_sentences_are_split_joined_and_their_caps_reported(translator, test_lines):
+    first, second = test_lines[0], test_lines[1]
+    alone = translator.translate_batch([first, second], beam_size=2)
+    [joined] = translator.translate_batch([first + "  " + second], beam_size=2)
+    assert joined.sentences == [first, second]
+    assert joined.text == alone[0].text + "  " + alone[1].text
+    [whole] = translator.translate_batch([first + "  " + second], beam_size=2, split_sentences=False)
+    assert whole.sentences == [first + "  " + second]
+    [cut] = translator.translate_batch([first], beam_size=2, max_output_length=1)
+    assert cut.capped == [0] and len(cut.tokens) == 1
+    with pytest.raises(ValueError, match="ISO 639"):
+        translator.translate_batch([first], source_language="klingon")
