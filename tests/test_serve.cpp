@@ -214,16 +214,26 @@ TEST_CASE("serve: a text of several sentences is split, translated and joined, a
     CHECK(entry["text"] == alone["translations"][0]["text"].get<std::string>() + " " +
                                alone["translations"][1]["text"].get<std::string>());
     CHECK(joined["translations"][1]["sentences"] == json::array({kSentences[3]}));
+    CHECK_FALSE(joined["translations"][1].contains("confidence"));
+    // With "confidence": each word and its probability, and the text's confidence.
+    const json sure = post(client, {{"text", {paragraph}}, {"confidence", true}});
+    const json& scored = sure["translations"][0];
+    CHECK(scored["text"] == entry["text"]);
+    CHECK(scored["confidence"].get<double>() > 0);
+    CHECK(scored["confidence"].get<double>() <= 1);
+    std::string words;
+    for (const json& word : scored["words"]) words += (words.empty() ? "" : " ") + word["word"].get<std::string>();
+    CHECK(words == entry["text"]);
     // The tiny model rarely ends by itself within 8 subwords: whatever it did is counted.
     size_t capped = 0;
-    for (const json& answer : {alone, joined}) {
+    for (const json& answer : {alone, joined, sure}) {
       for (const json& each : answer["translations"]) capped += each["capped"].size();
     }
     httplib::Result health = client.Get("/health");
     REQUIRE(health);
     const json status = json::parse(health->body);
     CHECK(status["sentences_capped"] == capped);
-    CHECK(status["sentences_translated"] == 5);
+    CHECK(status["sentences_translated"] == 7);
   }
   ServerProcess whole(server_arguments({"--split-sentences", "no"}));
   REQUIRE(whole.port > 0);

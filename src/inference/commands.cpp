@@ -83,45 +83,6 @@ void warn_of_caps(const std::vector<Translation>& translations, const std::strin
   if (lines > kNamed) spdlog::warn("{}: {} more lines were cut at the output cap", input, lines - kNamed);
 }
 
-// The token log-probabilities of each line's best translation (outputs.h), by forced decoding of
-// each sentence's translation with the sentence as its source.
-std::vector<TokenLogProbabilities> best_token_log_probabilities(const TranslationModels& models,
-                                                                const TranslateOptions& options,
-                                                                const std::vector<Translation>& translations) {
-  const bool backwards = models.members.front().options.reverse_target;  // forced in the model's order
-  std::vector<std::vector<int64_t>> sources, targets;
-  std::vector<std::pair<size_t, size_t>> owners;  // (line, sentence) of each pair
-  std::vector<TokenLogProbabilities> result(translations.size());
-  for (size_t i = 0; i < translations.size(); ++i) {
-    const Translation& translation = translations[i];
-    if (translation.hypotheses.empty()) continue;
-    result[i].resize(translation.sentence_tokens.size());
-    const std::vector<int64_t>& tokens = translation.hypotheses[0].tokens;
-    size_t offset = 0;
-    for (size_t j = 0; j < translation.sentence_tokens.size(); ++j) {
-      const auto begin = tokens.begin() + static_cast<std::ptrdiff_t>(offset);
-      offset += translation.sentence_tokens[j];
-      std::vector<int64_t> source = models.source_vocabulary().encode(translation.sentences[j]);
-      if (source.empty()) continue;
-      source.push_back(kEosId);
-      std::vector<int64_t> target(begin, tokens.begin() + static_cast<std::ptrdiff_t>(offset));
-      if (backwards) std::reverse(target.begin(), target.end());
-      sources.push_back(std::move(source));
-      targets.push_back(std::move(target));
-      owners.emplace_back(i, j);
-    }
-  }
-  const int64_t batch_size = options.batching.batch_in_tokens ? 64 : options.batching.batch_size;
-  std::vector<ForcedScore> forced = force_decode(models.ensemble(), sources, targets, options.search.length_penalty,
-                                                 batch_size, parse_device(options.device));
-  for (size_t k = 0; k < forced.size(); ++k) {
-    std::vector<double>& values = forced[k].tokens;
-    if (backwards) std::reverse(values.begin(), values.end() - 1);  // text order; the end stays last
-    result[owners[k].first][owners[k].second] = std::move(values);
-  }
-  return result;
-}
-
 // The output of `translations` of `lines` as options.outputs asks: text (format_translations) or
 // JSON lines (format_jsonl).
 std::string format_output(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
@@ -234,6 +195,43 @@ std::vector<ForcedScore> score_pairs(const TranslationModels& models, const Tran
                    options.batching.batch_size, parse_device(options.device));
   for (size_t k = 0; k < scored.size(); ++k) scores[scored[k]] = forced[k];
   return scores;
+}
+
+std::vector<TokenLogProbabilities> best_token_log_probabilities(const TranslationModels& models,
+                                                                const TranslateOptions& options,
+                                                                const std::vector<Translation>& translations) {
+  const bool backwards = models.members.front().options.reverse_target;  // forced in the model's order
+  std::vector<std::vector<int64_t>> sources, targets;
+  std::vector<std::pair<size_t, size_t>> owners;  // (line, sentence) of each pair
+  std::vector<TokenLogProbabilities> result(translations.size());
+  for (size_t i = 0; i < translations.size(); ++i) {
+    const Translation& translation = translations[i];
+    if (translation.hypotheses.empty()) continue;
+    result[i].resize(translation.sentence_tokens.size());
+    const std::vector<int64_t>& tokens = translation.hypotheses[0].tokens;
+    size_t offset = 0;
+    for (size_t j = 0; j < translation.sentence_tokens.size(); ++j) {
+      const auto begin = tokens.begin() + static_cast<std::ptrdiff_t>(offset);
+      offset += translation.sentence_tokens[j];
+      std::vector<int64_t> source = models.source_vocabulary().encode(translation.sentences[j]);
+      if (source.empty()) continue;
+      source.push_back(kEosId);
+      std::vector<int64_t> target(begin, tokens.begin() + static_cast<std::ptrdiff_t>(offset));
+      if (backwards) std::reverse(target.begin(), target.end());
+      sources.push_back(std::move(source));
+      targets.push_back(std::move(target));
+      owners.emplace_back(i, j);
+    }
+  }
+  const int64_t batch_size = options.batching.batch_in_tokens ? 64 : options.batching.batch_size;
+  std::vector<ForcedScore> forced = force_decode(models.ensemble(), sources, targets, options.search.length_penalty,
+                                                 batch_size, parse_device(options.device));
+  for (size_t k = 0; k < forced.size(); ++k) {
+    std::vector<double>& values = forced[k].tokens;
+    if (backwards) std::reverse(values.begin(), values.end() - 1);  // text order; the end stays last
+    result[owners[k].first][owners[k].second] = std::move(values);
+  }
+  return result;
 }
 
 void score_files(const ScoreJob& job, std::ostream& out) {

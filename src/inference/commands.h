@@ -82,4 +82,11 @@ constexpr size_t kScoreBlock = 8192;
 std::vector<ForcedScore> score_pairs(const TranslationModels& models, const TranslateOptions& options,
                                      const std::vector<std::string>& sources, const std::vector<std::string>& targets);
 
+// The token log-probabilities of each line's best translation (inference/outputs.h), by forced
+// decoding of each sentence's translation with the sentence as its source: one more
+// teacher-forced pass of `models`, on options' device, in batches of options' batch size.
+std::vector<TokenLogProbabilities> best_token_log_probabilities(const TranslationModels& models,
+                                                                const TranslateOptions& options,
+                                                                const std::vector<Translation>& translations);
+
 }  // namespace nmt

@@ -73,6 +73,36 @@ std::string format_translations(const std::vector<std::string>& lines, const std
   return text.str();
 }
 
+LineConfidence line_confidence(const Translation& translation, const TokenLogProbabilities& log_probabilities,
+                               const Vocabulary& target_vocabulary) {
+  LineConfidence result;
+  if (translation.hypotheses.empty()) return result;
+  const std::vector<int64_t>& tokens = translation.hypotheses[0].tokens;
+  double sum = 0;
+  size_t counted = 0, token = 0;
+  for (size_t sentence = 0; sentence < translation.sentence_tokens.size(); ++sentence) {
+    const std::vector<double>& own = log_probabilities[sentence];
+    std::vector<int64_t> word;
+    double word_log_probability = 0;
+    const auto finish_word = [&] {
+      if (word.empty()) return;
+      result.words.emplace_back(target_vocabulary.decode(word), std::exp(word_log_probability));
+      word.clear();
+      word_log_probability = 0;
+    };
+    for (size_t k = 0; k < translation.sentence_tokens[sentence]; ++k, ++token) {
+      if (target_vocabulary.piece(tokens[token]).rfind("\u2581", 0) == 0) finish_word();  // a word starts
+      word.push_back(tokens[token]);
+      word_log_probability += own[k];
+    }
+    finish_word();
+    for (const double value : own) sum += value;  // the end of sentence too
+    counted += own.size();
+  }
+  if (counted > 0) result.confidence = std::exp(sum / static_cast<double>(counted));
+  return result;
+}
+
 std::string format_jsonl(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
                          const std::vector<TokenLogProbabilities>& token_log_probabilities,
                          const Vocabulary& target_vocabulary, const std::string& stem, int n_best,
@@ -84,31 +114,12 @@ std::string format_jsonl(const std::vector<std::string>& lines, const std::vecto
     nlohmann::ordered_json entry = {{"line", first_line + i + 1},
                                     {"text", empty ? "" : translation.texts[0]},
                                     {"score", empty ? 0.0 : translation.hypotheses[0].score}};
+    const LineConfidence confidence = line_confidence(translation, token_log_probabilities[i], target_vocabulary);
+    entry["confidence"] =
+        confidence.defined() ? nlohmann::ordered_json(confidence.confidence) : nlohmann::ordered_json(nullptr);
     nlohmann::ordered_json words = nlohmann::ordered_json::array();
-    double sum = 0;
-    size_t counted = 0, token = 0;
-    for (size_t sentence = 0; !empty && sentence < translation.sentence_tokens.size(); ++sentence) {
-      const std::vector<double>& log_probabilities = token_log_probabilities[i][sentence];
-      const std::vector<int64_t>& tokens = translation.hypotheses[0].tokens;
-      std::vector<int64_t> word;
-      double word_log_probability = 0;
-      const auto finish_word = [&] {
-        if (word.empty()) return;
-        words.push_back({{"word", target_vocabulary.decode(word)}, {"probability", std::exp(word_log_probability)}});
-        word.clear();
-        word_log_probability = 0;
-      };
-      for (size_t k = 0; k < translation.sentence_tokens[sentence]; ++k, ++token) {
-        if (target_vocabulary.piece(tokens[token]).rfind("\u2581", 0) == 0) finish_word();  // a word starts
-        word.push_back(tokens[token]);
-        word_log_probability += log_probabilities[k];
-      }
-      finish_word();
-      for (const double value : log_probabilities) sum += value;  // the end of sentence too
-      counted += log_probabilities.size();
-    }
-    entry["confidence"] = counted == 0 ? nlohmann::ordered_json(nullptr)
-                                       : nlohmann::ordered_json(std::exp(sum / static_cast<double>(counted)));
+    for (const auto& [word, probability] : confidence.words)
+      words.push_back({{"word", word}, {"probability", probability}});
     entry["words"] = std::move(words);
     entry["sentences"] = translation.sentences;
     entry["capped"] = translation.capped;

@@ -3,7 +3,10 @@
 // matrix (JSON) per sentence (eval/attention_export.h).
 #pragma once
 
+#include <cmath>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "eval/attention_export.h"
@@ -35,13 +38,25 @@ std::string format_translations(const std::vector<std::string>& lines, const std
 // a sentence's tokens, then its end of sentence (nothing for a sentence without subwords).
 using TokenLogProbabilities = std::vector<std::vector<double>>;
 
+// What the model's probabilities say of a line's best translation: each word with its
+// probability (the product of its subwords'; words cut where a subword starts a word), and the
+// confidence, the geometric mean of all its token probabilities, each sentence's end included
+// (NaN for a line without tokens: defined() is false).
+struct LineConfidence {
+  std::vector<std::pair<std::string, double>> words;
+  double confidence = std::numeric_limits<double>::quiet_NaN();
+  bool defined() const { return !std::isnan(confidence); }
+};
+LineConfidence line_confidence(const Translation& translation, const TokenLogProbabilities& log_probabilities,
+                               const Vocabulary& target_vocabulary);
+
 // --output-format jsonl: one JSON object per translated line, in order:
 //   {"line": N (1-based, after first_line), "text", "score", "confidence", "words": [{"word",
 //    "probability"}, ...], "sentences": [...], "capped": [...], "alignment"?, "n_best"?}
-// `token_log_probabilities[i]`: line i's (forced decoding: inference/commands.cpp). A word's probability is the product
-// of its subwords'; the confidence is the geometric mean of all the line's token probabilities, ends of sentence
-// included (null for an empty line). "alignment" with options.alignment, "n_best" (text and score
-// of each hypothesis) when n_best > 1; attention files as format_translations writes them.
+// `token_log_probabilities[i]`: line i's (best_token_log_probabilities, inference/commands.h); the
+// words and confidence as line_confidence gives them (confidence null for an empty line).
+// "alignment" with options.alignment, "n_best" (text and score of each hypothesis) when
+// n_best > 1; attention files as format_translations writes them.
 std::string format_jsonl(const std::vector<std::string>& lines, const std::vector<Translation>& translations,
                          const std::vector<TokenLogProbabilities>& token_log_probabilities,
                          const Vocabulary& target_vocabulary, const std::string& stem, int n_best,

@@ -154,6 +154,12 @@ void bind_translator(py::module_& module) {
                     "the source subwords and '</s>': the attention's columns")
       .def_readonly("sentences", &PyTranslation::sentences,
                     "what was translated: the text's sentences (split_sentences), or the text itself")
+      .def_readonly("confidence", &PyTranslation::confidence,
+                    "with return_confidence: the geometric mean of the probabilities of the best translation's "
+                    "subwords and each sentence's end, in (0, 1] (None for an empty sentence, or when not asked)")
+      .def_readonly("words", &PyTranslation::words,
+                    "with return_confidence: the best translation's words, each with the model's probability of it "
+                    "(the product of its subwords'); None when not asked")
       .def_readonly("capped", &PyTranslation::capped,
                     "indices into sentences of those whose translation stopped at an output cap (max_length_ratio, "
                     "max_output_length) before it ended")
@@ -200,11 +206,12 @@ void bind_translator(py::module_& module) {
            "CPU). shortlist: a "
            "lexical shortlist file from nmt shortlist (each batch's output layer covers only its candidates).")
       .def("translate_batch", &PyTranslator::translate_batch, "sentences"_a, py::kw_only(), "n_best"_a = 1,
-           "return_attention"_a = false, "return_alignment"_a = false, "prefix"_a = py::none(),
-           "constraints"_a = py::none(),
+           "return_attention"_a = false, "return_alignment"_a = false, "return_confidence"_a = false,
+           "prefix"_a = py::none(), "constraints"_a = py::none(),
            ("Translates `sentences` (a list of str) and returns a TranslationResult each, in order.\n\n"
             "n_best: hypotheses per sentence (at most beam_size). return_attention, return_alignment: keep each "
-            "hypothesis's attention matrix or hard alignment. prefix: a list with a target prefix (str) or None "
+            "hypothesis's attention matrix or hard alignment. return_confidence: give each result its confidence "
+            "and words (one more teacher-forced pass of the model). prefix: a list with a target prefix (str) or None "
             "per sentence; each translation starts with it. constraints: a list with a phrase (str), a list of "
             "phrases or None per sentence; each translation contains them.\n\n"
             "Search options, as nmt translate's (beam_size for --beam-size), with their defaults:\n" +

@@ -159,8 +159,8 @@ PyTranslator::PyTranslator(const py::object& model, const py::object& checkpoint
 
 std::vector<PyTranslation> PyTranslator::translate_batch(const std::vector<std::string>& sentences, int n_best,
                                                          bool return_attention, bool return_alignment,
-                                                         const py::object& prefix, const py::object& constraints,
-                                                         const py::kwargs& keywords) {
+                                                         bool return_confidence, const py::object& prefix,
+                                                         const py::object& constraints, const py::kwargs& keywords) {
   TranslateOptions options = with_search_keywords(options_, keywords, "translate_batch");
   options.search.n_best = n_best;
   options.search.return_attention = return_attention || return_alignment;
@@ -185,10 +185,20 @@ std::vector<PyTranslation> PyTranslator::translate_batch(const std::vector<std::
         },
         guides);
   });
+  std::vector<TokenLogProbabilities> log_probabilities;
+  if (return_confidence) {
+    py::gil_scoped_release release;
+    log_probabilities = best_token_log_probabilities(models_, options, translations);
+  }
   std::vector<PyTranslation> results;
   results.reserve(translations.size());
-  for (const Translation& translation : translations) {
-    results.push_back(to_python(translation, models_.target_vocabulary(), return_attention, return_alignment));
+  for (size_t i = 0; i < translations.size(); ++i) {
+    results.push_back(to_python(translations[i], models_.target_vocabulary(), return_attention, return_alignment));
+    if (!return_confidence) continue;
+    const LineConfidence confidence =
+        line_confidence(translations[i], log_probabilities[i], models_.target_vocabulary());
+    results.back().confidence = confidence.defined() ? py::cast(confidence.confidence) : py::none();
+    results.back().words = py::cast(confidence.words);
   }
   return results;
 }

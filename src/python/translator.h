@@ -31,6 +31,8 @@ struct PyTranslation {
   std::vector<std::string> source_tokens;  // the source subwords and "</s>" (the attention's columns)
   std::vector<std::string> sentences;      // what was translated: the text's sentences, or the text
   std::vector<size_t> capped;              // indices of those cut at an output cap
+  py::object confidence = py::none();      // with return_confidence (inference/outputs.h), else None
+  py::object words = py::none();           // ditto: [(word, probability), ...]
 };
 
 // One pair's forced-decoding score, as `nmt score` gives it.
@@ -46,8 +48,9 @@ class PyTranslator {
                const std::string& compute_type, const py::object& shortlist);
 
   std::vector<PyTranslation> translate_batch(const std::vector<std::string>& sentences, int n_best,
-                                             bool return_attention, bool return_alignment, const py::object& prefix,
-                                             const py::object& constraints, const py::kwargs& options);
+                                             bool return_attention, bool return_alignment, bool return_confidence,
+                                             const py::object& prefix, const py::object& constraints,
+                                             const py::kwargs& options);
   std::vector<PyScore> score_batch(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
                                    const py::kwargs& options);
   void translate_file(const py::object& input, const py::object& output, int n_best, bool with_scores, bool alignment,

@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFields = "text, prefix, constraints, beam_size, n_best, attention, alignment";
+constexpr const char* kFields = "text, prefix, constraints, beam_size, n_best, attention, alignment, confidence";
 
 [[noreturn]] void refuse(const std::string& message, int status = 400) { throw RequestError(status, message); }
 
@@ -210,6 +210,8 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
       request.attention = boolean_field(value, name);
     } else if (name == "alignment") {
       request.alignment = boolean_field(value, name);
+    } else if (name == "confidence") {
+      request.confidence = boolean_field(value, name);
     } else {
       refuse("unknown field " + quoted_name(name) + " (the fields are " + kFields + ")");
     }
@@ -283,6 +285,8 @@ size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& p
     bound += kEntry + text + kScore + sentence_bytes;
     if (request.search.n_best > 1) bound += static_cast<size_t>(request.search.n_best) * (kEntry + text + kScore);
     if (request.alignment) bound += rows * kPair;
+    // A word per output subword at most: its text, its probability and its braces and names.
+    if (request.confidence) bound += kScore + rows * (longest_target_piece + kScore + 32);
     if (request.attention) {
       bound += kEntry + columns * (longest_source_piece + 1) + rows * (longest_target_piece + 1) +
                rows * (columns * kWeight + 2);
@@ -292,9 +296,11 @@ size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& p
 }
 
 nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
-                                 const Vocabulary& target_vocabulary) {
+                                 const Vocabulary& target_vocabulary,
+                                 const std::vector<TokenLogProbabilities>& log_probabilities) {
   json entries = json::array();
-  for (const Translation& translation : translations) {
+  for (size_t i = 0; i < translations.size(); ++i) {
+    const Translation& translation = translations[i];
     const bool empty = translation.hypotheses.empty();
     json entry = {{"text", empty ? "" : translation.texts[0]},
                   {"score", empty ? 0.0 : translation.hypotheses[0].score},
@@ -317,6 +323,14 @@ nlohmann::json translations_json(const TranslateRequest& request, const std::vec
         hypotheses.push_back({{"text", translation.texts[k]}, {"score", translation.hypotheses[k].score}});
       }
       entry["n_best"] = std::move(hypotheses);
+    }
+    if (request.confidence && i < log_probabilities.size()) {
+      const LineConfidence confidence = line_confidence(translation, log_probabilities[i], target_vocabulary);
+      entry["confidence"] = confidence.defined() ? json(confidence.confidence) : json(nullptr);
+      json words = json::array();
+      for (const auto& [word, probability] : confidence.words)
+        words.push_back({{"word", word}, {"probability", probability}});
+      entry["words"] = std::move(words);
     }
     entries.push_back(std::move(entry));
   }

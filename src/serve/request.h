@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/translate_options.h"
+#include "inference/outputs.h"
 #include "search/translator.h"
 #include "text/vocabulary.h"
 
@@ -44,10 +45,12 @@ struct TranslateRequest {
   SearchOptions search;                  // the server's defaults with the request's beam_size and n_best
   bool attention = false;                // add each sentence's attention matrix to the answer
   bool alignment = false;                // add each sentence's hard alignment ("i-j" pairs)
+  bool confidence = false;               // add each text's confidence and words (inference/outputs.h)
 };
 
 // {"text": "..." | ["...", ...], "prefix": as text, "constraints": [phrase, ...] | [[phrase, ...], ...],
-//  "beam_size": int, "n_best": int, "attention": bool, "alignment": bool}; only "text" is required,
+//  "beam_size": int, "n_best": int, "attention": bool, "alignment": bool, "confidence": bool}; only
+// "text" is required,
 // and any other field is refused by name. "prefix" gives each sentence the start of its translation
 // ("" for none); "constraints" the phrases its translation contains: a list for a string text, a
 // list of lists (one per sentence, [] for none) for a list.
@@ -75,9 +78,12 @@ size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& p
                           size_t longest_target_piece);
 
 // {"translations": [{"text", "score", "sentences", "capped", "alignment"?, "attention"?,
-// "n_best"?}, ...]}, one entry per text of the request, in its order: "sentences" what it was
-// translated as, "capped" the indices of those whose search stopped at an output cap.
+// "n_best"?, "confidence"?, "words"?}, ...]}, one entry per text of the request, in its order:
+// "sentences" what it was translated as, "capped" the indices of those whose search stopped at an
+// output cap; with request.confidence, `log_probabilities` (one per text:
+// best_token_log_probabilities) give "confidence" and "words" ([{"word", "probability"}, ...]).
 nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
-                                 const Vocabulary& target_vocabulary);
+                                 const Vocabulary& target_vocabulary,
+                                 const std::vector<TokenLogProbabilities>& log_probabilities = {});
 
 }  // namespace nmt::serve

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "inference/commands.h"
 #include "inference/model.h"
 #include "search/memory.h"
 #include "serve/batch_queue.h"
@@ -313,8 +314,12 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
     auto done = [&service, request, plan, respond](std::vector<Translation> translations, std::exception_ptr error) {
       try {
         if (error) std::rethrow_exception(error);
-        HttpAnswer answer = json_answer(200, translations_json(*request, join_lines(*plan, std::move(translations)),
-                                                               service.models.target_vocabulary()));
+        std::vector<Translation> lines = join_lines(*plan, std::move(translations));
+        const std::vector<TokenLogProbabilities> log_probabilities =
+            request->confidence ? best_token_log_probabilities(service.models, service.options.translate, lines)
+                                : std::vector<TokenLogProbabilities>{};
+        HttpAnswer answer =
+            json_answer(200, translations_json(*request, lines, service.models.target_vocabulary(), log_probabilities));
         ++service.requests_served;
         respond(std::move(answer));
       } catch (...) {

@@ -24,8 +24,8 @@ def test_stub_search_options_are_the_command_options():
     typed = {item.target.id for item in classes["SearchOptions"].body if isinstance(item, ast.AnnAssign)}
     assert typed == {name for name, _ in _nmt._search_options()}
     methods = {m.name: m for m in classes["Translator"].body if isinstance(m, ast.FunctionDef)}
-    for method, own in (("translate_batch", {"n_best", "return_attention", "return_alignment", "prefix",
-                                             "constraints"}),
+    for method, own in (("translate_batch", {"n_best", "return_attention", "return_alignment", "return_confidence",
+                                             "prefix", "constraints"}),
                         ("translate_file", {"n_best", "with_scores", "alignment", "attention_dir", "prefix_file",
                                             "constraints_file"})):
         assert set(keyword_defaults(methods[method])) == own

@@ -249,3 +249,14 @@ def test_sentences_are_split_joined_and_their_caps_reported(translator, test_lin
     assert cut.capped == [0] and len(cut.tokens) == 1
     with pytest.raises(ValueError, match="ISO 639"):
         translator.translate_batch([first], source_language="klingon")
+
+
+def test_confidence_gives_each_word_its_probability(translator, test_lines):
+    results = translator.translate_batch(test_lines[:5] + [""], beam_size=2, return_confidence=True)
+    for result in results[:5]:
+        assert 0 < result.confidence <= 1
+        assert " ".join(word for word, _ in result.words) == result.text
+        assert all(0 < probability <= 1 for _, probability in result.words)
+    assert results[5].confidence is None and results[5].words == []
+    plain = translator.translate_batch(test_lines[:1], beam_size=2)[0]
+    assert plain.confidence is None and plain.words is None

@@ -43,6 +43,8 @@ class TranslationResult:
     source_tokens: List[str]
     sentences: List[str]
     capped: List[int]
+    confidence: Optional[float]
+    words: Optional[List[Tuple[str, float]]]
     text: str
     score: float
     tokens: List[str]
@@ -75,6 +77,7 @@ class Translator:
         n_best: int = 1,
         return_attention: bool = False,
         return_alignment: bool = False,
+        return_confidence: bool = False,
         prefix: Optional[Sequence[Optional[str]]] = None,
         constraints: Optional[Sequence[Union[None, str, Sequence[str]]]] = None,
         **options: Unpack[SearchOptions],
