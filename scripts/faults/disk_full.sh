@@ -29,7 +29,7 @@ fi
 toy="$root/data/toy"
 model="$disk/model"
 train=(train --train-source "$toy/train.src" --train-target "$toy/train.tgt" --dev-source "$toy/dev.src"
-  --dev-target "$toy/dev.tgt" --model-dir "$model" --vocab-size 200 --embedding-size 16 --encoder-hidden-size 8
+  --dev-target "$toy/dev.tgt" --model-dir "$model" --vocab-size 200 --byte-fallback false --embedding-size 16 --encoder-hidden-size 8
   --decoder-hidden-size 16 --attention-size 8 --validate-every 2 --batch-tokens 400 --threads 1)
 fail() {
   echo "disk_full: FAILED: $*" >&2
