@@ -50,7 +50,7 @@ Vocabulary toy_vocabulary(const CorpusRecipe& recipe) {
     text.target.push_back(target);
   });
   return Vocabulary::from_serialized(
-      train_vocabulary({&text.source, &text.target}, {VocabType::kUnigram, 150, 1, 1, {}}), "toy");
+      train_vocabulary({&text.source, &text.target}, {VocabType::kUnigram, 150, 1, 1, false, {}}), "toy");
 }
 
 }  // namespace
@@ -139,7 +139,7 @@ TEST_CASE("a stale, truncated or foreign prepared file is noticed, and preparing
   SECTION("another vocabulary") {
     const std::vector<std::string> sentences = read_lines(recipe.source_files[0]);
     const Vocabulary other =
-        Vocabulary::from_serialized(train_vocabulary({&sentences}, {VocabType::kBpe, 120, 1, 1, {}}), "other");
+        Vocabulary::from_serialized(train_vocabulary({&sentences}, {VocabType::kBpe, 120, 1, 1, false, {}}), "other");
     CHECK_THAT(why_stale(path, recipe, other, other), Catch::Contains("vocabulary changed"));
   }
   SECTION("truncated") {

@@ -166,7 +166,7 @@ TEST_CASE("vocabularies keep the special ids and round-trip text", "[data]") {
   const std::vector<std::string> some(sentences.begin(), sentences.begin() + 300);
   for (VocabType type : {VocabType::kUnigram, VocabType::kBpe}) {
     DYNAMIC_SECTION(to_string(type)) {
-      const std::string proto = train_vocabulary({&some}, {type, 150, 1, 1, {}});
+      const std::string proto = train_vocabulary({&some}, {type, 150, 1, 1, false, {}});
       Vocabulary vocabulary = Vocabulary::from_serialized(proto, "test");
       CHECK(vocabulary.size() <= 150);
       CHECK(vocabulary.piece(kUnkId) == "<unk>");
@@ -215,14 +215,14 @@ TEST_CASE("a word cache encodes exactly as sentencepiece: toy corpus, odd spaces
   for (VocabType type : {VocabType::kUnigram, VocabType::kBpe}) {
     DYNAMIC_SECTION(to_string(type)) {
       const std::vector<std::string> some(lines.begin(), lines.begin() + 2000);
-      check_cached_encoding(Vocabulary::from_serialized(train_vocabulary({&some}, {type, 300, 1, 1, {}}), "toy"),
+      check_cached_encoding(Vocabulary::from_serialized(train_vocabulary({&some}, {type, 300, 1, 1, false, {}}), "toy"),
                             lines);
     }
   }
   // A cache of one word encodes the rest one by one, the same.
   const std::vector<std::string> some(lines.begin(), lines.begin() + 300);
   const Vocabulary vocabulary =
-      Vocabulary::from_serialized(train_vocabulary({&some}, {VocabType::kBpe, 150, 1, 1, {}}), "toy");
+      Vocabulary::from_serialized(train_vocabulary({&some}, {VocabType::kBpe, 150, 1, 1, false, {}}), "toy");
   WordCachedEncoder tiny(vocabulary, 1);
   for (size_t i = 0; i < 50; ++i) CHECK(tiny.encode(lines[i]) == vocabulary.encode(lines[i]));
 }
@@ -241,7 +241,7 @@ TEST_CASE("a word cache encodes exactly as sentencepiece: all of Multi30k with t
     lines.insert(lines.end(), file.begin(), file.end());
   }
   check_cached_encoding(
-      Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 8000, 1, 2, {}}), "m30k"), lines);
+      Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 8000, 1, 2, false, {}}), "m30k"), lines);
 }
 
 TEST_CASE("configuration: entries round-trip, bad values name the key", "[config]") {

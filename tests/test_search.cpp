@@ -645,7 +645,7 @@ TEST_CASE("continuous batching with a shortlist: lists that hold greedy's tokens
   // The shortlist's file checks need vocabularies; it counts only ids below kSearchVocab here.
   const std::vector<std::string> lines = read_lines(source_path("data/toy/train.src"));
   const Vocabulary vocabulary =
-      Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 60, 1, 1, {}}), "toy");
+      Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, 60, 1, 1, false, {}}), "toy");
   const int64_t vocab = kSearchVocab;
   torch::InferenceMode guard;
   SearchOptions options = fixed_shape_options(1, 1.0, 1);

@@ -235,6 +235,15 @@ TEST_CASE("serve: a text of several sentences is split, translated and joined, a
     CHECK(status["sentences_capped"] == capped);
     CHECK(status["sentences_translated"] == 7);
   }
+  {  // texts of white space only: empty translations, in their places, without a search
+    ServerProcess server(server_arguments());
+    REQUIRE(server.port > 0);
+    httplib::Client client = client_for(server);
+    const json blank = post(client, {{"text", {"  ", ""}}});
+    REQUIRE(blank["translations"].size() == 2);
+    CHECK(blank["translations"][0]["text"] == "");
+    CHECK(blank["translations"][1]["sentences"].empty());
+  }
   ServerProcess whole(server_arguments({"--split-sentences", "no"}));
   REQUIRE(whole.port > 0);
   httplib::Client client = client_for(whole);

@@ -28,7 +28,7 @@ fs::path scratch(const std::string& name) {
 // A vocabulary of `size` pieces from the toy corpus: the shortlist needs only its size and checksum.
 Vocabulary toy_vocabulary(int size) {
   const std::vector<std::string> lines = read_lines(source_path("data/toy/train.src"));
-  return Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, size, 1, 1, {}}), "toy");
+  return Vocabulary::from_serialized(train_vocabulary({&lines}, {VocabType::kBpe, size, 1, 1, false, {}}), "toy");
 }
 
 // Pairs whose counts are worked out by hand below.

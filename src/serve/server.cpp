@@ -302,13 +302,19 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
     TargetGuides guides;  // a text with a prefix or constraints stays one sentence
     guides.prefixes.lines = request->prefix;
     guides.constraints.lines = request->constraints;
-    auto plan = std::make_shared<SentencePlan>(plan_sentences(service.splitter.get(), request->text, guides,
-                                                              std::move(subwords), service.models.source_vocabulary()));
+    std::shared_ptr<SentencePlan> plan;
+    try {
+      plan = std::make_shared<SentencePlan>(plan_sentences(service.splitter.get(), request->text, guides,
+                                                           std::move(subwords), service.models.source_vocabulary()));
+    } catch (const std::invalid_argument& error) {  // the text was checked as UTF-8 already
+      throw RequestError(400, std::string("text: ") + error.what());
+    }
     check_search_memory(service, *request, *plan);
     check_answer_size(service, *request, *plan);
-    if (request->text.empty()) {
+    if (plan->sentences.empty()) {  // no text, or only white space: nothing to search
       ++service.requests_served;
-      return respond(json_answer(200, translations_json(*request, {}, service.models.target_vocabulary())));
+      return respond(
+          json_answer(200, translations_json(*request, join_lines(*plan, {}), service.models.target_vocabulary())));
     }
     // On a worker's thread, which must not throw.
     auto done = [&service, request, plan, respond](std::vector<Translation> translations, std::exception_ptr error) {
