@@ -36,37 +36,36 @@ void turn_around(Hypothesis& hypothesis) {
                                      hypothesis.attention.narrow(0, tokens, hypothesis.attention.size(0) - tokens)});
 }
 
+// A sentence's k-th best hypothesis, or its last when it has fewer (it has at least one).
+size_t kth(const Translation& sentence, size_t k) { return std::min(k, sentence.hypotheses.size() - 1); }
+
 // Hypothesis `k` of a line from those of its sentences (Translation's comment).
 Hypothesis join_hypotheses(const std::vector<Translation>& sentences, size_t k) {
   Hypothesis joined;
   bool attention = true;
-  int64_t rows = 0, columns = 1;  // the line's EOS column
+  int64_t rows = 0, columns = 1;     // the line's EOS column
+  const Hypothesis* last = nullptr;  // that of the last sentence with one
   for (const Translation& sentence : sentences) {
     if (sentence.hypotheses.empty()) continue;
-    const Hypothesis& own = sentence.hypotheses[std::min(k, sentence.hypotheses.size() - 1)];
+    const Hypothesis& own = sentence.hypotheses[kth(sentence, k)];
     joined.tokens.insert(joined.tokens.end(), own.tokens.begin(), own.tokens.end());
     joined.log_probability += own.log_probability;
     joined.score += own.score;
     attention = attention && own.attention.defined();
     rows += static_cast<int64_t>(own.tokens.size());
     columns += static_cast<int64_t>(sentence.source_pieces.size());
+    last = &own;
   }
-  if (!attention) return joined;
+  if (!attention || last == nullptr) return joined;
   // The last sentence's EOS row (when its search ended with EOS) is the line's.
-  const Translation* last = nullptr;
-  for (const Translation& sentence : sentences) {
-    if (!sentence.hypotheses.empty()) last = &sentence;
-  }
-  if (last == nullptr) return joined;
-  const Hypothesis& last_own = last->hypotheses[std::min(k, last->hypotheses.size() - 1)];
-  const bool eos_row = last_own.attention.size(0) > static_cast<int64_t>(last_own.tokens.size());
+  const bool eos_row = last->attention.size(0) > static_cast<int64_t>(last->tokens.size());
   joined.attention = torch::zeros({rows + (eos_row ? 1 : 0), columns}, torch::kFloat32);
   int64_t row = 0, column = 0;
   for (const Translation& sentence : sentences) {
     if (sentence.hypotheses.empty()) continue;
-    const Hypothesis& own = sentence.hypotheses[std::min(k, sentence.hypotheses.size() - 1)];
+    const Hypothesis& own = sentence.hypotheses[kth(sentence, k)];
     const auto pieces = static_cast<int64_t>(sentence.source_pieces.size());
-    const int64_t own_rows = static_cast<int64_t>(own.tokens.size()) + (&sentence == last && eos_row ? 1 : 0);
+    const int64_t own_rows = static_cast<int64_t>(own.tokens.size()) + (&own == last && eos_row ? 1 : 0);
     const torch::Tensor weights = own.attention.to(torch::kFloat32).narrow(0, 0, own_rows);
     joined.attention.narrow(0, row, own_rows).narrow(1, column, pieces).copy_(weights.narrow(1, 0, pieces));
     joined.attention.narrow(0, row, own_rows).select(1, columns - 1).copy_(weights.select(1, pieces));
@@ -82,8 +81,8 @@ Translation join_translations(const SplitLine& split, std::vector<Translation> s
   if (sentences.size() != split.sentences.size()) {
     throw std::invalid_argument("join_translations: one translation per sentence");
   }
-  Translation line;
   if (sentences.size() == 1 && split.gaps.front().empty() && split.gaps.back().empty()) return std::move(sentences[0]);
+  Translation line;
   size_t n_best = 0;
   for (size_t i = 0; i < sentences.size(); ++i) {
     Translation& sentence = sentences[i];
@@ -97,7 +96,7 @@ Translation join_translations(const SplitLine& split, std::vector<Translation> s
     line.hypotheses.push_back(join_hypotheses(sentences, k));
     std::vector<std::string> texts;
     for (const Translation& sentence : sentences) {
-      texts.push_back(sentence.texts.empty() ? "" : sentence.texts[std::min(k, sentence.texts.size() - 1)]);
+      texts.push_back(sentence.texts.empty() ? "" : sentence.texts[kth(sentence, k)]);
     }
     line.texts.push_back(join_sentences(split, texts));
   }

@@ -300,7 +300,7 @@ void BatchQueue::work() {
     std::vector<Translation> translations;
     std::exception_ptr error;
     try {
-      // Lines arrive here already split into sentences (submit).
+      // Lines arrive already split into sentences (serve/server.cpp, answer_translate).
       Translator translator(ensemble_, models_.source_vocabulary(), models_.target_vocabulary(), batch.front().search,
                             options_.batching, TextOptions{false, ""}, device_, models_.shortlist);
       translations = translator.translate(lines, {}, guides, std::move(subwords));
