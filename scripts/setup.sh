@@ -19,7 +19,7 @@ spm_prefix="$spm_dir/install"
 packages=(g++ cmake make libtorch-dev libopenblas0-openmp libcli11-dev libspdlog-dev catch2
           libprotobuf-dev protobuf-compiler libtcmalloc-minimal4 ccache nlohmann-json3-dev clang-format time
           zlib1g-dev clang libclang-rt-14-dev pkg-config libboost-dev libssl-dev libcpp-httplib-dev chromium chromium-driver
-          libgloo-dev libicu-dev pybind11-dev python3-dev python3-numpy python3-pytest python3-venv)
+          libgloo-dev libicu-dev libxml2-dev pybind11-dev python3-dev python3-numpy python3-pytest python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do

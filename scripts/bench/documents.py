@@ -17,53 +17,21 @@ The images of consecutive captions are unrelated: the paragraphs test length, no
 Prints one Markdown table per measure; the files go to OUTPUT_DIR (default MODEL_DIR/documents).
 Standard library only; the translations and BLEU come from build/nmt.
 """
-import argparse
-import json
 import os
 import random
 import shutil
 import statistics
 import subprocess
-import sys
 import time
-import tomllib
 from xml.sax.saxutils import escape
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NMT = os.path.join(ROOT, "build", "nmt")
-DATA = os.path.join(ROOT, "data", "multi30k")
-
-
-def run(arguments):
-    result = subprocess.run([NMT] + arguments, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"documents.py: nmt {' '.join(arguments)} failed:\n{result.stderr.strip()}")
-    return result
-
-
-def read_lines(path):
-    with open(path, encoding="utf-8") as handle:
-        return handle.read().split("\n")[:-1]
-
-
-def write_lines(path, lines):
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("".join(line + "\n" for line in lines))
+from multi30k_runs import DATA, bleu, command_line, read_lines, run, write_lines
 
 
 def translate(model, source, output, split, extra=()):
     run(["translate", "--model", model, "--input", source, "--output", output, "--quiet",
          "--split-sentences", "yes" if split else "no", *extra])
     return read_lines(output)
-
-
-def bleu(hypotheses, references, directory, name):
-    hypothesis_file = os.path.join(directory, name + ".hyp")
-    reference_file = os.path.join(directory, name + ".ref")
-    write_lines(hypothesis_file, hypotheses)
-    write_lines(reference_file, references)
-    result = run(["evaluate", "--hyp", hypothesis_file, "--ref", reference_file, "--json"])
-    return json.loads(result.stdout)["bleu"]
 
 
 def paragraph_runs(count, seed=1):
@@ -130,18 +98,7 @@ def plot(path, bins, series):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("model")
-    parser.add_argument("output", nargs="?")
-    parser.add_argument("--sets", default="val,test_2016_flickr")
-    parser.add_argument("--repeats", type=int, default=3)
-    arguments = parser.parse_args()
-    output = arguments.output or os.path.join(arguments.model, "documents")
-    os.makedirs(output, exist_ok=True)
-    with open(os.path.join(arguments.model, "config.toml"), "rb") as handle:
-        train = tomllib.load(handle)["train"]
-    source_language = os.path.splitext(train["train-source"].split(",")[0])[1][1:]
-    target_language = os.path.splitext(train["train-target"].split(",")[0])[1][1:]
+    arguments, output, source_language, target_language = command_line(__doc__.split("\n")[0], "documents")
 
     rows, length_rows, timing_rows = [], [], []
     by_length = {"line by line": {}, "paragraphs, split": {}, "paragraphs, whole": {}}

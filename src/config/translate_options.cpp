@@ -35,6 +35,12 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
         "translations with the line's spacing; no: a line is one sentence");
   visit("source-language", options.text.source_language,
         "ISO 639 code of the input's language, for the sentence rules (\"\": the model's source-language key)");
+  visit("markup", Choice<std::string>{options.text.markup, {"none", "html", "xml"}},
+        "inline tags and entities taken out before translation and put back around the words the attention ties "
+        "to those they enclosed; the output is well-formed when the input is");
+  visit("placeholders", options.text.placeholders,
+        "spans given back exactly, placed by the attention: all, none, or some of "
+        "url,email,number,printf,braces,variable,unknown (words with characters the vocabulary lacks)");
   visit("batch-size", options.batching.batch_size, "sentences (or tokens) per batch");
   visit("batch-type", Choice<std::string>{options.batch_type, {"sentences", "tokens"}}, "unit of --batch-size");
   visit("max-search-memory", options.batching.max_search_memory,
@@ -57,6 +63,9 @@ void add_translate_options(CLI::App& command, TranslateOptions& options) {
   // The output cap's older name, from when it shared it with training's max-length.
   command.add_option("--max-length", options.search.max_length, "")->group("");
   check_device_option(command);
+  command.add_option("--protect", options.text.protect,
+                     "a regular expression (ICU's syntax) of more spans to give back exactly, as --placeholders "
+                     "does; repeat it for several");
   command.add_option("--checkpoint", options.checkpoints,
                      "best (default), last, or a checkpoint path; several make an ensemble: one per --model, or "
                      "each of one --model's");

@@ -47,7 +47,16 @@ struct TextOptions {
   // are translated together and each line's translations joined with the line's own spacing.
   bool split_sentences = true;
   std::string source_language;  // an ISO 639 code; "": the model's source-language key
+  // Inline markup taken out before translation and put back by the attention (text/markup.h).
+  std::string markup = "none";  // none | html | xml
+  // Spans given back exactly (text/protect.h): "all", "none", or a comma-separated list of kinds.
+  std::string placeholders = "all";
+  std::vector<std::string> protect;  // more such spans: ICU regular expressions (--protect)
 };
+
+// Lines translated as they are: no splitting, no markup, no protected spans (validation during
+// training, and the server's queue, whose lines come split and framed).
+inline TextOptions whole_lines() { return TextOptions{false, "", "none", "none", {}}; }
 
 // Everything that says how a model translates: which checkpoint, search, batching, threads.
 struct TranslateOptions {

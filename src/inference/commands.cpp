@@ -21,6 +21,7 @@
 #include "text/corpus.h"
 #include "text/line_stream.h"
 #include "text/special_tokens.h"
+#include "util/format.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -58,29 +59,42 @@ TranslationModels load(const TranslateOptions& options) {
   return load_models(options, parse_device(options.device));
 }
 
-// Warns of the lines of `input` (lines[0] being its line first_line + 1) with a sentence whose
-// search stopped at an output cap: the first few by name and line, then how many more. Not with
-// --quiet.
-void warn_of_caps(const std::vector<Translation>& translations, const std::string& input, size_t first_line,
-                  const TranslateOptions& options) {
-  if (options.quiet) return;
-  const SearchOptions& search = options.search;
+// A warning for each of the first lines of `input` (lines[0] being its line first_line + 1) whose
+// `problem` is not "", then a count of the rest.
+void warn_of_lines(const std::vector<Translation>& translations, const std::string& input, size_t first_line,
+                   const std::function<std::string(const Translation&)>& problem, const std::string& rest) {
   constexpr size_t kNamed = 5;
   size_t lines = 0;
   for (size_t i = 0; i < translations.size(); ++i) {
-    const Translation& translation = translations[i];
-    if (translation.capped.empty()) continue;
-    if (++lines > kNamed) continue;
+    const std::string what = problem(translations[i]);
+    if (what.empty() || ++lines > kNamed) continue;
+    spdlog::warn("{}:{}: {}", input, first_line + i + 1, what);
+  }
+  if (lines > kNamed) spdlog::warn("{}: {} more lines {}", input, lines - kNamed, rest);
+}
+
+// Warns of the lines with a sentence whose search stopped at an output cap, and of those whose
+// markup was read as text (text/markup.h). Not with --quiet.
+void warn_of_problems(const std::vector<Translation>& translations, const std::string& input, size_t first_line,
+                      const TranslateOptions& options) {
+  if (options.quiet) return;
+  const SearchOptions& search = options.search;
+  const auto capped = [&](const Translation& translation) -> std::string {
+    if (translation.capped.empty()) return "";
     const std::string which = translation.sentences.size() > 1
                                   ? std::to_string(translation.capped.size()) + " of its " +
                                         std::to_string(translation.sentences.size()) + " sentences were"
                                   : "its translation was";
-    spdlog::warn(
-        "{}:{}: {} cut at the output cap (--max-length-ratio {} x source subwords + 10, at most "
-        "--max-output-length {}) before it ended: raise them to let it finish",
-        input, first_line + i + 1, which, search.max_length_ratio, search.max_length);
-  }
-  if (lines > kNamed) spdlog::warn("{}: {} more lines were cut at the output cap", input, lines - kNamed);
+    return which + " cut at the output cap (--max-length-ratio " + format_significant(search.max_length_ratio) +
+           " x source subwords + 10, at most --max-output-length " + std::to_string(search.max_length) +
+           ") before it ended: raise them to let it finish";
+  };
+  warn_of_lines(translations, input, first_line, capped, "were cut at the output cap");
+  const auto malformed = [](const Translation& translation) -> std::string {
+    if (translation.markup_problem.empty()) return "";
+    return "its markup was translated as text: " + translation.markup_problem;
+  };
+  warn_of_lines(translations, input, first_line, malformed, "had their markup translated as text");
 }
 
 // The output of `translations` of `lines` as options.outputs asks: text (format_translations) or
@@ -130,7 +144,7 @@ void translate_stream(const TranslateOptions& options, const TranslationModels& 
       part->first_line = done;
     }
     const std::vector<Translation> translations = translator.translate(lines, {}, group);
-    warn_of_caps(translations, "standard input", done, options);
+    warn_of_problems(translations, "standard input", done, options);
     out << format_output(lines, translations, models, options, outputs, "stdin", done);
     flush_standard_output(out);
     done += lines.size();
@@ -353,7 +367,7 @@ void translate_inputs(const TranslateJob& job, const TranslationModels& models, 
     }
     const std::vector<std::string> lines = input == "-" ? read_lines(std::cin, "standard input") : read_lines(input);
     const std::vector<Translation> translations = translate_lines(options, models, lines, guides, job.progress);
-    warn_of_caps(translations, input == "-" ? "standard input" : input, 0, options);
+    warn_of_problems(translations, input == "-" ? "standard input" : input, 0, options);
     const std::string stem = output_stem(input);
     const std::string text = format_output(lines, translations, models, options, outputs, stem, 0);
     write_output(!job.output_dir.empty() ? (fs::path(job.output_dir) / (stem + ".hyp")).string() : job.output, text,
@@ -382,7 +396,7 @@ void evaluate_files(EvaluateJob job, std::ostream& out) {
     require_same_line_count(job.source_file, sources.size(), job.reference_files.front(), references.front().size());
     const TranslationModels models = load(job.translate);
     const std::vector<Translation> translations = translate_lines(job.translate, models, sources);
-    warn_of_caps(translations, job.source_file, 0, job.translate);
+    warn_of_problems(translations, job.source_file, 0, job.translate);
     hypotheses = best_texts(translations);
     hypothesis_name = "translation of " + job.source_file;
     if (!job.output.empty()) {

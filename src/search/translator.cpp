@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "model/options.h"
 #include "search/memory.h"
 #include "text/batching.h"
 #include "text/special_tokens.h"
@@ -34,6 +35,34 @@ void turn_around(Hypothesis& hypothesis) {
   const auto tokens = static_cast<int64_t>(hypothesis.tokens.size());
   hypothesis.attention = torch::cat({hypothesis.attention.narrow(0, 0, tokens).flip(0),
                                      hypothesis.attention.narrow(0, tokens, hypothesis.attention.size(0) - tokens)});
+}
+
+bool has_attention(const Ensemble& model) {
+  const auto& members = model.members();
+  return std::any_of(members.begin(), members.end(),
+                     [](const auto& member) { return member->options().attention != kNoAttention; });
+}
+
+// Each target token's most attended source piece and each source piece's most attending target
+// token, from `attention` [rows >= targets, columns > sources] (the last column EOS); by their
+// places in the two sequences when there is none.
+TokenAlignment token_alignment(const torch::Tensor& attention, size_t targets, size_t sources) {
+  TokenAlignment alignment;
+  alignment.source_of_target.assign(targets, -1);
+  alignment.target_of_source.assign(sources, -1);
+  if (targets == 0 || sources == 0) return alignment;
+  const auto rows = static_cast<int64_t>(targets), columns = static_cast<int64_t>(sources);
+  if (attention.defined() && attention.size(0) >= rows && attention.size(1) > columns) {
+    const torch::Tensor weights = attention.narrow(0, 0, rows).narrow(1, 0, columns).to(torch::kFloat32).contiguous();
+    const torch::Tensor by_row = weights.argmax(1), by_column = weights.argmax(0);
+    for (int64_t t = 0; t < rows; ++t) alignment.source_of_target[t] = static_cast<int>(by_row[t].item<int64_t>());
+    for (int64_t q = 0; q < columns; ++q)
+      alignment.target_of_source[q] = static_cast<int>(by_column[q].item<int64_t>());
+    return alignment;
+  }
+  for (size_t t = 0; t < targets; ++t) alignment.source_of_target[t] = static_cast<int>(t * sources / targets);
+  for (size_t q = 0; q < sources; ++q) alignment.target_of_source[q] = static_cast<int>(q * targets / sources);
+  return alignment;
 }
 
 // A sentence's k-th best hypothesis, or its last when it has fewer (it has at least one).
@@ -103,6 +132,58 @@ Translation join_translations(const SplitLine& split, std::vector<Translation> s
   return line;
 }
 
+void restore_frame(const Frame& frame, const SplitLine& split, const std::vector<Translation>& sentences,
+                   Translation& line, const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary) {
+  if (line.hypotheses.empty()) {  // nothing to translate, but what the frame holds: one empty hypothesis
+    line.hypotheses.emplace_back();
+    line.texts = {place_frame(frame, "", {}, {}, {})};
+    return;
+  }
+  // The bytes of the framed text each source piece came from, sentence by sentence.
+  std::vector<ByteSpan> source_spans;
+  std::vector<size_t> first_piece;  // per sentence
+  size_t at = 0;
+  for (size_t i = 0; i < split.sentences.size(); ++i) {
+    at += split.gaps[i].size();
+    first_piece.push_back(source_spans.size());
+    if (!sentences[i].source_pieces.empty()) {
+      std::vector<ByteSpan> spans;
+      source_vocabulary.encode(split.sentences[i], &spans);
+      spans.resize(sentences[i].source_pieces.size());  // the same encoder: the same pieces
+      for (ByteSpan& span : spans) source_spans.push_back({span.begin + at, span.end + at});
+    }
+    at += split.sentences[i].size();
+  }
+  for (size_t k = 0; k < line.hypotheses.size(); ++k) {
+    // Text k's tokens: each sentence's, their bytes moved to its place in the line, and each
+    // sentence's alignment moved to its tokens and pieces.
+    std::vector<ByteSpan> target_spans;
+    TokenAlignment alignment;
+    alignment.target_of_source.assign(source_spans.size(), -1);
+    size_t offset = 0;
+    for (size_t i = 0; i < sentences.size(); ++i) {
+      offset += split.gaps[i].size();
+      const Translation& sentence = sentences[i];
+      if (sentence.hypotheses.empty()) continue;
+      const Hypothesis& own = sentence.hypotheses[kth(sentence, k)];
+      std::vector<ByteSpan> spans;
+      target_vocabulary.decode(own.tokens, &spans);
+      const auto first_token = static_cast<int>(target_spans.size());
+      const auto piece = static_cast<int>(first_piece[i]);
+      const TokenAlignment part = token_alignment(own.attention, own.tokens.size(), sentence.source_pieces.size());
+      for (const int source : part.source_of_target)
+        alignment.source_of_target.push_back(source < 0 ? -1 : source + piece);
+      for (size_t q = 0; q < part.target_of_source.size(); ++q) {
+        const int target = part.target_of_source[q];
+        alignment.target_of_source[first_piece[i] + q] = target < 0 ? -1 : target + first_token;
+      }
+      for (ByteSpan& span : spans) target_spans.push_back({span.begin + offset, span.end + offset});
+      offset += sentence.texts[kth(sentence, k)].size();
+    }
+    line.texts[k] = place_frame(frame, line.texts[k], target_spans, source_spans, alignment);
+  }
+}
+
 std::shared_ptr<const SentenceSplitter> sentence_splitter(const std::string& language) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const SentenceSplitter>> made;
@@ -127,6 +208,12 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
   validate(text);
   check_beam_fits_vocabulary(target_vocabulary_.size(), rows_per_sentence(search_));
   splitter_ = text_splitter(text, model_);
+  framer_ = text_framer(text, source_vocabulary_);
+}
+
+std::shared_ptr<const Framer> text_framer(const TextOptions& text, const Vocabulary& source_vocabulary) {
+  if (text.markup == "none" && text.placeholders == "none" && text.protect.empty()) return nullptr;
+  return std::make_shared<const Framer>(text.markup, text.placeholders, text.protect, source_vocabulary);
 }
 
 std::shared_ptr<const SentenceSplitter> text_splitter(const TextOptions& text, const Ensemble& model) {
@@ -233,20 +320,28 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                                   std::to_string(lines.size()) + " input lines: give one per line");
     }
   }
-  if (!splitter_) return translate_sentences(lines, progress, guides, std::move(subwords));
-  SentencePlan plan = plan_sentences(splitter_.get(), lines, guides, std::move(subwords), source_vocabulary_);
+  if (!splitter_ && !framer_) return translate_sentences(lines, progress, guides, std::move(subwords), search_);
+  SentencePlan plan =
+      plan_sentences(splitter_.get(), framer_.get(), lines, guides, std::move(subwords), source_vocabulary_);
   std::function<void(size_t)> line_progress;
   if (progress) line_progress = [&](size_t done) { progress(plan.lines_done(done)); };
-  return join_lines(plan, translate_sentences(plan.sentences, line_progress, plan.guides, std::move(plan.subwords)));
+  SearchOptions search = search_;
+  // Items go back by the attention, where the model has one.
+  if (plan.needs_alignment && !search.return_attention && has_attention(model_)) {
+    search.return_attention = plan.attention_for_frames = true;
+  }
+  return join_lines(plan,
+                    translate_sentences(plan.sentences, line_progress, plan.guides, std::move(plan.subwords), search),
+                    source_vocabulary_, target_vocabulary_);
 }
 
 size_t SentencePlan::lines_done(size_t sentences_done) const {
   return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), sentences_done) - first.begin()) - 1;
 }
 
-SentencePlan plan_sentences(const SentenceSplitter* splitter, const std::vector<std::string>& lines,
-                            const TargetGuides& guides, std::vector<std::vector<int64_t>> subwords,
-                            const Vocabulary& source_vocabulary) {
+SentencePlan plan_sentences(const SentenceSplitter* splitter, const Framer* framer,
+                            const std::vector<std::string>& lines, const TargetGuides& guides,
+                            std::vector<std::vector<int64_t>> subwords, const Vocabulary& source_vocabulary) {
   if (!subwords.empty() && subwords.size() != lines.size()) {
     throw std::invalid_argument("plan_sentences: one list of subwords per line, or none");
   }
@@ -258,19 +353,27 @@ SentencePlan plan_sentences(const SentenceSplitter* splitter, const std::vector<
   const auto guided = [&](const LineGuide& guide, size_t i) {
     return !guide.lines.empty() && i < guide.lines.size() && !guide.lines[i].empty();
   };
+  if (framer != nullptr) plan.frames.resize(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
     plan.first[i] = plan.sentences.size();
     SplitLine& split = plan.splits[i];
+    bool framed = false;  // its text is not the line
+    if (framer != nullptr) {
+      plan.frames[i] = framer->frame(lines[i]);
+      framed = plan.frames[i].text != lines[i];
+      plan.needs_alignment = plan.needs_alignment || !plan.frames[i].items.empty();
+    }
+    const std::string& text = framer != nullptr ? plan.frames[i].text : lines[i];
     if (splitter == nullptr || guided(guides.prefixes, i) || guided(guides.constraints, i)) {
-      split = SplitLine{{lines[i]}, {"", ""}};  // a prefix or constraints belong to the whole line
+      split = SplitLine{{text}, {"", ""}};  // a prefix or constraints belong to the whole line
     } else {
       try {
-        split = splitter->split(lines[i]);
+        split = splitter->split(text);
       } catch (const std::invalid_argument& error) {
         throw std::invalid_argument("line " + std::to_string(i + 1) + " " + error.what());
       }
     }
-    const bool whole = split.sentences.size() == 1;  // its subwords are the line's
+    const bool whole = split.sentences.size() == 1 && !framed;  // its subwords are the line's
     for (const std::string& sentence : split.sentences) {
       plan.sentences.push_back(sentence);
       if (!subwords.empty())
@@ -278,7 +381,7 @@ SentencePlan plan_sentences(const SentenceSplitter* splitter, const std::vector<
       for (auto [all, part] : {std::pair{&guides.prefixes, &plan.guides.prefixes},
                                std::pair{&guides.constraints, &plan.guides.constraints}}) {
         if (all->lines.empty()) continue;
-        part->lines.push_back(whole && i < all->lines.size() ? all->lines[i] : "");
+        part->lines.push_back(split.sentences.size() == 1 && i < all->lines.size() ? all->lines[i] : "");
         part->line_of.push_back(all->line_of.empty() ? i : all->line_of[i]);
       }
     }
@@ -287,14 +390,24 @@ SentencePlan plan_sentences(const SentenceSplitter* splitter, const std::vector<
   return plan;
 }
 
-std::vector<Translation> join_lines(const SentencePlan& plan, std::vector<Translation> sentences) {
+std::vector<Translation> join_lines(const SentencePlan& plan, std::vector<Translation> sentences,
+                                    const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary) {
   if (sentences.size() != plan.sentences.size())
     throw std::invalid_argument("join_lines: one translation per sentence");
   std::vector<Translation> lines(plan.splits.size());
   for (size_t i = 0; i < lines.size(); ++i) {
     std::vector<Translation> own(std::make_move_iterator(sentences.begin() + plan.first[i]),
                                  std::make_move_iterator(sentences.begin() + plan.first[i + 1]));
-    lines[i] = join_translations(plan.splits[i], std::move(own));
+    const Frame* frame = plan.frames.empty() || plan.frames[i].plain() ? nullptr : &plan.frames[i];
+    std::vector<Translation> bare = frame != nullptr ? own : std::move(own);
+    if (plan.attention_for_frames) {  // not asked for: the line's is not made
+      for (Translation& sentence : bare) {
+        for (Hypothesis& hypothesis : sentence.hypotheses) hypothesis.attention = torch::Tensor();
+      }
+    }
+    lines[i] = join_translations(plan.splits[i], std::move(bare));
+    if (frame != nullptr) restore_frame(*frame, plan.splits[i], own, lines[i], source_vocabulary, target_vocabulary);
+    if (!plan.frames.empty()) lines[i].markup_problem = plan.frames[i].problem;
   }
   return lines;
 }
@@ -302,13 +415,14 @@ std::vector<Translation> join_lines(const SentencePlan& plan, std::vector<Transl
 std::vector<Translation> Translator::translate_sentences(const std::vector<std::string>& lines,
                                                          const std::function<void(size_t)>& progress,
                                                          const TargetGuides& guides,
-                                                         std::vector<std::vector<int64_t>> subwords) {
+                                                         std::vector<std::vector<int64_t>> subwords,
+                                                         const SearchOptions& search_options) {
   if (!subwords.empty() && subwords.size() != lines.size()) {
     throw std::invalid_argument("Translator::translate: one list of subwords per line, or none");
   }
   const LineGuide& prefixes = guides.prefixes;
   const bool constrained = guides.constraints.given();
-  if (constrained && search_.samples()) {
+  if (constrained && search_options.samples()) {
     throw std::invalid_argument(guides.constraints.name +
                                 ": terminology constraints need beam search: leave out the sampling options");
   }
@@ -327,7 +441,7 @@ std::vector<Translation> Translator::translate_sentences(const std::vector<std::
                                   : source_ids(std::move(subwords[i]), source_vocabulary_, translations[i]);
     if (sources[i].empty()) continue;  // empty in, empty out
     order.push_back(static_cast<int64_t>(i));
-    const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_);
+    const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_options);
     if (!prefixes.lines.empty()) targets_start[i] = target_vocabulary_.encode(prefixes.lines[i]);
     if (static_cast<int64_t>(targets_start[i].size()) >= limit) {
       throw std::invalid_argument(prefixes.where(i) + ": the prefix has " + std::to_string(targets_start[i].size()) +
@@ -358,7 +472,7 @@ std::vector<Translation> Translator::translate_sentences(const std::vector<std::
     std::vector<const std::vector<int64_t>*> batch_sources;
     for (const int64_t k : batch) batch_sources.push_back(&sources[k]);
     auto [source, lengths] = pad_sequences(batch_sources);
-    SearchOptions options = search_;
+    SearchOptions options = search_options;
     options.sampling_stream = index;  // each batch samples on its own: the same on any thread
     torch::Tensor prefix;
     if (!prefixes.lines.empty()) {
@@ -384,7 +498,7 @@ std::vector<Translation> Translator::translate_sentences(const std::vector<std::
   size_t largest_batch = 0;
   for (const auto& batch : batches) largest_batch = std::max(largest_batch, batch.size());
   const bool small_steps =
-      largest_batch * static_cast<size_t>(rows_per_sentence(search_).beam_size) <= kMaxRowsForWorkers;
+      largest_batch * static_cast<size_t>(rows_per_sentence(search_options).beam_size) <= kMaxRowsForWorkers;
   // Only with a batch for every thread: otherwise splitting the operators keeps all cores busy.
   const auto threads = static_cast<size_t>(torch::get_num_threads());
   const size_t workers = device_.is_cpu() && small_steps && batches.size() >= threads ? threads : 1;
@@ -394,7 +508,7 @@ std::vector<Translation> Translator::translate_sentences(const std::vector<std::
     run_in_parallel(workers, batches.size(), translate_batch);
   }
   for (size_t i = 0; i < lines.size(); ++i) {
-    finish_translation(translations[i], lines[i], target_vocabulary_, search_, backwards);
+    finish_translation(translations[i], lines[i], target_vocabulary_, search_options, backwards);
   }
   if (was_training) model_.train(true);
   return translations;

@@ -11,6 +11,7 @@
 #include "config/translate_options.h"
 #include "search/search.h"
 #include "search/shortlist.h"
+#include "text/protect.h"
 #include "text/sentences.h"
 #include "text/vocabulary.h"
 
@@ -33,6 +34,8 @@ struct Translation {
   // The tokens of the best hypothesis that each sentence gave, in order (0 for a sentence with
   // no subwords).
   std::vector<size_t> sentence_tokens;
+  // Why the line's markup was read as text (--markup; text/markup.h), or "".
+  std::string markup_problem;
 };
 
 // Lines given beside the input: one per input line, an empty line for none; `name` (the file they
@@ -68,7 +71,8 @@ class Translator {
   // and on a CPU a batch holds at most the shortlist's batch_sentences sentences.
   // `text`: whether lines are split into sentences, and by which language's rules (the model's
   // source-language when text.source_language is empty; the rules all languages share when
-  // neither names one).
+  // neither names one); its markup and protected spans (text/protect.h), put back into each text.
+  // Throws std::invalid_argument naming the option of a value of `text` that is wrong.
   Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
              BatchingOptions batching, const TextOptions& text, torch::Device device,
              std::shared_ptr<const Shortlist> shortlist = nullptr);
@@ -87,10 +91,11 @@ class Translator {
   const SentenceSplitter* splitter() const { return splitter_.get(); }
 
  private:
-  // translate() without splitting: each line one sentence.
+  // translate() without splitting: each line one sentence, searched with `search_options`.
   std::vector<Translation> translate_sentences(const std::vector<std::string>& lines,
                                                const std::function<void(size_t)>& progress, const TargetGuides& guides,
-                                               std::vector<std::vector<int64_t>> subwords);
+                                               std::vector<std::vector<int64_t>> subwords,
+                                               const SearchOptions& search_options);
   std::vector<std::vector<int64_t>> plan_batches(const std::vector<std::vector<int64_t>>& sources,
                                                  const std::vector<int64_t>& order) const;
   SearchResult search_shortlisted(const std::vector<const std::vector<int64_t>*>& sources, const torch::Tensor& source,
@@ -105,6 +110,7 @@ class Translator {
   torch::Device device_;
   std::shared_ptr<const Shortlist> shortlist_;
   std::shared_ptr<const SentenceSplitter> splitter_;
+  std::shared_ptr<const Framer> framer_;  // null: lines are translated as text, nothing protected
 };
 
 // One line's Translation from its sentences' (as Translation's comment says), the texts joined
@@ -114,11 +120,14 @@ Translation join_translations(const SplitLine& split, std::vector<Translation> s
 
 // Lines as the sentences they are translated as, and the way back to lines.
 struct SentencePlan {
-  std::vector<SplitLine> splits;               // per line
+  std::vector<Frame> frames;                   // per line, when framed: what is put back
+  std::vector<SplitLine> splits;               // per line: its (framed) text's sentences
   std::vector<size_t> first;                   // line i's sentences: [first[i], first[i + 1])
   std::vector<std::string> sentences;          // all lines' sentences, in line order
   std::vector<std::vector<int64_t>> subwords;  // per sentence, when given per line
   TargetGuides guides;                         // per sentence, naming the input line
+  bool needs_alignment = false;                // a frame has items to place by the attention
+  bool attention_for_frames = false;           // the search keeps attention for them only
 
   // The lines all of whose sentences are among the first `sentences_done` (an estimate for
   // progress lines: sentences are translated longest first).
@@ -126,15 +135,24 @@ struct SentencePlan {
   // The line `sentence` belongs to: the one after the lines of the sentences before it.
   size_t line_of(size_t sentence) const { return lines_done(sentence); }
 };
-// Splits each line with `splitter` (null: none is split); a line with a prefix or constraints
-// (`guides`) stays whole.
+// Frames each line with `framer` (null: none), then splits its text with `splitter` (null: none
+// is split); a line with a prefix or constraints (`guides`) stays whole.
 // `subwords`: each line's source ids (Translator::translate), or none. Throws
 // std::invalid_argument naming the line (1-based within `lines`) when one is not valid UTF-8.
-SentencePlan plan_sentences(const SentenceSplitter* splitter, const std::vector<std::string>& lines,
-                            const TargetGuides& guides, std::vector<std::vector<int64_t>> subwords,
-                            const Vocabulary& source_vocabulary);
-// One Translation per line of `plan` from one per sentence (join_translations).
-std::vector<Translation> join_lines(const SentencePlan& plan, std::vector<Translation> sentences);
+SentencePlan plan_sentences(const SentenceSplitter* splitter, const Framer* framer,
+                            const std::vector<std::string>& lines, const TargetGuides& guides,
+                            std::vector<std::vector<int64_t>> subwords, const Vocabulary& source_vocabulary);
+// One Translation per line of `plan` from one per sentence (join_translations), each framed line's
+// texts with its frame put back (restore_frame).
+std::vector<Translation> join_lines(const SentencePlan& plan, std::vector<Translation> sentences,
+                                    const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary);
+// `line`'s texts with `frame` put back (text/frame.h), from `sentences`, the translations of
+// `split`'s sentences that joined into `line`: the target words tied to the source pieces by each
+// hypothesis's attention, or by their places when it has none.
+void restore_frame(const Frame& frame, const SplitLine& split, const std::vector<Translation>& sentences,
+                   Translation& line, const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary);
+// The Framer `text` asks for over `source_vocabulary`, or null when it asks for none.
+std::shared_ptr<const Framer> text_framer(const TextOptions& text, const Vocabulary& source_vocabulary);
 
 // The splitter of `language` (text/sentences.h), made once per language and shared.
 std::shared_ptr<const SentenceSplitter> sentence_splitter(const std::string& language);

@@ -302,7 +302,7 @@ void BatchQueue::work() {
     try {
       // Lines arrive already split into sentences (serve/server.cpp, answer_translate).
       Translator translator(ensemble_, models_.source_vocabulary(), models_.target_vocabulary(), batch.front().search,
-                            options_.batching, TextOptions{false, ""}, device_, models_.shortlist);
+                            options_.batching, whole_lines(), device_, models_.shortlist);
       translations = translator.translate(lines, {}, guides, std::move(subwords));
     } catch (...) {
       error = std::current_exception();

@@ -14,7 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFields = "text, prefix, constraints, beam_size, n_best, attention, alignment, confidence";
+constexpr const char* kFields =
+    "text, prefix, constraints, beam_size, n_best, attention, alignment, confidence, markup";
 
 [[noreturn]] void refuse(const std::string& message, int status = 400) { throw RequestError(status, message); }
 
@@ -212,6 +213,11 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
       request.alignment = boolean_field(value, name);
     } else if (name == "confidence") {
       request.confidence = boolean_field(value, name);
+    } else if (name == "markup") {
+      if (!value.is_string() || (value != "none" && value != "html" && value != "xml")) {
+        refuse("markup must be \"none\", \"html\" or \"xml\"");
+      }
+      request.markup = value.get<std::string>();
     } else {
       refuse("unknown field " + quoted_name(name) + " (the fields are " + kFields + ")");
     }
@@ -282,6 +288,12 @@ size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& p
     }
     size_t text = rows * longest_target_piece + 2;
     for (const std::string& gap : plan.splits[line].gaps) text += gap.size() * kTextByte;
+    if (!plan.frames.empty()) {  // markup escaped (a byte at most "&amp;"), the items and a space each back
+      const Frame& frame = plan.frames[line];
+      if (frame.markup) text *= 5;
+      for (const FrameItem& item : frame.items) text += (item.open.size() * 5 + item.close.size() + 2) * kTextByte;
+      text += frame.problem.size() * kTextByte + kEntry;
+    }
     bound += kEntry + text + kScore + sentence_bytes;
     if (request.search.n_best > 1) bound += static_cast<size_t>(request.search.n_best) * (kEntry + text + kScore);
     if (request.alignment) bound += rows * kPair;
@@ -306,6 +318,7 @@ nlohmann::json translations_json(const TranslateRequest& request, const std::vec
                   {"score", empty ? 0.0 : translation.hypotheses[0].score},
                   {"sentences", translation.sentences},
                   {"capped", translation.capped}};
+    if (!translation.markup_problem.empty()) entry["markup_problem"] = translation.markup_problem;
     if (request.attention || request.alignment) {
       AttentionMatrix matrix;
       if (!empty) matrix = attention_matrix(translation, translation.hypotheses[0], target_vocabulary);

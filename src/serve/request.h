@@ -46,10 +46,12 @@ struct TranslateRequest {
   bool attention = false;                // add each sentence's attention matrix to the answer
   bool alignment = false;                // add each sentence's hard alignment ("i-j" pairs)
   bool confidence = false;               // add each text's confidence and words (inference/outputs.h)
+  std::string markup;                    // none | html | xml; "": the server's --markup
 };
 
 // {"text": "..." | ["...", ...], "prefix": as text, "constraints": [phrase, ...] | [[phrase, ...], ...],
-//  "beam_size": int, "n_best": int, "attention": bool, "alignment": bool, "confidence": bool}; only
+//  "beam_size": int, "n_best": int, "attention": bool, "alignment": bool, "confidence": bool,
+//  "markup": "none" | "html" | "xml"}; only
 // "text" is required,
 // and any other field is refused by name. "prefix" gives each sentence the start of its translation
 // ("" for none); "constraints" the phrases its translation contains: a list for a string text, a

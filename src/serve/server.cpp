@@ -152,6 +152,7 @@ struct Service {
   std::atomic<size_t> requests_refused{0};
   size_t longest_source_piece = 0, longest_target_piece = 0;  // answer_bytes_bound's
   std::shared_ptr<const SentenceSplitter> splitter;           // null: a text is one sentence
+  std::shared_ptr<const Framer> framer;                       // null: no markup, nothing protected
   BatchQueue queue;
 };
 
@@ -196,6 +197,7 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       longest_source_piece(longest_piece_json(models.source_vocabulary())),
       longest_target_piece(longest_piece_json(models.target_vocabulary())),
       splitter(text_splitter(options.translate.text, models.ensemble())),
+      framer(text_framer(options.translate.text, models.source_vocabulary())),
       queue(models, batch_queue_options(options, device), device) {}
 
 HttpLimits http_limits(const ServeOptions& options) {
@@ -249,6 +251,8 @@ HttpAnswer health(const Service& service) {
                            {"sentences_capped", service.queue.sentences_capped()},
                            {"split_sentences", service.splitter != nullptr},
                            {"source_language", service.splitter ? service.splitter->language() : ""},
+                           {"markup", service.options.translate.text.markup},
+                           {"placeholders", service.options.translate.text.placeholders},
                            {"batches", service.queue.batches_done()}});
 }
 
@@ -302,25 +306,38 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
     TargetGuides guides;  // a text with a prefix or constraints stays one sentence
     guides.prefixes.lines = request->prefix;
     guides.constraints.lines = request->constraints;
+    std::shared_ptr<const Framer> framer = service.framer;
+    if (!request->markup.empty() && request->markup != service.options.translate.text.markup) {
+      framer = std::make_shared<const Framer>(
+          framer ? framer->with_markup(request->markup)
+                 : Framer(request->markup, "none", {}, service.models.source_vocabulary()));
+    }
     std::shared_ptr<SentencePlan> plan;
     try {
-      plan = std::make_shared<SentencePlan>(plan_sentences(service.splitter.get(), request->text, guides,
+      plan = std::make_shared<SentencePlan>(plan_sentences(service.splitter.get(), framer.get(), request->text, guides,
                                                            std::move(subwords), service.models.source_vocabulary()));
     } catch (const std::invalid_argument& error) {  // the text was checked as UTF-8 already
       throw RequestError(400, std::string("text: ") + error.what());
+    }
+    // Markup and protected spans go back by the attention.
+    if (plan->needs_alignment && !request->search.return_attention && service.models.has_attention()) {
+      request->search.return_attention = plan->attention_for_frames = true;
     }
     check_search_memory(service, *request, *plan);
     check_answer_size(service, *request, *plan);
     if (plan->sentences.empty()) {  // no text, or only white space: nothing to search
       ++service.requests_served;
-      return respond(
-          json_answer(200, translations_json(*request, join_lines(*plan, {}), service.models.target_vocabulary())));
+      return respond(json_answer(200, translations_json(*request,
+                                                        join_lines(*plan, {}, service.models.source_vocabulary(),
+                                                                   service.models.target_vocabulary()),
+                                                        service.models.target_vocabulary())));
     }
     // On a worker's thread, which must not throw.
     auto done = [&service, request, plan, respond](std::vector<Translation> translations, std::exception_ptr error) {
       try {
         if (error) std::rethrow_exception(error);
-        std::vector<Translation> lines = join_lines(*plan, std::move(translations));
+        std::vector<Translation> lines = join_lines(*plan, std::move(translations), service.models.source_vocabulary(),
+                                                    service.models.target_vocabulary());
         const std::vector<TokenLogProbabilities> log_probabilities =
             request->confidence ? best_token_log_probabilities(service.models, service.options.translate, lines)
                                 : std::vector<TokenLogProbabilities>{};

@@ -1,5 +1,6 @@
 #include "text/vocabulary.h"
 
+#include <sentencepiece.pb.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
@@ -45,6 +46,43 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
   }
   return processor_->DecodeIds(kept);
 }
+
+std::vector<int64_t> Vocabulary::encode(const std::string& text, std::vector<ByteSpan>* spans) const {
+  sentencepiece::SentencePieceText pieces;
+  const auto status = processor_->Encode(text, &pieces);
+  if (!status.ok()) throw std::runtime_error("sentencepiece: " + status.ToString());
+  std::vector<int64_t> ids;
+  spans->clear();
+  for (const auto& piece : pieces.pieces()) {
+    ids.push_back(piece.id());
+    spans->push_back({piece.begin(), piece.end()});
+  }
+  return ids;
+}
+
+std::string Vocabulary::decode(const std::vector<int64_t>& ids, std::vector<ByteSpan>* spans) const {
+  std::vector<int> kept;
+  std::vector<size_t> kept_at;  // the index in `ids` of each kept id
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == kPadId || ids[i] == kBosId || ids[i] == kEosId) continue;
+    kept.push_back(static_cast<int>(ids[i]));
+    kept_at.push_back(i);
+  }
+  sentencepiece::SentencePieceText pieces;
+  const auto status = processor_->Decode(kept, &pieces);
+  if (!status.ok()) throw std::runtime_error("sentencepiece: " + status.ToString());
+  spans->assign(ids.size(), ByteSpan{});
+  for (int i = 0; i < pieces.pieces_size() && i < static_cast<int>(kept_at.size()); ++i) {
+    (*spans)[kept_at[i]] = {pieces.pieces(i).begin(), pieces.pieces(i).end()};
+  }
+  // A special id takes the place after the text before it.
+  for (size_t i = 1; i < ids.size(); ++i) {
+    if ((*spans)[i].begin == 0 && (*spans)[i].end == 0) (*spans)[i] = {(*spans)[i - 1].end, (*spans)[i - 1].end};
+  }
+  return pieces.text();
+}
+
+bool Vocabulary::is_fallback(int64_t id) const { return id == kUnkId || processor_->IsByte(static_cast<int>(id)); }
 
 namespace {
 

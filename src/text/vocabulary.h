@@ -16,6 +16,12 @@ class SentencePieceProcessor;
 
 namespace nmt {
 
+// A range of bytes [begin, end) of a text.
+struct ByteSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 class Vocabulary {
  public:
   // Loads a serialized sentencepiece model; `origin` names where it came from, for errors.
@@ -23,13 +29,21 @@ class Vocabulary {
 
   // Subword ids of `text`, without BOS/EOS.
   std::vector<int64_t> encode(const std::string& text) const;
+  // encode(), and the bytes of `text` each subword came from (*spans, one per id).
+  std::vector<int64_t> encode(const std::string& text, std::vector<ByteSpan>* spans) const;
   // Detokenized text; special ids are dropped.
   std::string decode(const std::vector<int64_t>& ids) const;
+  // decode(), and the bytes of the text each id gave (*spans, one per id; empty for a dropped one).
+  std::string decode(const std::vector<int64_t>& ids, std::vector<ByteSpan>* spans) const;
+  // Whether `id` stands for text the vocabulary has no subword for: <unk>, or one of byte
+  // fallback's bytes.
+  bool is_fallback(int64_t id) const;
   std::string piece(int64_t id) const;
   // The id of `tag` when the vocabulary reserves it as a control symbol (VocabularyTrainingOptions::
   // tags), else -1. Text never encodes to a control symbol and decode() drops it.
   int64_t tag_id(const std::string& tag) const;
   int64_t size() const;
+  bool loaded() const { return processor_ != nullptr; }  // false for a default-made one
   const std::string& serialized() const { return serialized_; }
 
  private:

@@ -40,8 +40,8 @@ Validator::Validator(Seq2Seq model, const Vocabulary& source_vocabulary, const V
       dev_corpus_(std::move(dev_corpus)),
       dev_batches_(make_batches(dev_corpus_, all_pairs(dev_corpus_), batch_tokens, /*shuffle=*/false, 0)),
       // A dev line is decoded whole, as the model trains on it.
-      translator_(model, source_vocabulary, target_vocabulary, greedy(max_decode_ratio), {64, false},
-                  TextOptions{false, ""}, device),
+      translator_(model, source_vocabulary, target_vocabulary, greedy(max_decode_ratio), {64, false}, whole_lines(),
+                  device),
       device_(device) {}
 
 ValidationResult Validator::run() {

@@ -260,3 +260,17 @@ def test_confidence_gives_each_word_its_probability(translator, test_lines):
     assert results[5].confidence is None and results[5].words == []
     plain = translator.translate_batch(test_lines[:1], beam_size=2)[0]
     assert plain.confidence is None and plain.words is None
+
+
+def test_markup_and_protected_spans_come_back(translator, test_lines):
+    words = test_lines[0].split(" ")
+    marked = "<b>" + words[0] + "</b> " + " ".join(words[1:]) + "<br/>"
+    [result] = translator.translate_batch([marked], beam_size=2, markup="html")
+    assert result.text.count("<b>") == 1 and result.text.count("</b>") == 1
+    assert result.text.endswith("<br/>") and result.markup_problem == ""
+    [malformed] = translator.translate_batch(["<b>" + test_lines[0]], beam_size=2, markup="html")
+    assert "never closed" in malformed.markup_problem
+    [spans] = translator.translate_batch([test_lines[0] + " ID-7 {name}"], beam_size=2, protect=["ID-[0-9]+"])
+    assert spans.text.count("ID-7") == 1 and spans.text.count("{name}") == 1
+    with pytest.raises(ValueError, match="no regular expression"):
+        translator.translate_batch([test_lines[0]], protect=["("])

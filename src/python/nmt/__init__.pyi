@@ -20,6 +20,9 @@ class SearchOptions(TypedDict, total=False):
     max_output_length: int
     split_sentences: bool
     source_language: str
+    markup: Literal["none", "html", "xml"]
+    placeholders: str
+    protect: List[str]
     ban_unk: bool
     sampling: bool
     sampling_topk: int
@@ -43,6 +46,7 @@ class TranslationResult:
     source_tokens: List[str]
     sentences: List[str]
     capped: List[int]
+    markup_problem: str
     confidence: Optional[float]
     words: Optional[List[Tuple[str, float]]]
     text: str
