@@ -1,5 +1,7 @@
 // The prepared corpus (text/prepared_corpus.h) and the shards it maps (text/token_corpus.h).
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
 #include <filesystem>
 #include <set>
 #include <sstream>

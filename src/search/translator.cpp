@@ -55,9 +55,10 @@ TokenAlignment token_alignment(const torch::Tensor& attention, size_t targets, s
   if (attention.defined() && attention.size(0) >= rows && attention.size(1) > columns) {
     const torch::Tensor weights = attention.narrow(0, 0, rows).narrow(1, 0, columns).to(torch::kFloat32).contiguous();
     const torch::Tensor by_row = weights.argmax(1), by_column = weights.argmax(0);
-    for (int64_t t = 0; t < rows; ++t) alignment.source_of_target[t] = static_cast<int>(by_row[t].item<int64_t>());
-    for (int64_t q = 0; q < columns; ++q)
-      alignment.target_of_source[q] = static_cast<int>(by_column[q].item<int64_t>());
+    const auto row_best = by_row.accessor<int64_t, 1>();
+    const auto column_best = by_column.accessor<int64_t, 1>();
+    for (int64_t t = 0; t < rows; ++t) alignment.source_of_target[t] = static_cast<int>(row_best[t]);
+    for (int64_t q = 0; q < columns; ++q) alignment.target_of_source[q] = static_cast<int>(column_best[q]);
     return alignment;
   }
   for (size_t t = 0; t < targets; ++t) alignment.source_of_target[t] = static_cast<int>(t * sources / targets);

@@ -249,59 +249,94 @@ class Placer {
 
 }  // namespace
 
-bool take_out(Frame& frame, size_t begin, size_t end, bool text, const std::string& what) {
+size_t take_out(Frame& frame, const std::vector<TextSpan>& spans) {
+  const std::string& line = frame.text;
+  // Where items are: a span with one strictly inside is not contiguous text.
+  std::vector<size_t> marks;
   for (const FrameItem& item : frame.items) {
-    const bool starts_inside = begin < item.begin && item.begin < end;
-    const bool ends_inside = begin < item.end && item.end < end;
-    if (starts_inside || ends_inside) return false;
+    marks.push_back(item.begin);
+    marks.push_back(item.end);
   }
-  std::string& line = frame.text;
-  const bool space_before = begin == 0 || is_space(static_cast<unsigned char>(line[begin - 1]));
-  const bool space_after = end == line.size() || is_space(static_cast<unsigned char>(line[end]));
-  // Kept apart from the word after it when white space or punctuation followed it ("%s.").
-  size_t after = end;
-  const bool word_after = end < line.size() && is_word_character(next_code_point(line, after));
-  FrameItem item;
-  item.kind = FrameItem::Kind::kPoint;
-  item.open = line.substr(begin, end - begin);
-  item.text = text;
-  item.what = what;
-  item.origin = 2 * begin + 1;
-  item.space_before = space_before && begin > 0;
-  item.space_after = end < line.size() && !word_after;
-  size_t size = 0;  // the innermost element around it
+  std::sort(marks.begin(), marks.end());
+  // The elements, outer first at one place, for the innermost around each span.
+  std::vector<size_t> elements;
   for (size_t i = 0; i < frame.items.size(); ++i) {
-    const FrameItem& outer = frame.items[i];
-    if (outer.kind != FrameItem::Kind::kElement || outer.begin > begin || end > outer.end) continue;
-    if (item.parent < 0 || outer.end - outer.begin <= size) {
-      item.parent = static_cast<int>(i);
-      size = outer.end - outer.begin;
-    }
+    if (frame.items[i].kind == FrameItem::Kind::kElement) elements.push_back(i);
   }
-  size_t from = begin, to = end;
-  std::string replacement;
-  if (space_before && space_after) {
-    if (end < line.size()) {
-      to = end + 1;
-    } else if (begin > 0) {
-      from = begin - 1;
-    }
-  } else if (!space_before && !space_after) {
-    replacement = " ";
-  }
-  line.replace(from, to - from, replacement);
-  const auto moved = [&](size_t offset) {
-    if (offset <= from) return offset;
-    if (offset >= to) return offset - (to - from) + replacement.size();
-    return from;
+  std::stable_sort(elements.begin(), elements.end(), [&](size_t a, size_t b) {
+    const FrameItem &x = frame.items[a], &y = frame.items[b];
+    return x.begin != y.begin ? x.begin < y.begin : x.end > y.end;
+  });
+  size_t next_element = 0;
+  std::vector<size_t> open;  // elements around the place reached, innermost last
+
+  // The text rebuilt without the spans: its pieces kept [from, from + length) of the old text at
+  // `at` in the new one.
+  struct Kept {
+    size_t from, at, length;
   };
-  for (FrameItem& other : frame.items) {
-    other.begin = moved(other.begin);
-    other.end = moved(other.end);
+  std::vector<Kept> kept;
+  std::string out;
+  std::vector<FrameItem> points;
+  size_t cursor = 0;
+  for (const TextSpan& span : spans) {
+    const size_t begin = span.begin, end = span.end;
+    if (begin < cursor || end <= begin || end > line.size()) continue;
+    const auto inside = std::upper_bound(marks.begin(), marks.end(), begin);
+    if (inside != marks.end() && *inside < end) continue;
+    kept.push_back({cursor, out.size(), begin - cursor});
+    out.append(line, cursor, begin - cursor);
+    const bool space_before = out.empty() || is_space(static_cast<unsigned char>(out.back()));
+    const bool space_after = end == line.size() || is_space(static_cast<unsigned char>(line[end]));
+    size_t after = end;
+    const bool word_after = end < line.size() && is_word_character(next_code_point(line, after));
+    FrameItem item;
+    item.kind = FrameItem::Kind::kPoint;
+    item.open = line.substr(begin, end - begin);
+    item.text = true;
+    item.what = span.what;
+    item.origin = 2 * begin + 1;
+    item.space_before = space_before && !out.empty();
+    item.space_after = end < line.size() && !word_after;
+    // Its white space: one space kept where it stood between spaces (or at either end), one made
+    // where it stood between two other characters.
+    cursor = end;
+    if (space_before && space_after) {
+      if (end < line.size()) {
+        cursor = end + 1;
+      } else if (!out.empty()) {
+        out.pop_back();
+        --kept.back().length;
+      }
+    }
+    item.begin = item.end = out.size();
+    if (!space_before && !space_after) out += ' ';
+    // The innermost element around it.
+    while (next_element < elements.size() && frame.items[elements[next_element]].begin <= begin) {
+      open.push_back(elements[next_element++]);
+    }
+    while (!open.empty() && frame.items[open.back()].end < end) open.pop_back();
+    // An element that ended before this span and began before another is gone from `open`
+    // already: only elements around [begin, end) remain on top.
+    item.parent = open.empty() ? -1 : static_cast<int>(open.back());
+    points.push_back(std::move(item));
   }
-  item.begin = item.end = from;
-  frame.items.push_back(std::move(item));
-  return true;
+  if (points.empty()) return 0;
+  kept.push_back({cursor, out.size(), line.size() - cursor});
+  out.append(line, cursor, line.size() - cursor);
+  const auto moved = [&](size_t offset) {
+    auto piece = std::upper_bound(kept.begin(), kept.end(), offset, [](size_t o, const Kept& k) { return o < k.from; });
+    --piece;  // the first starts at 0
+    return piece->at + std::min(offset - piece->from, piece->length);
+  };
+  for (FrameItem& item : frame.items) {
+    item.begin = moved(item.begin);
+    item.end = moved(item.end);
+  }
+  frame.text = std::move(out);
+  const size_t taken = points.size();
+  for (FrameItem& point : points) frame.items.push_back(std::move(point));
+  return taken;
 }
 
 std::string place_frame(const Frame& frame, std::string_view target, const std::vector<ByteSpan>& target_tokens,

@@ -53,12 +53,18 @@ struct Frame {
   bool plain() const { return items.empty() && !markup; }
 };
 
-// Takes text[begin, end) out of frame.text as a point item, with the white space around it: one
-// space when it stood between spaces (or at either end), none when it stood between two other
-// characters (then a space keeps them apart); as a protected span (FrameItem::text) with `text`.
-// Returns false, changing nothing, when the span
-// crosses an element's start or end.
-bool take_out(Frame& frame, size_t begin, size_t end, bool text, const std::string& what);
+// A span of Frame::text to take out, and what it is ("url", "number", ...).
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+  std::string what;
+};
+
+// Takes `spans` (in text order, none overlapping) out of frame.text as point items that are text,
+// each with the white space around it: one space kept when it stood between spaces (or at either
+// end), one made when it stood between two other characters. A span that an item's start or end
+// falls inside is left in the text. Returns how many were taken.
+size_t take_out(Frame& frame, const std::vector<TextSpan>& spans);
 
 // How a translation's tokens tie to the source's: for each target token, the source piece it
 // attends to most (or -1); for each source piece, the target token that attends to it most (or -1).

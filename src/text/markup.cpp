@@ -31,6 +31,9 @@ bool is_void_element(const std::string& name) {
   return std::any_of(std::begin(kVoid), std::end(kVoid), [&](const char* v) { return name == v; });
 }
 
+// Browsers nest no deeper (Blink's HTML parser); a deeper line is read as text.
+constexpr size_t kMaxDepth = 512;
+
 // Thrown inside the reader for malformed markup; read_markup turns it into Frame::problem.
 struct Malformed : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -210,6 +213,10 @@ class Reader {
       add_point(end, key);
       separate_ = true;
       return;
+    }
+    if (open_.size() >= kMaxDepth) {
+      throw Malformed("elements nested deeper than " + std::to_string(kMaxDepth) + " at byte " +
+                      std::to_string(at_ + 1));
     }
     FrameItem element;
     element.kind = FrameItem::Kind::kElement;

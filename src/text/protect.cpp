@@ -5,6 +5,7 @@
 #include <unicode/utext.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "text/utf8.h"
@@ -177,16 +178,16 @@ void Framer::protect(Frame& frame) const {
     if (a.end != b.end) return a.end > b.end;
     return a.priority < b.priority;
   });
-  std::vector<Candidate> chosen;  // none overlapping
+  std::map<size_t, TextSpan> chosen;  // by start, none overlapping
   for (const Candidate& candidate : candidates) {
-    const bool overlaps = std::any_of(chosen.begin(), chosen.end(), [&](const Candidate& other) {
-      return candidate.begin < other.end && other.begin < candidate.end;
-    });
-    if (!overlaps) chosen.push_back(candidate);
+    const auto next = chosen.lower_bound(candidate.begin);
+    if (next != chosen.end() && next->second.begin < candidate.end) continue;
+    if (next != chosen.begin() && std::prev(next)->second.end > candidate.begin) continue;
+    chosen.emplace(candidate.begin, TextSpan{candidate.begin, candidate.end, candidate.what});
   }
-  // From the right, so that taking one out moves none of those still to take.
-  std::sort(chosen.begin(), chosen.end(), [](const Candidate& a, const Candidate& b) { return a.begin > b.begin; });
-  for (const Candidate& span : chosen) take_out(frame, span.begin, span.end, true, span.what);
+  std::vector<TextSpan> spans;
+  for (auto& [begin, span] : chosen) spans.push_back(std::move(span));
+  take_out(frame, spans);
 }
 
 }  // namespace nmt
