@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzing: the libFuzzer targets of tests/fuzz (the config reader, the parallel-text reader, the
-# checkpoint loader, the BLEU tokenizer and scorers, nmt serve's request reader), built with clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer in build-fuzz/, each run for a bounded time from its seed corpus
+# checkpoint loader, the BLEU tokenizer and scorers, nmt serve's request reader, the markup reader
+# and its placement), built with clang, AddressSanitizer and UndefinedBehaviorSanitizer in
+# build-fuzz/, each run for a bounded time from its seed corpus
 # (tests/fuzz/NAME/; the checkpoint target also gets a real checkpoint trained here). Fails on
 # the first crash, leak, sanitizer report or timeout, and keeps the input that caused it in
 # build-fuzz/crashes/ (replay: build-fuzz/fuzz_NAME FILE).
@@ -10,7 +11,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-30}"
 build="$root/build-fuzz"
-targets=(config corpus checkpoint bleu request)
+targets=(config corpus checkpoint bleu request markup)
 "$root/scripts/setup.sh"
 # -O1 -g1, as libFuzzer's documentation builds its targets: line tables name every frame.
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -1,6 +1,6 @@
 // The prepared corpus (text/prepared_corpus.h) and the shards it maps (text/token_corpus.h).
-#include <catch2/catch.hpp>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>

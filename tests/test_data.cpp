@@ -1,8 +1,8 @@
 #include <torch/torch.h>
 
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
-#include <unistd.h>
 
 #include <filesystem>
 #include <set>

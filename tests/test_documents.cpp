@@ -1,9 +1,12 @@
-// Real text in, real text out: lines cut into sentences and joined again, the output caps
-// reported, and the language keys a model records.
+// Real text in, real text out: lines cut into sentences and joined again, long sentences cut at
+// their clauses, the output caps reported, and the language keys a model records.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <random>
 
 #include "cli_helpers.h"
 #include "config/train_config.h"
@@ -104,6 +107,92 @@ TEST_CASE("sentences: long lines, many sentences, invalid UTF-8 and unknown lang
     CHECK_FALSE(language_problem(bad).empty());
     CHECK_THROWS_WITH(SentenceSplitter(bad), Catch::Contains("ISO 639"));
   }
+}
+
+// Subwords as words: what ClauseCutter counts, for tests that know each part's length.
+size_t words_in(std::string_view text) {
+  size_t words = 0;
+  bool in_word = false;
+  for (char c : text) {
+    const bool space = c == ' ';
+    if (!space && !in_word) ++words;
+    in_word = !space;
+  }
+  return words;
+}
+
+TEST_CASE("clauses: long sentences cut after commas, semicolons and colons into even parts within the limit",
+          "[text]") {
+  const ClauseCutter cutter(4, words_in);
+  // Within the limit, or nowhere to cut: the sentence itself.
+  CHECK(cutter.cut("a b c d").sentences == std::vector<std::string>{"a b c d"});
+  CHECK(cutter.cut("a b c d e f g h").sentences == std::vector<std::string>{"a b c d e f g h"});
+  // Seven words: two parts, cut where the parts are most even (3 + 4, not 1 + 6 or 6 + 1).
+  const SplitLine two = cutter.cut("a, b c, d e; f g");
+  CHECK(two.sentences == std::vector<std::string>{"a, b c,", "d e; f g"});
+  CHECK(two.gaps == std::vector<std::string>{"", " ", ""});
+  CHECK(joined_back(two) == "a, b c, d e; f g");
+  // Colons, the white space kept as it was, and the fewest parts: clauses of 4 words in 3 parts.
+  const SplitLine three = cutter.cut("one two three four:  five six seven eight;\tnine ten eleven twelve");
+  CHECK(three.sentences ==
+        std::vector<std::string>{"one two three four:", "five six seven eight;", "nine ten eleven twelve"});
+  CHECK(joined_back(three) == "one two three four:  five six seven eight;\tnine ten eleven twelve");
+  // A semicolon or colon before a comma when the parts stay within the limit: "a b; c d, e f" is
+  // not cut as evenly as 4 + 2 after the comma, but 2 + 4 after the semicolon.
+  CHECK(cutter.cut("a b; c d, e f").sentences == std::vector<std::string>{"a b;", "c d, e f"});
+  // Commas too when the semicolon alone leaves a part too long.
+  CHECK(cutter.cut("a, b c d e; f g").sentences == std::vector<std::string>{"a,", "b c d e;", "f g"});
+  // Not inside numbers or times, nor where no space follows a Latin comma.
+  CHECK(cutter.cut("um 12:30 und 3,5 kg x,y z w").sentences.size() == 1);
+  // Ideographic commas need no space after them.
+  const ClauseCutter characters(2, [](std::string_view text) {
+    return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  });
+  const SplitLine chinese = characters.cut("我们、他们、你们");
+  CHECK(chinese.sentences == std::vector<std::string>{"我们、", "他们、", "你们"});
+  CHECK(joined_back(chinese) == "我们、他们、你们");
+  // A part with no place inside stays whole and long; invalid UTF-8 is not cut.
+  CHECK(cutter.cut("a b c d e f, g").sentences == std::vector<std::string>{"a b c d e f,", "g"});
+  CHECK(cutter.cut("a b c, d e f, \xC3").sentences.size() == 1);
+  CHECK_THROWS(ClauseCutter(0, words_in));
+
+  // Every part within the limit when the places allow it, the sentence back byte for byte, and no
+  // more parts than packing greedily would give.
+  std::mt19937 random(7);
+  for (int round = 0; round < 200; ++round) {
+    std::string sentence;
+    const int clauses = 1 + static_cast<int>(random() % 12);
+    size_t total = 0;
+    for (int c = 0; c < clauses; ++c) {
+      const int words = 1 + static_cast<int>(random() % 4);
+      for (int w = 0; w < words; ++w) sentence += std::string(sentence.empty() ? "" : " ") + "w";
+      total += static_cast<size_t>(words);
+      if (c + 1 < clauses) sentence += ",;:"[random() % 3];
+    }
+    const SplitLine parts = cutter.cut(sentence);
+    INFO(sentence);
+    CHECK(joined_back(parts) == sentence);
+    if (total <= 4) CHECK(parts.sentences.size() == 1);
+    for (const std::string& part : parts.sentences) CHECK(words_in(part) <= 4);
+    CHECK(parts.sentences.size() <= (total + 3) / 4 * 2);
+  }
+
+  // A line's sentences with the long ones in parts, and which sentences are parts.
+  const SplitLine line{{"a b.", "c, d e, f g h."}, {" ", " ", "\n"}};
+  std::vector<size_t> origin;
+  const SplitLine cut = cut_sentences(cutter, line, {2, 6}, &origin);
+  CHECK(origin == std::vector<size_t>{0, 1, 1});
+  CHECK(cut.sentences == std::vector<std::string>{"a b.", "c, d e,", "f g h."});
+  CHECK(cut.gaps == std::vector<std::string>{" ", " ", " ", "\n"});
+  CHECK(cut.cut == std::vector<size_t>{1, 2});
+  CHECK(join_sentences(cut, cut.sentences) == " a b. c, d e, f g h.\n");
+  // A line not split keeps its white space at the end.
+  const SplitLine unsplit = cut_sentences(cutter, SplitLine{{"c, d e, f g h.  "}, {"", ""}}, {6});
+  CHECK(unsplit.sentences.size() == 2);
+  CHECK(join_sentences(unsplit, unsplit.sentences) == "c, d e, f g h.  ");
+  std::vector<Translation> parts;
+  for (size_t i = 0; i < 3; ++i) parts.push_back(sentence_translation(cut.sentences[i], 2, {5}, "x", -1.0, 0.5f));
+  CHECK(join_translations(cut, std::move(parts)).cut == std::vector<size_t>{1, 2});
 }
 
 TEST_CASE("sentences: a line's translation joins its sentences' texts, tokens, scores and attention", "[text]") {
@@ -235,6 +324,79 @@ TEST_CASE("cli: translate splits lines into sentences, keeps line order, and rep
   const CommandResult bad_key = run_nmt(tiny_train_arguments(model_dir + "_bad") + " --source-language english");
   CHECK(bad_key.status != 0);
   CHECK_THAT(bad_key.output, Catch::Contains("source-language"));
+}
+
+TEST_CASE("cli: translate cuts a sentence longer than training kept at its commas, and says so", "[cli]") {
+  const std::string model_dir = (work_directory() / "documents_cut_model").string();
+  const CommandResult trained = run_nmt(tiny_train_arguments(model_dir, 20, 20));
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  const std::string clause = "a cat likes this new merchant ,";
+  const std::string line = clause + " " + clause + " " + clause + " the dog eats .";
+  std::string very_long;  // far beyond the 100 subwords of training's max-length
+  for (int i = 0; i < 30; ++i) very_long += clause + " ";
+  very_long += "the dog eats .";
+  const std::string input = (work_directory() / "cut_input.txt").string();
+  write_file_atomic(input, line + "\n" + very_long + "\n" + clause + "\n");
+  const std::string output = (work_directory() / "cut_output.txt").string();
+  const std::string decode = " --beam-size 2 --threads 1 --output-format jsonl --output " + output;
+
+  const CommandResult cut =
+      run_nmt("translate --model " + model_dir + " --input " + input + decode + " --cut-sentences 8");
+  INFO(cut.output);
+  REQUIRE(cut.status == 0);
+  CHECK_THAT(cut.output,
+             Catch::Contains("cut_input.txt:1: ") && Catch::Contains("sentences are parts of a longer one"));
+  // Line 3, one clause, is not cut (a warning of its output cap may name it).
+  CHECK_FALSE(Catch::Contains("cut_input.txt:3: 1 of its").match(cut.output));
+  std::vector<nlohmann::json> records;
+  for (const std::string& record : read_lines(output)) records.push_back(nlohmann::json::parse(record));
+  REQUIRE(records.size() == 3);
+  // The first line in parts, each part a whole clause, every one of them named in "cut".
+  const auto parts = records[0]["sentences"].get<std::vector<std::string>>();
+  REQUIRE(parts.size() >= 2);
+  std::string joined;
+  for (const std::string& part : parts) joined += (joined.empty() ? "" : " ") + part;
+  CHECK(joined == line);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) CHECK(parts[i].back() == ',');
+  CHECK(records[0]["cut"].size() == parts.size());
+  CHECK(records[2]["cut"].empty());
+  // Each part translated as it is alone, joined with the line's spacing.
+  const std::string parts_input = (work_directory() / "cut_parts.txt").string();
+  std::string parts_lines;
+  for (const std::string& part : parts) parts_lines += part + "\n";
+  write_file_atomic(parts_input, parts_lines);
+  const std::string parts_output = (work_directory() / "cut_parts_output.txt").string();
+  REQUIRE(run_nmt("translate --model " + model_dir + " --input " + parts_input +
+                  " --beam-size 2 --threads 1 --cut-sentences no --output " + parts_output)
+              .status == 0);
+  std::string expected;
+  for (const std::string& text : read_lines(parts_output)) expected += (expected.empty() ? "" : " ") + text;
+  CHECK(records[0]["text"] == expected);
+
+  // auto, the default: training's max-length (100 subwords), so only the very long line is cut.
+  REQUIRE(run_nmt("translate --model " + model_dir + " --input " + input + decode).status == 0);
+  records.clear();
+  for (const std::string& record : read_lines(output)) records.push_back(nlohmann::json::parse(record));
+  REQUIRE(records.size() == 3);
+  CHECK(records[0]["sentences"].size() == 1);
+  CHECK(records[0]["cut"].empty());
+  CHECK(records[1]["sentences"].size() >= 2);
+  CHECK(records[1]["cut"].size() == records[1]["sentences"].size());
+
+  // no: every sentence whole.
+  REQUIRE(run_nmt("translate --model " + model_dir + " --input " + input + decode + " --cut-sentences no").status == 0);
+  for (const std::string& record : read_lines(output)) {
+    CHECK(nlohmann::json::parse(record)["cut"].empty());
+    CHECK(nlohmann::json::parse(record)["sentences"].size() == 1);
+  }
+  for (const std::string bad : {"0", "some", "-3", "12x"}) {
+    const CommandResult refused =
+        run_nmt("translate --model " + model_dir + " --input " + input + " --cut-sentences " + bad);
+    INFO(bad);
+    CHECK(refused.status != 0);
+    CHECK_THAT(refused.output, Catch::Contains("--cut-sentences '" + bad + "' is none of auto, no"));
+  }
 }
 
 TEST_CASE("cli: byte fallback: a character the training text lacks encodes without <unk> and decodes back", "[cli]") {

@@ -1,8 +1,7 @@
 // Lexical shortlists (search/shortlist.h): how they are counted, the file, and its checks. How a
 // search runs over one is in test_search.cpp.
-#include <catch2/catch.hpp>
 #include <unistd.h>
-
+#include <catch2/catch.hpp>
 
 #include <cstring>
 #include <filesystem>

@@ -5,7 +5,8 @@ Usage: scripts/bench/documents.py MODEL_DIR [OUTPUT_DIR] [--sets val,test_2016_f
 
 For each set (source data/multi30k/SET.SRC, reference SET.TGT, the languages from the model's
 config.toml):
-  1. lines: the set a caption a line, with sentence splitting (the default) and without;
+  1. lines: the set a caption a line, with sentence splitting (the default) and without (and
+     without --cut-sentences: a line is one sequence);
   2. paragraphs: runs of 2-8 consecutive captions joined by a space (the same runs every time, from
      a fixed seed), translated with splitting and without, against the same runs of the
      line-by-line translations; BLEU against the joined references;
@@ -25,12 +26,14 @@ import subprocess
 import time
 from xml.sax.saxutils import escape
 
-from multi30k_runs import DATA, bleu, command_line, read_lines, run, write_lines
+from multi30k_runs import DATA, bleu, command_line, length_label, print_cost, read_lines, run, write_lines
 
 
 def translate(model, source, output, split, extra=()):
+    # Whole: one sequence a line, long sentences not cut at their clauses either (clauses.py does).
+    whole = [] if split else ["--cut-sentences", "no"]
     run(["translate", "--model", model, "--input", source, "--output", output, "--quiet",
-         "--split-sentences", "yes" if split else "no", *extra])
+         "--split-sentences", "yes" if split else "no", *whole, *extra])
     return read_lines(output)
 
 
@@ -144,7 +147,7 @@ def main():
         timing_rows.append((name, statistics.median(seconds[True]), statistics.median(seconds[False])))
 
     keys = sorted(by_length["line by line"])
-    labels = [f"{10 * k}-{10 * k + 9}" if k < 8 else f"{10 * k}+" for k in keys]
+    labels = [length_label(k) for k in keys]
     series = {}
     for name, bins in by_length.items():
         series[name] = [bleu(bins[k][0], bins[k][1], output, f"bin{k}.{name.replace(' ', '_').replace(',', '')}")
@@ -166,10 +169,7 @@ def main():
     for row in length_rows:
         print(f"| {row[0]} | {row[1]} | " + " | ".join(f"{value:.2f}" for value in row[2:]) + " |")
     print()
-    print(f"| set | seconds, split | seconds, whole | cost |  (median of {arguments.repeats}, loading included)")
-    print("|---|---:|---:|---:|")
-    for name, split, whole in timing_rows:
-        print(f"| {name} | {split:.2f} | {whole:.2f} | {100 * (split / whole - 1):+.1f}% |")
+    print_cost(timing_rows, "split", "whole", arguments.repeats)
 
 
 if __name__ == "__main__":

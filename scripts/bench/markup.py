@@ -14,8 +14,9 @@ config.toml), from a fixed seed:
   3. spans: a URL, an e-mail address, a number with a unit, {name} or %s put between two words of
      each line, translated as by default: the share that come back exactly once, and BLEU of the
      output with them removed;
-  4. time: translating test_2016_flickr's lines plainly (--split-sentences no --placeholders
-     none) against with everything on (splitting, --markup html, all placeholders), alternating A/B
+  4. time: translating test_2016_flickr's lines plainly (--split-sentences no --cut-sentences no
+     --placeholders none) against with everything on (splitting, cutting long sentences, --markup
+     html, all placeholders), alternating A/B
      (--repeats runs each, model loading included; the median).
 Prints one Markdown table per measure; the files go to OUTPUT_DIR (default MODEL_DIR/markup).
 Standard library only; the translations and BLEU come from build/nmt.
@@ -151,7 +152,7 @@ def main():
     test = os.path.join(DATA, f"test_2016_flickr.{source_language}")
     base = ["translate", "--model", arguments.model, "--input", test, "--output", os.path.join(output, "time.hyp"),
             "--quiet"]
-    variants = {"plain": base + ["--split-sentences", "no", "--placeholders", "none"],
+    variants = {"plain": base + ["--split-sentences", "no", "--cut-sentences", "no", "--placeholders", "none"],
                 "all on": base + ["--markup", "html"]}
     times = {key: [] for key in variants}
     for _ in range(arguments.repeats):

@@ -60,3 +60,16 @@ def command_line(description, folder):
     output = arguments.output or os.path.join(arguments.model, folder)
     os.makedirs(output, exist_ok=True)
     return (arguments, output, *model_languages(arguments.model))
+
+
+def length_label(key):
+    """The label of bin KEY of source lengths in tens of words (the last, 8, open: "80+")."""
+    return f"{10 * key}-{10 * key + 9}" if key < 8 else f"{10 * key}+"
+
+
+def print_cost(rows, with_label, without_label, repeats):
+    """A Markdown table of (set, seconds with, seconds without) rows and what "with" costs."""
+    print(f"| set | seconds, {with_label} | seconds, {without_label} | cost |  (median of {repeats}, loading included)")
+    print("|---|---:|---:|---:|")
+    for name, with_seconds, without_seconds in rows:
+        print(f"| {name} | {with_seconds:.2f} | {without_seconds:.2f} | {100 * (with_seconds / without_seconds - 1):+.1f}% |")

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
 #include "text/sentences.h"
 
 namespace nmt {
@@ -16,6 +18,14 @@ ModelOptions model_options_from_entries(const std::vector<std::pair<std::string,
     if (app.get_option_no_throw("--" + entry.first) != nullptr) model_entries.push_back(entry);
   }
   parse_entries(app, model_entries);
+  for (const auto& [key, value] : entries) {
+    if (key != "max-length") continue;
+    try {
+      model.trained_length = std::max<int64_t>(0, std::stoll(value));
+    } catch (const std::exception&) {  // a checkpoint's own entry; unreadable: not known
+      model.trained_length = 0;
+    }
+  }
   return model;
 }
 

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <charconv>
 #include <stdexcept>
 #include <string>
 
@@ -41,6 +43,9 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
   visit("placeholders", options.text.placeholders,
         "spans given back exactly, placed by the attention: all, none, or some of "
         "url,email,number,printf,braces,variable,unknown (words with characters the vocabulary lacks)");
+  visit("cut-sentences", options.text.cut_sentences,
+        "a sentence longer than this many subwords is translated in parts cut after commas, semicolons and "
+        "colons: auto (the model's training max-length), no, or a number");
   visit("batch-size", options.batching.batch_size, "sentences (or tokens) per batch");
   visit("batch-type", Choice<std::string>{options.batch_type, {"sentences", "tokens"}}, "unit of --batch-size");
   visit("max-search-memory", options.batching.max_search_memory,
@@ -106,6 +111,20 @@ void validate(const TextOptions& options) {
   if (const std::string problem = language_problem(options.source_language); !problem.empty()) {
     throw std::invalid_argument("--source-language " + problem);
   }
+  cut_length(options, 0);  // throws for a value that is none of auto, no and a number
+}
+
+size_t cut_length(const TextOptions& options, int64_t trained_length) {
+  const std::string& value = options.cut_sentences;
+  if (value == "no") return 0;
+  if (value == "auto") return static_cast<size_t>(std::max<int64_t>(trained_length, 0));
+  size_t length = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), length);
+  if (error != std::errc() || end != value.data() + value.size() || length == 0 || length > 1000000) {
+    throw std::invalid_argument("--cut-sentences '" + value +
+                                "' is none of auto, no and a number of subwords from 1: give one of those");
+  }
+  return length;
 }
 
 void validate(const BatchingOptions& options) {

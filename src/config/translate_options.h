@@ -52,11 +52,14 @@ struct TextOptions {
   // Spans given back exactly (text/protect.h): "all", "none", or a comma-separated list of kinds.
   std::string placeholders = "all";
   std::vector<std::string> protect;  // more such spans: ICU regular expressions (--protect)
+  // Sentences longer than this many subwords cut at clause boundaries (text/sentences.h's
+  // ClauseCutter): "auto" for the model's training max-length, "no", or a number.
+  std::string cut_sentences = "auto";
 };
 
 // Lines translated as they are: no splitting, no markup, no protected spans (validation during
 // training, and the server's queue, whose lines come split and framed).
-inline TextOptions whole_lines() { return TextOptions{false, "", "none", "none", {}}; }
+inline TextOptions whole_lines() { return TextOptions{false, "", "none", "none", {}, "no"}; }
 
 // Everything that says how a model translates: which checkpoint, search, batching, threads.
 struct TranslateOptions {
@@ -84,5 +87,9 @@ void check_device_option(CLI::App& command);
 void validate(const SearchOptions& options);
 void validate(const BatchingOptions& options);
 void validate(const TextOptions& options);
+// The subwords above which a sentence is cut (--cut-sentences) for a model trained within
+// `trained_length` (ModelOptions::trained_length; 0: not known); 0 for none. Throws
+// std::invalid_argument for a value that is none of auto, no and a number.
+size_t cut_length(const TextOptions& options, int64_t trained_length);
 
 }  // namespace nmt

@@ -90,6 +90,13 @@ void warn_of_problems(const std::vector<Translation>& translations, const std::s
            ") before it ended: raise them to let it finish";
   };
   warn_of_lines(translations, input, first_line, capped, "were cut at the output cap");
+  const auto cut = [&](const Translation& translation) -> std::string {
+    if (translation.cut.empty()) return "";
+    return std::to_string(translation.cut.size()) + " of its " + std::to_string(translation.sentences.size()) +
+           " sentences are parts of a longer one, cut after commas, semicolons or colons (--cut-sentences " +
+           options.text.cut_sentences + "; no: translate it whole)";
+  };
+  warn_of_lines(translations, input, first_line, cut, "had a long sentence translated in parts");
   const auto malformed = [](const Translation& translation) -> std::string {
     if (translation.markup_problem.empty()) return "";
     return "its markup was translated as text: " + translation.markup_problem;

@@ -123,6 +123,7 @@ std::string format_jsonl(const std::vector<std::string>& lines, const std::vecto
     entry["words"] = std::move(words);
     entry["sentences"] = translation.sentences;
     entry["capped"] = translation.capped;
+    entry["cut"] = translation.cut;
     if (!translation.markup_problem.empty()) entry["markup_problem"] = translation.markup_problem;
     if (!empty && (options.alignment || !options.attention_dir.empty())) {
       const AttentionMatrix matrix = attention_matrix(translation, translation.hypotheses[0], target_vocabulary);

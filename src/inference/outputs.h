@@ -52,7 +52,7 @@ LineConfidence line_confidence(const Translation& translation, const TokenLogPro
 
 // --output-format jsonl: one JSON object per translated line, in order:
 //   {"line": N (1-based, after first_line), "text", "score", "confidence", "words": [{"word",
-//    "probability"}, ...], "sentences": [...], "capped": [...], "alignment"?, "n_best"?}
+//    "probability"}, ...], "sentences": [...], "capped": [...], "cut": [...], "alignment"?, "n_best"?}
 // `token_log_probabilities[i]`: line i's (best_token_log_probabilities, inference/commands.h); the
 // words and confidence as line_confidence gives them (confidence null for an empty line).
 // "alignment" with options.alignment, "n_best" (text and score of each hypothesis) when

@@ -69,6 +69,9 @@ struct ModelOptions {
   // when not known, as in models trained before these keys.
   std::string source_language;
   std::string target_language;
+  // The training key max-length (subwords) the model was trained within, read from the checkpoint's
+  // configuration; 0 when not known. Not a model key: fixed by training, not by the network.
+  int64_t trained_length = 0;
 
   EncoderOptions encoder(int64_t source_vocab_size) const {
     EncoderOptions options;

@@ -163,6 +163,9 @@ void bind_translator(py::module_& module) {
       .def_readonly("capped", &PyTranslation::capped,
                     "indices into sentences of those whose translation stopped at an output cap (max_length_ratio, "
                     "max_output_length) before it ended")
+      .def_readonly("cut", &PyTranslation::cut,
+                    "indices into sentences of those that are parts of a sentence longer than cut_sentences, "
+                    "cut after its commas, semicolons and colons")
       .def_readonly("markup_problem", &PyTranslation::markup_problem,
                     "with markup: why the text's markup was translated as text (malformed), or ''")
       .def_property_readonly(

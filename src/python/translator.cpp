@@ -100,6 +100,7 @@ PyTranslation to_python(const Translation& translation, const Vocabulary& target
   result.source_tokens.emplace_back("</s>");
   result.sentences = translation.sentences;
   result.capped = translation.capped;
+  result.cut = translation.cut;
   result.markup_problem = translation.markup_problem;
   for (size_t k = 0; k < translation.hypotheses.size(); ++k) {
     const Hypothesis& hypothesis = translation.hypotheses[k];

@@ -31,6 +31,7 @@ struct PyTranslation {
   std::vector<std::string> source_tokens;  // the source subwords and "</s>" (the attention's columns)
   std::vector<std::string> sentences;      // what was translated: the text's sentences, or the text
   std::vector<size_t> capped;              // indices of those cut at an output cap
+  std::vector<size_t> cut;                 // indices of those that are parts of a longer sentence
   std::string markup_problem;              // why its markup was read as text, or ""
   py::object confidence = py::none();      // with return_confidence (inference/outputs.h), else None
   py::object words = py::none();           // ditto: [(word, probability), ...]

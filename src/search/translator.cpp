@@ -119,6 +119,7 @@ Translation join_translations(const SplitLine& split, std::vector<Translation> s
     line.source_pieces.insert(line.source_pieces.end(), sentence.source_pieces.begin(), sentence.source_pieces.end());
     line.sentences.push_back(split.sentences[i]);
     if (!sentence.capped.empty()) line.capped.push_back(i);
+    if (std::binary_search(split.cut.begin(), split.cut.end(), i)) line.cut.push_back(i);
     line.sentence_tokens.push_back(sentence.sentence_tokens.empty() ? 0 : sentence.sentence_tokens[0]);
     n_best = std::max(n_best, sentence.hypotheses.size());
   }
@@ -210,6 +211,15 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
   check_beam_fits_vocabulary(target_vocabulary_.size(), rows_per_sentence(search_));
   splitter_ = text_splitter(text, model_);
   framer_ = text_framer(text, source_vocabulary_);
+  cutter_ = text_cutter(text, model_, source_vocabulary_);
+}
+
+std::shared_ptr<const ClauseCutter> text_cutter(const TextOptions& text, const Ensemble& model,
+                                                const Vocabulary& source_vocabulary) {
+  const size_t most = cut_length(text, model.members().front()->options().trained_length);
+  if (most == 0) return nullptr;
+  return std::make_shared<const ClauseCutter>(
+      most, [source_vocabulary](std::string_view part) { return source_vocabulary.encode(std::string(part)).size(); });
 }
 
 std::shared_ptr<const Framer> text_framer(const TextOptions& text, const Vocabulary& source_vocabulary) {
@@ -321,9 +331,10 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                                   std::to_string(lines.size()) + " input lines: give one per line");
     }
   }
-  if (!splitter_ && !framer_) return translate_sentences(lines, progress, guides, std::move(subwords), search_);
-  SentencePlan plan =
-      plan_sentences(splitter_.get(), framer_.get(), lines, guides, std::move(subwords), source_vocabulary_);
+  if (!splitter_ && !framer_ && !cutter_)
+    return translate_sentences(lines, progress, guides, std::move(subwords), search_);
+  SentencePlan plan = plan_sentences(splitter_.get(), framer_.get(), cutter_.get(), lines, guides, std::move(subwords),
+                                     source_vocabulary_);
   std::function<void(size_t)> line_progress;
   if (progress) line_progress = [&](size_t done) { progress(plan.lines_done(done)); };
   SearchOptions search = search_;
@@ -340,7 +351,7 @@ size_t SentencePlan::lines_done(size_t sentences_done) const {
   return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), sentences_done) - first.begin()) - 1;
 }
 
-SentencePlan plan_sentences(const SentenceSplitter* splitter, const Framer* framer,
+SentencePlan plan_sentences(const SentenceSplitter* splitter, const Framer* framer, const ClauseCutter* cutter,
                             const std::vector<std::string>& lines, const TargetGuides& guides,
                             std::vector<std::vector<int64_t>> subwords, const Vocabulary& source_vocabulary) {
   if (!subwords.empty() && subwords.size() != lines.size()) {
@@ -365,20 +376,36 @@ SentencePlan plan_sentences(const SentenceSplitter* splitter, const Framer* fram
       plan.needs_alignment = plan.needs_alignment || !plan.frames[i].items.empty();
     }
     const std::string& text = framer != nullptr ? plan.frames[i].text : lines[i];
-    if (splitter == nullptr || guided(guides.prefixes, i) || guided(guides.constraints, i)) {
-      split = SplitLine{{text}, {"", ""}};  // a prefix or constraints belong to the whole line
-    } else {
-      try {
-        split = splitter->split(text);
-      } catch (const std::invalid_argument& error) {
-        throw std::invalid_argument("line " + std::to_string(i + 1) + " " + error.what());
-      }
+    // A prefix or constraints belong to the whole line: it is neither split nor cut.
+    const bool kept_whole = guided(guides.prefixes, i) || guided(guides.constraints, i);
+    try {
+      split = splitter != nullptr && !kept_whole ? splitter->split(text) : SplitLine{{text}, {"", ""}};
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument("line " + std::to_string(i + 1) + " " + error.what());
     }
     const bool whole = split.sentences.size() == 1 && !framed;  // its subwords are the line's
-    for (const std::string& sentence : split.sentences) {
+    // Each sentence's ids when the plan keeps them (given, or counted for the cutter), so that the
+    // translation encodes none again.
+    std::vector<std::vector<int64_t>> ids;
+    if (!subwords.empty() || cutter != nullptr) {
+      for (const std::string& sentence : split.sentences) {
+        ids.push_back(whole && !subwords.empty() ? std::move(subwords[i]) : source_vocabulary.encode(sentence));
+      }
+    }
+    std::vector<size_t> origin;  // each sentence's index in the split before cutting
+    if (cutter != nullptr && !kept_whole) {
+      std::vector<size_t> lengths;
+      for (const std::vector<int64_t>& sentence_ids : ids) lengths.push_back(sentence_ids.size());
+      split = cut_sentences(*cutter, std::move(split), lengths, &origin);
+    }
+    for (size_t k = 0; k < split.sentences.size(); ++k) {
+      const std::string& sentence = split.sentences[k];
       plan.sentences.push_back(sentence);
-      if (!subwords.empty())
-        plan.subwords.push_back(whole ? std::move(subwords[i]) : source_vocabulary.encode(sentence));
+      if (!ids.empty()) {
+        const bool part = std::binary_search(split.cut.begin(), split.cut.end(), k);
+        plan.subwords.push_back(part ? source_vocabulary.encode(sentence)
+                                     : std::move(ids[origin.empty() ? k : origin[k]]));
+      }
       for (auto [all, part] : {std::pair{&guides.prefixes, &plan.guides.prefixes},
                                std::pair{&guides.constraints, &plan.guides.constraints}}) {
         if (all->lines.empty()) continue;

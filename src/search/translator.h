@@ -31,6 +31,9 @@ struct Translation {
   // Indices into `sentences` of those whose best translation stopped at an output cap
   // (--max-length-ratio, --max-output-length) instead of ending by itself.
   std::vector<size_t> capped;
+  // Indices into `sentences` of those that are parts of a longer sentence, cut at clause
+  // boundaries (--cut-sentences); a sentence's parts are consecutive.
+  std::vector<size_t> cut;
   // The tokens of the best hypothesis that each sentence gave, in order (0 for a sentence with
   // no subwords).
   std::vector<size_t> sentence_tokens;
@@ -110,7 +113,8 @@ class Translator {
   torch::Device device_;
   std::shared_ptr<const Shortlist> shortlist_;
   std::shared_ptr<const SentenceSplitter> splitter_;
-  std::shared_ptr<const Framer> framer_;  // null: lines are translated as text, nothing protected
+  std::shared_ptr<const Framer> framer_;        // null: lines are translated as text, nothing protected
+  std::shared_ptr<const ClauseCutter> cutter_;  // null: no sentence is cut
 };
 
 // One line's Translation from its sentences' (as Translation's comment says), the texts joined
@@ -124,7 +128,7 @@ struct SentencePlan {
   std::vector<SplitLine> splits;               // per line: its (framed) text's sentences
   std::vector<size_t> first;                   // line i's sentences: [first[i], first[i + 1])
   std::vector<std::string> sentences;          // all lines' sentences, in line order
-  std::vector<std::vector<int64_t>> subwords;  // per sentence, when given per line
+  std::vector<std::vector<int64_t>> subwords;  // per sentence, when given per line or counted for cutting
   TargetGuides guides;                         // per sentence, naming the input line
   bool needs_alignment = false;                // a frame has items to place by the attention
   bool attention_for_frames = false;           // the search keeps attention for them only
@@ -136,10 +140,11 @@ struct SentencePlan {
   size_t line_of(size_t sentence) const { return lines_done(sentence); }
 };
 // Frames each line with `framer` (null: none), then splits its text with `splitter` (null: none
-// is split); a line with a prefix or constraints (`guides`) stays whole.
+// is split) and cuts its long sentences with `cutter` (null: none is cut); a line with a prefix or
+// constraints (`guides`) stays whole.
 // `subwords`: each line's source ids (Translator::translate), or none. Throws
 // std::invalid_argument naming the line (1-based within `lines`) when one is not valid UTF-8.
-SentencePlan plan_sentences(const SentenceSplitter* splitter, const Framer* framer,
+SentencePlan plan_sentences(const SentenceSplitter* splitter, const Framer* framer, const ClauseCutter* cutter,
                             const std::vector<std::string>& lines, const TargetGuides& guides,
                             std::vector<std::vector<int64_t>> subwords, const Vocabulary& source_vocabulary);
 // One Translation per line of `plan` from one per sentence (join_translations), each framed line's
@@ -159,6 +164,10 @@ std::shared_ptr<const SentenceSplitter> sentence_splitter(const std::string& lan
 // The splitter `text` asks for with `model` (its first member's source-language when
 // text.source_language is empty), or null when text.split_sentences is off.
 std::shared_ptr<const SentenceSplitter> text_splitter(const TextOptions& text, const Ensemble& model);
+// The cutter of long sentences `text` asks for (--cut-sentences; "auto": the first member's
+// training max-length) over `source_vocabulary`, or null when it asks for none.
+std::shared_ptr<const ClauseCutter> text_cutter(const TextOptions& text, const Ensemble& model,
+                                                const Vocabulary& source_vocabulary);
 
 // A line of constraint phrases separated by tabs as target phrases (empty ones skipped; with
 // `backwards`, for a right-to-left model, each phrase's tokens in its order). Throws

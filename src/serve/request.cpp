@@ -274,7 +274,7 @@ size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& p
   // A weight rounded to 1e-4 is at most "0.1234" and its comma; an "i-j" pair of alignment and its
   // space at most two 10-digit numbers and 2 bytes; a score at most 24 bytes; an entry's field
   // names and punctuation less than 128; a byte of text at most 6 in JSON ("\u001f"); an index of
-  // "capped" at most 11.
+  // "capped" or "cut" at most 11.
   constexpr size_t kWeight = 8, kPair = 22, kScore = 24, kEntry = 128, kTextByte = 6, kIndex = 11;
   size_t bound = 32;
   for (size_t line = 0; line + 1 < plan.first.size(); ++line) {
@@ -284,7 +284,7 @@ size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& p
       const auto length = static_cast<int64_t>(plan.subwords[sentence].size()) + 1;  // and EOS
       columns += static_cast<size_t>(length) - 1;
       rows += static_cast<size_t>(max_output_length(length, request.search));
-      sentence_bytes += plan.sentences[sentence].size() * kTextByte + 3 + kIndex;
+      sentence_bytes += plan.sentences[sentence].size() * kTextByte + 3 + 2 * kIndex;
     }
     size_t text = rows * longest_target_piece + 2;
     for (const std::string& gap : plan.splits[line].gaps) text += gap.size() * kTextByte;
@@ -317,7 +317,8 @@ nlohmann::json translations_json(const TranslateRequest& request, const std::vec
     json entry = {{"text", empty ? "" : translation.texts[0]},
                   {"score", empty ? 0.0 : translation.hypotheses[0].score},
                   {"sentences", translation.sentences},
-                  {"capped", translation.capped}};
+                  {"capped", translation.capped},
+                  {"cut", translation.cut}};
     if (!translation.markup_problem.empty()) entry["markup_problem"] = translation.markup_problem;
     if (request.attention || request.alignment) {
       AttentionMatrix matrix;

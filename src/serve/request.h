@@ -79,11 +79,12 @@ size_t longest_piece_json(const Vocabulary& vocabulary);
 size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& plan, size_t longest_source_piece,
                           size_t longest_target_piece);
 
-// {"translations": [{"text", "score", "sentences", "capped", "alignment"?, "attention"?,
+// {"translations": [{"text", "score", "sentences", "capped", "cut", "alignment"?, "attention"?,
 // "n_best"?, "confidence"?, "words"?}, ...]}, one entry per text of the request, in its order:
 // "sentences" what it was translated as, "capped" the indices of those whose search stopped at an
-// output cap; with request.confidence, `log_probabilities` (one per text:
-// best_token_log_probabilities) give "confidence" and "words" ([{"word", "probability"}, ...]).
+// output cap, "cut" of those that are parts of a longer sentence (--cut-sentences); with request.confidence,
+// `log_probabilities` (one per text: best_token_log_probabilities) give "confidence" and "words" ([{"word",
+// "probability"}, ...]).
 nlohmann::json translations_json(const TranslateRequest& request, const std::vector<Translation>& translations,
                                  const Vocabulary& target_vocabulary,
                                  const std::vector<TokenLogProbabilities>& log_probabilities = {});

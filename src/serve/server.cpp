@@ -150,9 +150,11 @@ struct Service {
   Clock::time_point started;
   std::atomic<size_t> requests_served{0};
   std::atomic<size_t> requests_refused{0};
+  std::atomic<size_t> sentences_cut{0};                       // parts of long sentences (--cut-sentences)
   size_t longest_source_piece = 0, longest_target_piece = 0;  // answer_bytes_bound's
   std::shared_ptr<const SentenceSplitter> splitter;           // null: a text is one sentence
   std::shared_ptr<const Framer> framer;                       // null: no markup, nothing protected
+  std::shared_ptr<const ClauseCutter> cutter;                 // null: no sentence is cut
   BatchQueue queue;
 };
 
@@ -198,6 +200,7 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       longest_target_piece(longest_piece_json(models.target_vocabulary())),
       splitter(text_splitter(options.translate.text, models.ensemble())),
       framer(text_framer(options.translate.text, models.source_vocabulary())),
+      cutter(text_cutter(options.translate.text, models.ensemble(), models.source_vocabulary())),
       queue(models, batch_queue_options(options, device), device) {}
 
 HttpLimits http_limits(const ServeOptions& options) {
@@ -249,10 +252,12 @@ HttpAnswer health(const Service& service) {
                            {"requests_refused", service.requests_refused.load()},
                            {"sentences_translated", service.queue.sentences_done()},
                            {"sentences_capped", service.queue.sentences_capped()},
+                           {"sentences_cut", service.sentences_cut.load()},
                            {"split_sentences", service.splitter != nullptr},
                            {"source_language", service.splitter ? service.splitter->language() : ""},
                            {"markup", service.options.translate.text.markup},
                            {"placeholders", service.options.translate.text.placeholders},
+                           {"cut_sentences", service.cutter ? service.cutter->most() : 0},
                            {"batches", service.queue.batches_done()}});
 }
 
@@ -314,8 +319,9 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
     }
     std::shared_ptr<SentencePlan> plan;
     try {
-      plan = std::make_shared<SentencePlan>(plan_sentences(service.splitter.get(), framer.get(), request->text, guides,
-                                                           std::move(subwords), service.models.source_vocabulary()));
+      plan = std::make_shared<SentencePlan>(plan_sentences(service.splitter.get(), framer.get(), service.cutter.get(),
+                                                           request->text, guides, std::move(subwords),
+                                                           service.models.source_vocabulary()));
     } catch (const std::invalid_argument& error) {  // the text was checked as UTF-8 already
       throw RequestError(400, std::string("text: ") + error.what());
     }
@@ -338,6 +344,7 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
         if (error) std::rethrow_exception(error);
         std::vector<Translation> lines = join_lines(*plan, std::move(translations), service.models.source_vocabulary(),
                                                     service.models.target_vocabulary());
+        for (const Translation& line : lines) service.sentences_cut += line.cut.size();
         const std::vector<TokenLogProbabilities> log_probabilities =
             request->confidence ? best_token_log_probabilities(service.models, service.options.translate, lines)
                                 : std::vector<TokenLogProbabilities>{};

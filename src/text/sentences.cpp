@@ -172,6 +172,150 @@ bool SentenceSplitter::ends_with_abbreviation(std::string_view text, size_t sent
   return false;
 }
 
+namespace {
+
+// How surely a clause ends with `code_point`: 2 for a semicolon or colon, 1 for a comma (with
+// their CJK, fullwidth and Arabic forms), 0 for anything else.
+int clause_end(char32_t code_point) {
+  switch (code_point) {
+    case U';':
+    case U':':
+    case U'\uFF1B':  // fullwidth semicolon
+    case U'\uFF1A':  // fullwidth colon
+    case U'\u061B':  // Arabic semicolon
+      return 2;
+    case U',':
+    case U'\u3001':  // ideographic comma
+    case U'\uFF0C':  // fullwidth comma
+    case U'\u060C':  // Arabic comma
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// How many parts packing `chunks` (subwords each) in order gives with at most `limit` subwords to
+// a part (a chunk longer than that is a part alone); the index of each part's first chunk in
+// `starts` when given.
+size_t pack(const std::vector<size_t>& chunks, size_t limit, std::vector<size_t>* starts = nullptr) {
+  size_t parts = 0, filled = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (parts == 0 || filled + chunks[i] > limit) {
+      ++parts;
+      filled = 0;
+      if (starts != nullptr) starts->push_back(i);
+    }
+    filled += chunks[i];
+  }
+  return parts;
+}
+
+}  // namespace
+
+ClauseCutter::ClauseCutter(size_t most, std::function<size_t(std::string_view)> count)
+    : most_(most), count_(std::move(count)) {
+  if (most_ == 0) throw std::invalid_argument("ClauseCutter: parts of at least 1 subword");
+  UErrorCode status = U_ZERO_ERROR;
+  prototype_.reset(icu::BreakIterator::createLineInstance(icu::Locale::getRoot(), status));
+  if (U_FAILURE(status) || !prototype_) {
+    throw std::runtime_error(std::string("ICU could not make a line breaker: ") + u_errorName(status));
+  }
+}
+
+ClauseCutter::~ClauseCutter() = default;
+
+SplitLine ClauseCutter::cut(std::string_view sentence, size_t subwords) const {
+  SplitLine whole{{std::string(sentence)}, {"", ""}};
+  if (subwords <= most_ || !is_valid_utf8(sentence)) return whole;
+  // The places to cut: after a clause's mark and the white space after it; those after a semicolon
+  // or colon also in `strong`.
+  std::vector<size_t> places{0}, strong{0};
+  UErrorCode status = U_ZERO_ERROR;
+  std::unique_ptr<icu::BreakIterator> iterator(prototype_->clone());
+  UText* text = utext_openUTF8(nullptr, sentence.data(), static_cast<int64_t>(sentence.size()), &status);
+  iterator->setText(text, status);
+  if (U_FAILURE(status)) {
+    utext_close(text);
+    throw std::runtime_error(std::string("ICU could not read a sentence: ") + u_errorName(status));
+  }
+  for (int32_t from = iterator->first(), at = iterator->next(); at != icu::BreakIterator::DONE;
+       from = at, at = iterator->next()) {
+    const auto end = static_cast<size_t>(at);
+    if (end >= sentence.size()) break;
+    const size_t mark_end = trailing_space_start(sentence, static_cast<size_t>(from), end);
+    const int how_sure = clause_end(code_point_before(sentence, mark_end));
+    if (how_sure > 0) places.push_back(end);
+    if (how_sure > 1) strong.push_back(end);
+  }
+  utext_close(text);
+  if (places.size() == 1) return whole;
+  places.push_back(sentence.size());
+  strong.push_back(sentence.size());
+  // Semicolons and colons end clauses more surely than commas: they alone, when their parts are
+  // all within `most`.
+  bool within = false;
+  if (strong.size() > 2 && strong.size() < places.size()) {
+    SplitLine parts = cut_at(sentence, strong, within);
+    if (within) return parts;
+  }
+  return cut_at(sentence, places, within);
+}
+
+SplitLine ClauseCutter::cut_at(std::string_view sentence, const std::vector<size_t>& places, bool& within) const {
+  // Each chunk between two places, counted alone: a part's subwords are about its chunks' sum.
+  std::vector<size_t> chunks;
+  for (size_t i = 0; i + 1 < places.size(); ++i) {
+    chunks.push_back(count_(sentence.substr(places[i], places[i + 1] - places[i])));
+  }
+  within = std::all_of(chunks.begin(), chunks.end(), [&](size_t chunk) { return chunk <= most_; });
+  // The fewest parts within `most`, then the smallest limit that still gives no more of them.
+  const size_t fewest = pack(chunks, most_);
+  size_t low = 1, high = most_;
+  while (low < high) {
+    const size_t middle = low + (high - low) / 2;
+    if (pack(chunks, middle) <= fewest) {
+      high = middle;
+    } else {
+      low = middle + 1;
+    }
+  }
+  std::vector<size_t> starts;
+  pack(chunks, low, &starts);
+  starts.push_back(chunks.size());
+  SplitLine parts;
+  parts.gaps.emplace_back();
+  for (size_t i = 0; i + 1 < starts.size(); ++i) {
+    const size_t begin = places[starts[i]], end = places[starts[i + 1]];
+    const size_t stop = trailing_space_start(sentence, begin, end);
+    parts.sentences.emplace_back(sentence.substr(begin, stop - begin));
+    parts.gaps.emplace_back(sentence.substr(stop, end - stop));
+  }
+  return parts;
+}
+
+SplitLine cut_sentences(const ClauseCutter& cutter, SplitLine split, const std::vector<size_t>& subwords,
+                        std::vector<size_t>* origin) {
+  if (subwords.size() != split.sentences.size()) {
+    throw std::invalid_argument("cut_sentences: one count of subwords per sentence");
+  }
+  SplitLine result;
+  result.gaps.push_back(split.gaps.front());
+  if (origin != nullptr) origin->clear();
+  for (size_t i = 0; i < split.sentences.size(); ++i) {
+    SplitLine parts = cutter.cut(split.sentences[i], subwords[i]);
+    const bool cut = parts.sentences.size() > 1;
+    for (size_t j = 0; j < parts.sentences.size(); ++j) {
+      if (cut) result.cut.push_back(result.sentences.size());
+      if (origin != nullptr) origin->push_back(i);
+      result.sentences.push_back(std::move(parts.sentences[j]));
+      // The last part's own trailing white space (a line not split: the line's), then the gap.
+      result.gaps.push_back(j + 1 < parts.sentences.size() ? std::move(parts.gaps[j + 1])
+                                                           : parts.gaps[j + 1] + split.gaps[i + 1]);
+    }
+  }
+  return result;
+}
+
 std::string join_sentences(const SplitLine& split, const std::vector<std::string>& translations) {
   if (translations.size() != split.sentences.size()) {
     throw std::invalid_argument("join_sentences: one translation per sentence");

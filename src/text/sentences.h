@@ -7,6 +7,8 @@
 // abbreviation counts only as a whole word.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +28,8 @@ namespace nmt {
 struct SplitLine {
   std::vector<std::string> sentences;
   std::vector<std::string> gaps;  // sentences.size() + 1 entries
+  // Indices of the sentences that are parts of a longer one (ClauseCutter), in order.
+  std::vector<size_t> cut{};
 };
 
 class SentenceSplitter {
@@ -53,6 +57,44 @@ class SentenceSplitter {
   std::unique_ptr<icu::BreakIterator> prototype_;  // cloned per call: an iterator keeps its text
   std::vector<std::string> abbreviations_;
 };
+
+// Sentences longer than a model was trained on, cut into parts it was trained on: after a comma,
+// semicolon or colon (with their CJK and Arabic forms) where ICU's line breaking allows a break
+// (not inside "3,5" or "12:30"), into the fewest parts of at most `most` subwords each, as even as
+// those places allow; after semicolons and colons alone when their parts are all within `most`.
+class ClauseCutter {
+ public:
+  // `count`: the subwords of a text (the model's source vocabulary).
+  ClauseCutter(size_t most, std::function<size_t(std::string_view)> count);
+  ~ClauseCutter();
+  ClauseCutter(const ClauseCutter&) = delete;
+  ClauseCutter& operator=(const ClauseCutter&) = delete;
+
+  size_t most() const { return most_; }
+
+  // `sentence` (no white space at either end) as parts and the white space between
+  // them (gaps "" at either end); one part, the sentence, when it has at most `most` subwords, no
+  // place to cut, or is not valid UTF-8. A part with no place to cut inside may still be longer. Safe to call from
+  // several threads at once.
+  SplitLine cut(std::string_view sentence) const { return cut(sentence, count_(sentence)); }
+  // The same for a sentence known to have `subwords` subwords.
+  SplitLine cut(std::string_view sentence, size_t subwords) const;
+
+ private:
+  // `sentence` cut at some of `places` (0 first, its end last) into the fewest parts of at most
+  // `most` subwords, as even as they allow; `within`: whether every part is within `most`.
+  SplitLine cut_at(std::string_view sentence, const std::vector<size_t>& places, bool& within) const;
+
+  size_t most_;
+  std::function<size_t(std::string_view)> count_;
+  std::unique_ptr<icu::BreakIterator> prototype_;  // cloned per call
+};
+
+// `split` with each sentence that `cutter` cuts replaced by its parts (SplitLine::cut naming them);
+// `subwords[i]`: sentence i's subwords. `origin`, when given, gets for each sentence of the result
+// the index in `split` of the sentence it is or is part of.
+SplitLine cut_sentences(const ClauseCutter& cutter, SplitLine split, const std::vector<size_t>& subwords,
+                        std::vector<size_t>* origin = nullptr);
 
 // The line whose sentences `split` holds, with each sentence replaced by its translation (one per
 // sentence, in order) and the gaps kept. A line without sentences joins to "".

@@ -23,6 +23,7 @@ class SearchOptions(TypedDict, total=False):
     markup: Literal["none", "html", "xml"]
     placeholders: str
     protect: List[str]
+    cut_sentences: str
     ban_unk: bool
     sampling: bool
     sampling_topk: int
@@ -46,6 +47,7 @@ class TranslationResult:
     source_tokens: List[str]
     sentences: List[str]
     capped: List[int]
+    cut: List[int]
     markup_problem: str
     confidence: Optional[float]
     words: Optional[List[Tuple[str, float]]]
