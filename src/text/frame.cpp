@@ -315,9 +315,8 @@ size_t take_out(Frame& frame, const std::vector<TextSpan>& spans) {
     while (next_element < elements.size() && frame.items[elements[next_element]].begin <= begin) {
       open.push_back(elements[next_element++]);
     }
+    // Elements nest, so those that ended before the span are above those still around it.
     while (!open.empty() && frame.items[open.back()].end < end) open.pop_back();
-    // An element that ended before this span and began before another is gone from `open`
-    // already: only elements around [begin, end) remain on top.
     item.parent = open.empty() ? -1 : static_cast<int>(open.back());
     points.push_back(std::move(item));
   }

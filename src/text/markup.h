@@ -6,8 +6,8 @@
 // HTML is read as browsers read inline markup: end tags match start tags without regard to case,
 // void elements (<br>, <img ...>) need no end tag, and a "<" or "&" that starts no tag or entity
 // is text. XML is strict: a stray "<" or "&" is malformed. Malformed markup (an unclosed or
-// crossed tag, an unknown entity, elements nested deeper than 512) gives a Frame whose text is the line as it is and
-// whose problem says why.
+// crossed tag, an unknown entity, elements nested deeper than 512) gives a Frame whose text is
+// the line as it is and whose problem says why.
 #pragma once
 
 #include <string>

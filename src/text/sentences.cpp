@@ -71,6 +71,31 @@ char32_t code_point_before(std::string_view text, size_t end) {
   return next_code_point(text, start);
 }
 
+// The breaks `prototype` finds in `text`: a clone of it (an iterator keeps its text) over a UTF-8
+// UText, whose indices are byte offsets; the UText is closed with it. `what` names the text in
+// ICU's error.
+class Breaks {
+ public:
+  Breaks(const icu::BreakIterator& prototype, std::string_view text, const char* what) : iterator_(prototype.clone()) {
+    UErrorCode status = U_ZERO_ERROR;
+    text_ = utext_openUTF8(nullptr, text.data(), static_cast<int64_t>(text.size()), &status);
+    iterator_->setText(text_, status);
+    if (U_FAILURE(status)) {
+      utext_close(text_);
+      throw std::runtime_error(std::string("ICU could not read ") + what + ": " + u_errorName(status));
+    }
+  }
+  ~Breaks() { utext_close(text_); }
+  Breaks(const Breaks&) = delete;
+  Breaks& operator=(const Breaks&) = delete;
+
+  icu::BreakIterator* operator->() const { return iterator_.get(); }
+
+ private:
+  std::unique_ptr<icu::BreakIterator> iterator_;
+  UText* text_ = nullptr;
+};
+
 // "de" of "de", "de-CH" or "de_CH".
 std::string_view language_part(std::string_view code) { return code.substr(0, code.find_first_of("-_")); }
 
@@ -123,19 +148,11 @@ SentenceSplitter::~SentenceSplitter() = default;
 SplitLine SentenceSplitter::split(std::string_view line) const {
   if (!is_valid_utf8(line)) throw std::invalid_argument("is not valid UTF-8: convert the file to UTF-8");
   SplitLine result;
-  UErrorCode status = U_ZERO_ERROR;
-  std::unique_ptr<icu::BreakIterator> iterator(prototype_->clone());
-  UText* text = utext_openUTF8(nullptr, line.data(), static_cast<int64_t>(line.size()), &status);
-  iterator->setText(text, status);
-  if (U_FAILURE(status)) {
-    utext_close(text);
-    throw std::runtime_error(std::string("ICU could not read a line: ") + u_errorName(status));
-  }
+  const Breaks iterator(*prototype_, line, "a line");
   size_t gap_start = 0;          // where the text since the last sentence began
   size_t sentence_start = npos;  // where the sentence being gathered began, npos for none
   for (int32_t start = iterator->first(), end = iterator->next(); end != icu::BreakIterator::DONE;
        start = end, end = iterator->next()) {
-    // Indices of a UTF-8 UText are byte offsets.
     const size_t begin = leading_space_end(line, static_cast<size_t>(start), static_cast<size_t>(end));
     const size_t stop = trailing_space_start(line, begin, static_cast<size_t>(end));
     if (begin == stop) continue;  // white space only: part of the gap
@@ -148,7 +165,6 @@ SplitLine SentenceSplitter::split(std::string_view line) const {
     gap_start = stop;
     sentence_start = npos;
   }
-  utext_close(text);
   if (sentence_start != npos) {  // an abbreviation, then only white space
     const size_t stop = trailing_space_start(line, sentence_start, line.size());
     result.gaps.emplace_back(line.substr(gap_start, sentence_start - gap_start));
@@ -230,14 +246,7 @@ SplitLine ClauseCutter::cut(std::string_view sentence, size_t subwords) const {
   // The places to cut: after a clause's mark and the white space after it; those after a semicolon
   // or colon also in `strong`.
   std::vector<size_t> places{0}, strong{0};
-  UErrorCode status = U_ZERO_ERROR;
-  std::unique_ptr<icu::BreakIterator> iterator(prototype_->clone());
-  UText* text = utext_openUTF8(nullptr, sentence.data(), static_cast<int64_t>(sentence.size()), &status);
-  iterator->setText(text, status);
-  if (U_FAILURE(status)) {
-    utext_close(text);
-    throw std::runtime_error(std::string("ICU could not read a sentence: ") + u_errorName(status));
-  }
+  const Breaks iterator(*prototype_, sentence, "a sentence");
   for (int32_t from = iterator->first(), at = iterator->next(); at != icu::BreakIterator::DONE;
        from = at, at = iterator->next()) {
     const auto end = static_cast<size_t>(at);
@@ -247,7 +256,6 @@ SplitLine ClauseCutter::cut(std::string_view sentence, size_t subwords) const {
     if (how_sure > 0) places.push_back(end);
     if (how_sure > 1) strong.push_back(end);
   }
-  utext_close(text);
   if (places.size() == 1) return whole;
   places.push_back(sentence.size());
   strong.push_back(sentence.size());
