@@ -11,7 +11,10 @@
 #include "search/translator.h"
 #include "text/frame.h"
 #include "text/markup.h"
+#include "text/masking.h"
 #include "text/protect.h"
+#include "text/special_tokens.h"
+#include "text/vocabulary.h"
 #include "util/io.h"
 
 using namespace nmt;
@@ -314,4 +317,187 @@ TEST_CASE("cli: translate --markup and placeholders: tags, spans and characters 
       run_nmt("translate --model " + model_dir + " --input " + input + " --markup html" + decode);
   CHECK(invalid.status != 0);
   CHECK_THAT(invalid.output, Catch::Contains("markup_input.txt:2: invalid UTF-8"));
+}
+
+namespace {
+
+// The placeholder tokens of `text`, in order.
+std::vector<std::string> tokens_in(const std::string& text) {
+  std::vector<std::string> tokens;
+  for (int number = 1; number <= kPlaceholderTokens; ++number) {
+    for (size_t i = 0; i < count(text, placeholder_token(number)); ++i) tokens.push_back(placeholder_token(number));
+  }
+  std::sort(tokens.begin(), tokens.end());
+  return tokens;
+}
+
+}  // namespace
+
+TEST_CASE("placeholders: a vocabulary trained with placeholder tokens has them as pieces, text encodes to them",
+          "[text]") {
+  const std::vector<std::string> sentences = {"a man rides a bike.", "ein Mann fährt Rad, rufe an",
+                                              "two dogs play in the snow", "zwei Hunde spielen im Schnee",
+                                              "a woman sings on a stage"};
+  const Vocabulary with = Vocabulary::from_serialized(
+      train_vocabulary({&sentences}, {VocabType::kBpe, 120, 1, 1, false, {}, kPlaceholderTokens}), "with");
+  const Vocabulary without =
+      Vocabulary::from_serialized(train_vocabulary({&sentences}, {VocabType::kBpe, 120, 1, 1, false, {}}), "without");
+  CHECK(with.placeholder_tokens() == kPlaceholderTokens);
+  CHECK(without.placeholder_tokens() == 0);
+  std::vector<ByteSpan> spans;
+  const std::vector<int64_t> ids = with.encode("ein Mann " + placeholder_token(3) + " fährt", &spans);
+  CHECK(std::count_if(ids.begin(), ids.end(), [&](int64_t id) { return with.piece(id) == placeholder_token(3); }) == 1);
+  CHECK(with.decode(ids) == "ein Mann " + placeholder_token(3) + " fährt");
+
+  // The Framer gives the model tokens with such a vocabulary, and none without or when told not to.
+  const std::string line = "Ruf %s an, {name}.";
+  const Frame masked = Framer("none", "all", {}, with).frame(line);
+  CHECK(masked.text == "Ruf " + placeholder_token(1) + " an, " + placeholder_token(2) + ".");
+  REQUIRE(masked.items.size() == 2);
+  CHECK(masked.items[0].token == 1);
+  CHECK(masked.text.substr(masked.items[0].begin, masked.items[0].end - masked.items[0].begin) == placeholder_token(1));
+  CHECK(Framer("none", "all", {}, without).frame(line).text == "Ruf an, .");
+  CHECK(Framer("none", "all", {}, with, false).frame(line).text == "Ruf an, .");
+  // A line with a token's characters of its own is given none: its text could not be told apart.
+  const std::string own = "Ruf %s an " + placeholder_token(1);
+  const Frame own_frame = Framer("none", "all", {}, with).frame(own);
+  CHECK_FALSE(own_frame.items.empty());
+  for (const FrameItem& item : own_frame.items) CHECK(item.token == 0);
+}
+
+TEST_CASE("placeholders: a span given as a token goes where the model writes it, once", "[text]") {
+  Frame frame = read_markup("Ruf <b>{name}</b> an und %s.", Markup::kHtml);
+  take_out(frame,
+           {{frame.text.find("{name}"), frame.text.find("{name}") + 6, "braces"},
+            {frame.text.find("%s"), frame.text.find("%s") + 2, "printf"}},
+           kPlaceholderTokens);
+  const std::string one = placeholder_token(1), two = placeholder_token(2);
+  REQUIRE(frame.text == "Ruf " + one + " an und " + two + ".");
+  const std::vector<ByteSpan> sources = word_spans(frame.text);
+  // The model wrote both tokens, in another order: each span where its token is, the tag around it.
+  const std::string target = "Call " + two + " and " + one + " now .";
+  std::vector<int> order = {0, 4, 3, 1, 2, 4};  // target token t attends to source piece order[t]
+  CHECK(place_frame(frame, target, word_spans(target), sources, alignment_of(order, sources.size())) ==
+        "Call %s and <b>{name}</b> now .");
+  // A token written twice, and one standing for nothing, are dropped with their space.
+  const std::string repeated = "Call " + one + " " + two + " now " + one + " " + placeholder_token(7) + " .";
+  order = {0, 1, 4, 2, 3, 4, 4};
+  CHECK(place_frame(frame, repeated, word_spans(repeated), sources, alignment_of(order, sources.size())) ==
+        "Call <b>{name}</b> %s now .");
+  // A token the model did not write: its span by the attention, still once.
+  const std::string lost = "Call " + one + " and now .";
+  order = {0, 1, 2, 3, 4};
+  const std::string out = place_frame(frame, lost, word_spans(lost), sources, alignment_of(order, sources.size()));
+  CHECK(count(out, "%s") == 1);
+  CHECK(count(out, "<b>{name}</b>") == 1);
+  CHECK(tokens_in(out).empty());
+  // A frame that gave the model no tokens leaves text that looks like one as it is.
+  Frame plain = read_markup("Ruf <b>an</b>", Markup::kHtml);
+  const std::string looks = "Call " + placeholder_token(1) + " now";
+  CHECK(place_frame(plain, looks, word_spans(looks), word_spans(plain.text), alignment_of({0, 0, 1}, 2)) ==
+        "Call " + placeholder_token(1) + " <b>now</b>");
+  // Spans beyond the tokens a line has are taken out as before.
+  Frame many = read_markup("1 2 3 4 5 6 7 8 9 10", Markup::kNone);
+  std::vector<TextSpan> numbers;
+  for (size_t at = 0; at < many.text.size();) {
+    const size_t end = std::min(many.text.find(' ', at), many.text.size());
+    numbers.push_back({at, end, "number"});
+    at = end + 1;
+  }
+  CHECK(take_out(many, numbers, kPlaceholderTokens) == 10);
+  CHECK(tokens_in(many.text).size() == static_cast<size_t>(kPlaceholderTokens));
+  CHECK(count(many.text, "9") == 0);
+}
+
+TEST_CASE("placeholders: training pairs masked with the same token on both sides, the share asked for", "[text]") {
+  const PairMasker all(1.0, 1);
+  std::string source = "Ein als Spiderman verkleidetes Kind klingelt 2 mal an https://example.com/a.";
+  std::string target = "A child dressed as Spiderman rings https://example.com/a 2 times.";
+  REQUIRE(all.mask(source, target, 7));
+  INFO(source << " / " << target);
+  CHECK(tokens_in(source).size() == 3);
+  CHECK(tokens_in(source) == tokens_in(target));
+  for (const std::string span : {"Spiderman", "https://example.com/a", " 2 "}) {
+    CHECK(count(source, span) == 0);
+    CHECK(count(target, span) == 0);
+  }
+  // The same span gets the same token on both sides: the URL's token follows "an" and "rings".
+  const size_t url = source.find(" an ") + 4;
+  const std::string token = source.substr(url, placeholder_token(1).size());
+  CHECK(count(target, "rings " + token) == 1);
+  // The first word and words without a capital or digit are no names.
+  std::string a = "Spiderman und ein Kind.", b = "Spiderman and a child.";
+  REQUIRE(all.mask(a, b, 3));
+  CHECK(count(a, "Spiderman") == 1);
+  // Without a shared span, one token at the start of both sides or before their final stop.
+  for (uint64_t index = 0; index < 20; ++index) {
+    std::string s = "Ein Hund rennt.", t = "A dog runs.";
+    REQUIRE(all.mask(s, t, index));
+    const auto tokens = tokens_in(s);
+    REQUIRE(tokens.size() == 1);
+    CHECK(tokens == tokens_in(t));
+    CHECK(((s == tokens[0] + " Ein Hund rennt." && t == tokens[0] + " A dog runs.") ||
+           (s == "Ein Hund rennt " + tokens[0] + "." && t == "A dog runs " + tokens[0] + ".")));
+  }
+  // The share, the same pairs for the same seed and index, none at 0.
+  const PairMasker some(0.3, 5);
+  int masked = 0;
+  for (uint64_t index = 0; index < 2000; ++index) {
+    std::string s = "Ein Hund rennt.", t = "A dog runs.";
+    std::string s2 = s, t2 = t;
+    const bool taken = some.mask(s, t, index);
+    CHECK(some.mask(s2, t2, index) == taken);
+    CHECK(s2 == s);
+    masked += taken;
+  }
+  CHECK(masked > 500);
+  CHECK(masked < 700);
+  std::string s = "Ein Hund 2.", t = "A dog 2.";
+  CHECK_FALSE(PairMasker(0.0, 1).mask(s, t, 1));
+  CHECK(s == "Ein Hund 2.");
+}
+
+TEST_CASE("cli: a model trained with placeholder-share is given spans as tokens, each back once", "[cli]") {
+  const std::string model_dir = (work_directory() / "placeholder_model").string();
+  const CommandResult trained = run_nmt(tiny_train_arguments(model_dir, 20, 20) + " --placeholder-share 0.5");
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  CHECK_THAT(trained.output, Catch::Contains("placeholder tokens in"));
+  const std::string input = (work_directory() / "placeholder_input.txt").string();
+  write_file_atomic(input, "The dog eats {name} and %s at https://example.com/x .\nThe dog eats .\n");
+  const std::string output = (work_directory() / "placeholder_output.jsonl").string();
+  const std::string decode =
+      " --beam-size 1 --max-output-length 12 --threads 1 --output-format jsonl --quiet --output " + output;
+  for (const std::string tokens : {"auto", "no"}) {
+    INFO("--placeholder-tokens " << tokens);
+    const CommandResult result =
+        run_nmt("translate --model " + model_dir + " --input " + input + " --placeholder-tokens " + tokens + decode);
+    INFO(result.output);
+    REQUIRE(result.status == 0);
+    const std::vector<std::string> records = read_lines(output);
+    REQUIRE(records.size() == 2);
+    const auto record = nlohmann::json::parse(records[0]);
+    const std::string sentence = record["sentences"][0].get<std::string>();
+    // The model sees the tokens (or nothing of the spans); each span comes back once, no token does.
+    CHECK(count(sentence, placeholder_token(1)) == (tokens == "auto" ? 1 : 0));
+    CHECK(count(sentence, "{name}") == 0);
+    const std::string text = record["text"].get<std::string>();
+    for (const std::string span : {"{name}", "%s", "https://example.com/x"}) CHECK(count(text, span) == 1);
+    CHECK(tokens_in(text).empty());
+  }
+  // A bad value names the option.
+  const CommandResult bad =
+      run_nmt("translate --model " + model_dir + " --input " + input + " --placeholder-tokens maybe" + decode);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.output, Catch::Contains("--placeholder-tokens"));
+  // A vocabulary without tokens cannot be given masked pairs: fine-tuning from one says so.
+  const std::string plain_dir = (work_directory() / "placeholder_plain").string();
+  REQUIRE(run_nmt(tiny_train_arguments(plain_dir, 2, 2)).status == 0);
+  const CommandResult from_plain = run_nmt(tiny_train_arguments(model_dir + "_tuned", 2, 2) + " --init-from " +
+                                           plain_dir + " --placeholder-share 0.5");
+  CHECK(from_plain.status != 0);
+  CHECK_THAT(from_plain.output, Catch::Contains("placeholder-share: the vocabularies hold no placeholder tokens"));
+  const CommandResult share = run_nmt(tiny_train_arguments(plain_dir, 2, 2) + " --placeholder-share 2");
+  CHECK(share.status != 0);
+  CHECK_THAT(share.output, Catch::Contains("placeholder-share"));
 }

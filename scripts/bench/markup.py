@@ -29,17 +29,7 @@ import sys
 import time
 import xml.etree.ElementTree as ElementTree
 
-from multi30k_runs import DATA, bleu, command_line, read_lines, run, write_lines
-
-SPANS = ["https://example.com/photos?id=42", "info@example.org", "3,5 kg", "{name}", "%s"]
-
-
-def translate(model, lines, directory, name, extra=()):
-    source, output = os.path.join(directory, name + ".src"), os.path.join(directory, name + ".hyp")
-    write_lines(source, lines)
-    run(["translate", "--model", model, "--input", source, "--output", output, "--quiet", *extra])
-    return read_lines(output)
-
+from multi30k_runs import DATA, bleu, command_line, read_lines, run, translate, with_span
 
 def tagged(line, generator):
     """`line` with inline elements around some of its words; the tags it holds."""
@@ -84,13 +74,6 @@ def well_formed(text):
 
 def untagged(text):
     return TAG.sub("", text).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
-def with_span(line, generator):
-    words = line.split(" ")
-    span = generator.choice(SPANS)
-    at = generator.randint(1, max(1, len(words) - 1))
-    return " ".join(words[:at] + [span] + words[at:]), span
 
 
 def without(text, span):

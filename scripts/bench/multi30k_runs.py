@@ -1,5 +1,6 @@
-"""What the Multi30k benchmark scripts (documents.py, markup.py) share: build/nmt runs, line files,
-BLEU and a model's languages. Standard library only."""
+"""What the Multi30k benchmark scripts (documents.py, markup.py, placeholders.py) share: build/nmt
+runs, line files, BLEU, translations, spans to protect and a model's languages. Standard library
+only."""
 import argparse
 import json
 import os
@@ -39,6 +40,27 @@ def bleu(hypotheses, references, directory, name):
     write_lines(reference_file, references)
     result = run(["evaluate", "--hyp", hypothesis_file, "--ref", reference_file, "--json"])
     return json.loads(result.stdout)["bleu"]
+
+
+def translate(model, lines, directory, name, extra=()):
+    """LINES translated by MODEL (nmt translate --quiet, with EXTRA options), kept in
+    DIRECTORY/NAME.src and .hyp."""
+    source, output = os.path.join(directory, name + ".src"), os.path.join(directory, name + ".hyp")
+    write_lines(source, lines)
+    run(["translate", "--model", model, "--input", source, "--output", output, "--quiet", *extra])
+    return read_lines(output)
+
+
+# Spans that must come back exactly, one of each built-in kind but variables.
+SPANS = ["https://example.com/photos?id=42", "info@example.org", "3,5 kg", "{name}", "%s"]
+
+
+def with_span(line, generator):
+    """LINE with one of SPANS put between two of its words; the span."""
+    words = line.split(" ")
+    span = generator.choice(SPANS)
+    at = generator.randint(1, max(1, len(words) - 1))
+    return " ".join(words[:at] + [span] + words[at:]), span
 
 
 def model_languages(model):

@@ -52,6 +52,11 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("byte-fallback", config.byte_fallback,
         "the vocabulary holds the 256 bytes, so that a character it lacks is spelt as its UTF-8 bytes, never <unk> "
         "(used when a vocabulary is built: a resumed run keeps its own)");
+  visit("placeholder-share", config.placeholder_share,
+        "share of training pairs with a span both sides hold (a name, a number, a URL; else one at the start or "
+        "end) masked as a placeholder token, so that the model learns to copy the tokens translate gives it for "
+        "protected spans (0: none, and the vocabulary has no tokens)",
+        fixed);
   visit("max-length", config.max_length, "skip training pairs longer than this many subwords", fixed);
 
   visit_model_fields(visit, config.model);
@@ -154,6 +159,7 @@ void validate(const TrainConfig& config) {
   require(!config.byte_fallback || config.vocab_size >= kMinByteFallbackVocabulary, "byte-fallback",
           "needs vocab-size of at least " + std::to_string(kMinByteFallbackVocabulary) +
               " (256 of its pieces are the bytes): raise vocab-size, or set byte-fallback = false");
+  require(config.placeholder_share >= 0 && config.placeholder_share <= 1, "placeholder-share", "must be in 0..1");
   require(config.max_length >= 1, "max-length", "must be at least 1");
   validate(config.model);
   require(config.batch_tokens >= 2, "batch-tokens", "must be at least 2");

@@ -40,6 +40,10 @@ struct TrainConfig {
   // The 256 bytes as pieces: any character spelt as its UTF-8 bytes, never <unk>. Read when a
   // vocabulary is built; models trained before this key have no byte pieces.
   bool byte_fallback = true;
+  // The share of training pairs whose spans (names, numbers, URLs, ...) both sides hold are masked
+  // as placeholder tokens (text/masking.h), which the vocabulary then holds: the model learns to
+  // copy them, and translate gives it protected spans as tokens. 0: none, no tokens.
+  double placeholder_share = 0.0;
   int max_length = 100;  // training pairs longer than this (subwords) are skipped
 
   // Model

@@ -43,6 +43,10 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
   visit("placeholders", options.text.placeholders,
         "spans given back exactly, placed by the attention: all, none, or some of "
         "url,email,number,printf,braces,variable,unknown (words with characters the vocabulary lacks)");
+  visit("placeholder-tokens", Choice<std::string>{options.text.placeholder_tokens, {"auto", "no"}},
+        "auto: a model trained with placeholder-share gets each protected span as a placeholder token and the span "
+        "goes where it writes the token (by the attention where it writes none); no: spans are always placed by the "
+        "attention");
   visit("cut-sentences", options.text.cut_sentences,
         "a sentence longer than this many subwords is translated in parts cut after commas, semicolons and "
         "colons: auto (the model's training max-length), no, or a number");

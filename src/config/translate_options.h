@@ -55,11 +55,15 @@ struct TextOptions {
   // Sentences longer than this many subwords cut at clause boundaries (text/sentences.h's
   // ClauseCutter): "auto" for the model's training max-length, "no", or a number.
   std::string cut_sentences = "auto";
+  // Protected spans given to a model trained with placeholder-share as its placeholder tokens, put
+  // back where it writes them: "auto" (when the vocabulary has them) or "no" (always taken out and
+  // placed by the attention).
+  std::string placeholder_tokens = "auto";
 };
 
 // Lines translated as they are: no splitting, no markup, no protected spans (validation during
 // training, and the server's queue, whose lines come split and framed).
-inline TextOptions whole_lines() { return TextOptions{false, "", "none", "none", {}, "no"}; }
+inline TextOptions whole_lines() { return TextOptions{false, "", "none", "none", {}, "no", "no"}; }
 
 // Everything that says how a model translates: which checkpoint, search, batching, threads.
 struct TranslateOptions {

@@ -224,7 +224,8 @@ std::shared_ptr<const ClauseCutter> text_cutter(const TextOptions& text, const E
 
 std::shared_ptr<const Framer> text_framer(const TextOptions& text, const Vocabulary& source_vocabulary) {
   if (text.markup == "none" && text.placeholders == "none" && text.protect.empty()) return nullptr;
-  return std::make_shared<const Framer>(text.markup, text.placeholders, text.protect, source_vocabulary);
+  return std::make_shared<const Framer>(text.markup, text.placeholders, text.protect, source_vocabulary,
+                                        text.placeholder_tokens != "no");
 }
 
 std::shared_ptr<const SentenceSplitter> text_splitter(const TextOptions& text, const Ensemble& model) {

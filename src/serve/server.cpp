@@ -257,6 +257,7 @@ HttpAnswer health(const Service& service) {
                            {"source_language", service.splitter ? service.splitter->language() : ""},
                            {"markup", service.options.translate.text.markup},
                            {"placeholders", service.options.translate.text.placeholders},
+                           {"placeholder_tokens", service.framer ? service.framer->placeholder_tokens() : 0},
                            {"cut_sentences", service.cutter ? service.cutter->most() : 0},
                            {"batches", service.queue.batches_done()}});
 }

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 
+#include "text/special_tokens.h"
 #include "text/utf8.h"
 
 namespace nmt {
@@ -24,6 +27,21 @@ bool closes(char32_t c) {
   return type == U_END_PUNCTUATION || type == U_FINAL_PUNCTUATION || type == U_OTHER_PUNCTUATION;
 }
 
+// The length of the placeholder token (text/special_tokens.h: "｟3｠") at `at`, or 0; its number in
+// *number.
+size_t token_length(std::string_view text, size_t at, int* number = nullptr) {
+  static const std::string open = placeholder_token(0).substr(0, 3), close = placeholder_token(0).substr(4);
+  if (text.compare(at, open.size(), open) != 0) return 0;
+  size_t end = at + open.size();
+  int value = 0;
+  while (end < text.size() && end - at < open.size() + 3 && text[end] >= '0' && text[end] <= '9') {
+    value = value * 10 + (text[end++] - '0');
+  }
+  if (end == at + open.size() || text.compare(end, close.size(), close) != 0) return 0;
+  if (number != nullptr) *number = value;
+  return end + close.size() - at;
+}
+
 // The target's words: runs of letters, digits and marks, and every other character but white
 // space alone. Tags go around whole words.
 std::vector<ByteSpan> words_of(std::string_view text) {
@@ -31,6 +49,12 @@ std::vector<ByteSpan> words_of(std::string_view text) {
   bool in_word = false;
   for (size_t position = 0; position < text.size();) {
     const size_t start = position;
+    if (const size_t length = token_length(text, start); length > 0) {
+      words.push_back({start, start + length});
+      position += length;
+      in_word = false;
+      continue;
+    }
     const char32_t c = next_code_point(text, position);
     if (c < 0x80 && is_space(static_cast<unsigned char>(c))) {
       in_word = false;
@@ -114,6 +138,16 @@ class Placer {
     for (size_t q = 0; q < pieces_.size(); ++q) {
       if (pieces_[q].begin < pieces_[q].end) shown_.push_back(q);
     }
+    // The protected spans the model was given as placeholder tokens, and those it gave back.
+    for (size_t i = 0; i < frame.items.size(); ++i) {
+      if (frame.items[i].token > 0) token_items_.emplace(frame.items[i].token, i);
+    }
+    // A frame without any has no tokens to replace: text that looks like one is text.
+    tokens_ = !token_items_.empty();
+    for (size_t at = 0; tokens_ && at < target_.size(); ++at) {
+      int number = 0;
+      if (token_length(target_, at, &number) > 0) emitted_.insert(number);
+    }
     children_.resize(frame.items.size() + 1);  // the last: the line's top level
     for (size_t i = 0; i < frame.items.size(); ++i) {
       const int parent = frame.items[i].parent;
@@ -126,15 +160,53 @@ class Placer {
     std::string out;
     size_t copied = 0;
     for (const auto& [offset, markup] : inserts_) {
-      out += escaped(target_.substr(copied, offset - copied), frame_);
+      append_target(out, copied, offset);
       out += markup;
       copied = offset;
     }
-    out += escaped(target_.substr(copied), frame_);
+    append_target(out, copied, target_.size());
     return out;
   }
 
  private:
+  // The target's bytes [from, to), escaped, with each placeholder token the model gave back
+  // replaced by its span the first time it comes, and dropped (with a space beside it) after that
+  // or when it stands for nothing.
+  void append_target(std::string& out, size_t from, size_t to) {
+    if (!tokens_) {
+      out += escaped(target_.substr(from, to - from), frame_);
+      return;
+    }
+    size_t copied = from;
+    for (size_t at = from; at < to;) {
+      int number = 0;
+      const size_t length = token_length(target_, at, &number);
+      if (length == 0) {
+        ++at;  // the token's first byte never continues a character
+        continue;
+      }
+      out += escaped(target_.substr(copied, at - copied), frame_);
+      at += length;
+      copied = at;
+      const auto item = token_items_.find(number);
+      if (item != token_items_.end()) {
+        out += escaped(frame_.items[item->second].open, frame_);
+        token_items_.erase(item);
+        continue;
+      }
+      // Dropped, with the space before it when a space, punctuation or the end follows.
+      size_t next = at;
+      if (!out.empty() && out.back() == ' ' &&
+          (at == target_.size() || is_space(static_cast<unsigned char>(target_[at])) ||
+           closes(next_code_point(target_, next)))) {
+        out.pop_back();
+      } else if (out.empty() && at < to && target_[at] == ' ') {
+        copied = ++at;
+      }
+    }
+    out += escaped(target_.substr(copied, to - copied), frame_);
+  }
+
   // The first word that ends after `offset` (words_.size() when none does).
   size_t word_at(size_t offset) const {
     return static_cast<size_t>(
@@ -221,6 +293,7 @@ class Placer {
       const FrameItem& item = frame_.items[p.item];
       const size_t begin = std::clamp(p.begin, cursor, last);
       if (item.kind == FrameItem::Kind::kPoint) {
+        if (item.token > 0 && emitted_.count(item.token) > 0) continue;  // where the model put its token
         insert_point(item, begin);
         render(children_[p.item], begin, begin);
         cursor = begin;
@@ -245,11 +318,14 @@ class Placer {
   std::vector<size_t> token_word_;                // per target token: its first word
   std::vector<std::vector<size_t>> children_;     // per item, and the top level last
   std::vector<std::pair<size_t, std::string>> inserts_;
+  std::map<int, size_t> token_items_;  // placeholder token number -> item, until it is put back
+  std::set<int> emitted_;              // the placeholder tokens the target holds
+  bool tokens_ = false;                // whether the frame gave the model any
 };
 
 }  // namespace
 
-size_t take_out(Frame& frame, const std::vector<TextSpan>& spans) {
+size_t take_out(Frame& frame, const std::vector<TextSpan>& spans, int tokens) {
   const std::string& line = frame.text;
   // Where items are: a span with one strictly inside is not contiguous text.
   std::vector<size_t> marks;
@@ -298,10 +374,16 @@ size_t take_out(Frame& frame, const std::vector<TextSpan>& spans) {
     item.origin = 2 * begin + 1;
     item.space_before = space_before && !out.empty();
     item.space_after = end < line.size() && !word_after;
-    // Its white space: one space kept where it stood between spaces (or at either end), one made
-    // where it stood between two other characters.
     cursor = end;
-    if (space_before && space_after) {
+    if (static_cast<int>(points.size()) < tokens) {
+      // In its place, a placeholder token for the model to copy.
+      item.token = static_cast<int>(points.size()) + 1;
+      item.begin = out.size();
+      out += placeholder_token(item.token);
+      item.end = out.size();
+    } else if (space_before && space_after) {
+      // Its white space: one space kept where it stood between spaces (or at either end), one
+      // made where it stood between two other characters.
       if (end < line.size()) {
         cursor = end + 1;
       } else if (!out.empty()) {
@@ -309,8 +391,10 @@ size_t take_out(Frame& frame, const std::vector<TextSpan>& spans) {
         --kept.back().length;
       }
     }
-    item.begin = item.end = out.size();
-    if (!space_before && !space_after) out += ' ';
+    if (item.token == 0) {
+      item.begin = item.end = out.size();
+      if (!space_before && !space_after) out += ' ';
+    }
     // The innermost element around it.
     while (next_element < elements.size() && frame.items[elements[next_element]].begin <= begin) {
       open.push_back(elements[next_element++]);

@@ -39,6 +39,10 @@ struct FrameItem {
   bool space_before = false;
   bool space_after = false;
   std::string what;  // what it is, for messages and tests: "b", "br", "comment", "url", "number", ...
+  // A protected span the model is given as placeholder token number `token` (text/special_tokens.h;
+  // [begin, end) is the token in Frame::text) to copy: it goes where the token comes out, or by
+  // the attention when the token does not. 0: taken out of the text.
+  int token = 0;
 };
 
 struct Frame {
@@ -60,11 +64,12 @@ struct TextSpan {
   std::string what;
 };
 
-// Takes `spans` (in text order, none overlapping) out of frame.text as point items that are text,
-// each with the white space around it: one space kept when it stood between spaces (or at either
-// end), one made when it stood between two other characters. A span that an item's start or end
-// falls inside is left in the text. Returns how many were taken.
-size_t take_out(Frame& frame, const std::vector<TextSpan>& spans);
+// Takes `spans` (in text order, none overlapping) out of frame.text as point items that are text:
+// the first `tokens` each replaced by a placeholder token, ｟1｠, ｟2｠, ... (FrameItem::token), the
+// others each with the white space around it: one space kept when it stood between spaces (or at
+// either end), one made when it stood between two other characters. A span that an item's start
+// or end falls inside is left in the text. Returns how many were taken.
+size_t take_out(Frame& frame, const std::vector<TextSpan>& spans, int tokens = 0);
 
 // How a translation's tokens tie to the source's: for each target token, the source piece it
 // attends to most (or -1); for each source piece, the target token that attends to it most (or -1).
@@ -75,7 +80,8 @@ struct TokenAlignment {
 
 // The translation `target` (a detokenized text whose tokens came from `target_tokens`, its bytes)
 // with `frame`'s items put back; `source_pieces`: the bytes of frame.text each source piece came
-// from.
+// from. A placeholder token in `target` becomes its span the first time it comes and is dropped
+// after that, or when the frame has no such span.
 std::string place_frame(const Frame& frame, std::string_view target, const std::vector<ByteSpan>& target_tokens,
                         const std::vector<ByteSpan>& source_pieces, const TokenAlignment& alignment);
 

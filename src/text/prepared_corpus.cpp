@@ -15,6 +15,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "text/masking.h"
+#include "text/special_tokens.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -205,6 +207,14 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
                                   "leave the tag out");
     }
   }
+  if (recipe.placeholder_share > 0 && (source_vocabulary.placeholder_tokens() < kPlaceholderTokens ||
+                                       target_vocabulary.placeholder_tokens() < kPlaceholderTokens)) {
+    throw std::invalid_argument(
+        "placeholder-share: the vocabularies hold no placeholder tokens; they go into a vocabulary when it is "
+        "trained with placeholder-share above 0, so train a new model or set placeholder-share = 0");
+  }
+  const PairMasker masker(recipe.placeholder_share, recipe.placeholder_seed);
+  int64_t masked = 0;
   write_via_temporary(path, [&](const std::string& temporary) {
     OutputFile out(temporary, path);
     uint64_t position = 0;
@@ -257,6 +267,7 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
       file_pairs.push_back(0);
       for_each_pair({recipe.source_files[file]}, {recipe.target_files[file]}, stats,
                     [&](std::string& source, std::string& target) {
+                      if (masker.mask(source, target, static_cast<uint64_t>(stats.lines))) ++masked;
                       chunk.emplace_back(std::move(source), std::move(target));
                       if (static_cast<int64_t>(chunk.size()) == kShardPairs) encode_and_emit(tag_ids[file]);
                     });
@@ -278,6 +289,9 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
                                    {"source_files", source_files},
                                    {"target_files", target_files},
                                    {"file_tags", tags},
+                                   {"placeholder_share", recipe.placeholder_share},
+                                   {"placeholder_seed", recipe.placeholder_share > 0 ? recipe.placeholder_seed : 0},
+                                   {"masked_pairs", masked},
                                    {"file_pairs", file_pairs}};
     const std::string json = header.dump();
     const uint64_t json_offset = position;
@@ -316,6 +330,11 @@ std::optional<PreparedCorpus> open_prepared_corpus(const std::string& path, cons
       why = "the corpora's tags changed";
       return std::nullopt;
     }
+    if (json.value("placeholder_share", 0.0) != recipe.placeholder_share ||
+        json.value("placeholder_seed", 0) != (recipe.placeholder_share > 0 ? recipe.placeholder_seed : 0)) {
+      why = "placeholder-share changed";
+      return std::nullopt;
+    }
     if (json.at("source_vocabulary").get<uint64_t>() != vocabulary_checksum(source_vocabulary) ||
         json.at("target_vocabulary").get<uint64_t>() != vocabulary_checksum(target_vocabulary)) {
       why = "the vocabulary changed";
@@ -340,6 +359,7 @@ std::optional<PreparedCorpus> open_prepared_corpus(const std::string& path, cons
     prepared.empty = json.at("empty").get<int64_t>();
     prepared.vocabulary_settings = json.at("vocabulary_settings").get<std::string>();
     prepared.file_pairs = json.at("file_pairs").get<std::vector<int64_t>>();
+    prepared.masked = json.value("masked_pairs", int64_t{0});
     int64_t listed = 0;
     for (const int64_t count : prepared.file_pairs) {
       if (count < 0) throw damaged("pairs per file");

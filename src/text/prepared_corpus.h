@@ -36,6 +36,10 @@ struct CorpusRecipe {
   // Per file pair, the tag (text/corpus_mix.h) prepended to each of its sources by its id in the
   // source vocabulary, or ""; an empty list tags none.
   std::vector<std::string> tags;
+  // The share of pairs given placeholder tokens for masked spans (text/masking.h), and the seed
+  // that picks them; the vocabularies must hold the tokens when the share is above 0.
+  double placeholder_share = 0;
+  int placeholder_seed = 1;
 };
 
 // `train-source` / `train-target` values: comma-separated paths, each possibly a glob pattern
@@ -45,7 +49,8 @@ std::vector<std::string> expand_file_list(const std::string& value, const std::s
 // Encodes the recipe's pairs into `path` on `threads` threads, streaming: about kShardPairs pairs
 // of text in memory at a time. Pairs that encode to nothing on a side are skipped as empty; pairs
 // over any length limit are kept (training filters them by length when it opens the file). Throws
-// std::invalid_argument naming train-tags when the source vocabulary does not hold a tag.
+// std::invalid_argument naming train-tags when the source vocabulary does not hold a tag, and
+// placeholder-share when the vocabularies lack placeholder tokens the recipe needs.
 void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
                     const Vocabulary& target_vocabulary, int threads);
 
@@ -56,6 +61,7 @@ struct PreparedCorpus {
   int64_t empty = 0;                // skipped as empty
   std::string vocabulary_settings;  // as the recipe gave them ("" for a checkpoint's vocabulary)
   std::vector<int64_t> file_pairs;  // pairs kept from each file pair, in order: file i's follow file i-1's
+  int64_t masked = 0;               // pairs given placeholder tokens (CorpusRecipe::placeholder_share)
 };
 
 // Maps `path` when it was prepared from this recipe's text files (as they are now) with these

@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "text/special_tokens.h"
 #include "text/utf8.h"
 
 namespace nmt {
@@ -59,8 +60,9 @@ const std::vector<std::string>& placeholder_kinds() {
 }
 
 Framer::Framer(const std::string& markup, const std::string& placeholders, const std::vector<std::string>& patterns,
-               Vocabulary source_vocabulary)
+               Vocabulary source_vocabulary, bool placeholder_tokens)
     : vocabulary_(std::move(source_vocabulary)) {
+  if (placeholder_tokens && vocabulary_.loaded()) tokens_ = vocabulary_.placeholder_tokens();
   *this = with_markup(markup);
   std::vector<std::string> kinds;
   if (placeholders == "all") {
@@ -113,12 +115,15 @@ Framer Framer::with_markup(const std::string& markup) const {
 
 Frame Framer::frame(std::string_view line) const {
   Frame frame = read_markup(line, markup_);
-  if (patterns_ || unknown_) protect(frame);
+  if (patterns_ || unknown_) {
+    // Tokens only where the text has none of its own to be taken for them.
+    const bool tokens = tokens_ > 0 && frame.text.find(placeholder_token(0).substr(0, 3)) == std::string::npos;
+    take_out(frame, spans(frame.text), tokens ? tokens_ : 0);
+  }
   return frame;
 }
 
-void Framer::protect(Frame& frame) const {
-  const std::string& text = frame.text;
+std::vector<TextSpan> Framer::spans(std::string_view text) const {
   std::vector<Candidate> candidates;
   if (patterns_) {
     UErrorCode status = U_ZERO_ERROR;
@@ -140,11 +145,11 @@ void Framer::protect(Frame& frame) const {
   if (unknown_ && !text.empty()) {
     // Characters the vocabulary has no subword for (<unk>, or bytes), with the rest of their word
     // when they are letters: "Dvořák", "李明", "🙂".
-    std::vector<ByteSpan> spans;
-    const std::vector<int64_t> ids = vocabulary_.encode(text, &spans);
+    std::vector<ByteSpan> pieces;
+    const std::vector<int64_t> ids = vocabulary_.encode(std::string(text), &pieces);
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (!vocabulary_.is_fallback(ids[i]) || spans[i].end <= spans[i].begin) continue;
-      size_t begin = spans[i].begin, end = spans[i].end;
+      if (!vocabulary_.is_fallback(ids[i]) || pieces[i].end <= pieces[i].begin) continue;
+      size_t begin = pieces[i].begin, end = pieces[i].end;
       while (begin < end && text[begin] == ' ') ++begin;
       if (begin >= end) continue;
       size_t position = begin;
@@ -169,7 +174,7 @@ void Framer::protect(Frame& frame) const {
       }
     }
   }
-  if (candidates.empty()) return;
+  if (candidates.empty()) return {};
   // The user's patterns first; then, and among them, the leftmost, the longest, the first kind.
   const size_t users = patterns_ ? patterns_->users : 0;
   std::sort(candidates.begin(), candidates.end(), [users](const Candidate& a, const Candidate& b) {
@@ -185,9 +190,9 @@ void Framer::protect(Frame& frame) const {
     if (next != chosen.begin() && std::prev(next)->second.end > candidate.begin) continue;
     chosen.emplace(candidate.begin, TextSpan{candidate.begin, candidate.end, candidate.what});
   }
-  std::vector<TextSpan> spans;
-  for (auto& [begin, span] : chosen) spans.push_back(std::move(span));
-  take_out(frame, spans);
+  std::vector<TextSpan> out;
+  for (auto& [begin, span] : chosen) out.push_back(std::move(span));
+  return out;
 }
 
 }  // namespace nmt

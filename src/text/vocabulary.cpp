@@ -4,6 +4,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -136,6 +137,17 @@ int64_t Vocabulary::tag_id(const std::string& tag) const {
   return id != kUnkId && processor_->IsControl(id) && id > kEosId ? id : -1;
 }
 
+int Vocabulary::placeholder_tokens() const {
+  int count = 0;
+  for (int number = 1; number <= kPlaceholderTokens; ++number) {
+    const std::string token = placeholder_token(number);
+    const std::vector<int64_t> ids = encode(token);
+    if (std::none_of(ids.begin(), ids.end(), [&](int64_t id) { return piece(id) == token; })) break;
+    ++count;
+  }
+  return count;
+}
+
 int64_t Vocabulary::size() const { return processor_->GetPieceSize(); }
 
 namespace {
@@ -185,6 +197,9 @@ std::string train_vocabulary(const std::vector<const std::vector<std::string>*>&
        << " --num_threads=" << options.threads
        << " --input_sentence_size=2000000 --shuffle_input_sentence=true --minloglevel=2";
   for (size_t i = 0; i < options.tags.size(); ++i) args << (i == 0 ? " --control_symbols=" : ",") << options.tags[i];
+  for (int number = 1; number <= options.placeholders; ++number) {
+    args << (number == 1 ? " --user_defined_symbols=" : ",") << placeholder_token(number);
+  }
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
   VectorSentenceIterator iterator(sentences);
   std::string model_proto;

@@ -42,6 +42,9 @@ class Vocabulary {
   // The id of `tag` when the vocabulary reserves it as a control symbol (VocabularyTrainingOptions::
   // tags), else -1. Text never encodes to a control symbol and decode() drops it.
   int64_t tag_id(const std::string& tag) const;
+  // How many placeholder tokens (text/special_tokens.h) the vocabulary holds as pieces of their
+  // own: kPlaceholderTokens when it was trained with them, 0 for one trained without.
+  int placeholder_tokens() const;
   int64_t size() const;
   bool loaded() const { return processor_ != nullptr; }  // false for a default-made one
   const std::string& serialized() const { return serialized_; }
@@ -96,6 +99,9 @@ struct VocabularyTrainingOptions {
   // Reserved source tokens (tagged back-translation: "<bt>"), control symbols at the ids after the
   // special ones: corpora prepend them by id; no text encodes to them.
   std::vector<std::string> tags;
+  // Placeholder tokens ｟1｠ ... ｟N｠ (text/special_tokens.h) as pieces text encodes to, for training
+  // pairs with masked spans (placeholder-share); 0: none.
+  int placeholders = 0;
 };
 
 // Trains a vocabulary on `sentences` and returns the serialized model proto. The special ids of

@@ -17,6 +17,7 @@
 #include "model/linear/bf16_products.h"
 #include "text/batching.h"
 #include "text/corpus_mix.h"
+#include "text/special_tokens.h"
 #include "train/gradient_reducer.h"
 #include "train/loss.h"
 #include "util/format.h"
@@ -43,7 +44,7 @@ std::string vocabulary_settings(const TrainConfig& config) {
   for (const std::string& tag : source_tags(config)) tags += (tags.empty() ? ", tags " : " ") + tag;
   return to_string(config.vocab_type) + " vocabulary of up to " + std::to_string(config.vocab_size) + " pieces, " +
          (config.joint_vocab ? "joint" : "source and target") + (config.byte_fallback ? ", byte fallback" : "") +
-         ", seed " + std::to_string(config.seed) + tags;
+         (config.placeholder_share > 0 ? ", placeholder tokens" : "") + ", seed " + std::to_string(config.seed) + tags;
 }
 
 CorpusRecipe training_recipe(const TrainConfig& config) {
@@ -54,6 +55,8 @@ CorpusRecipe training_recipe(const TrainConfig& config) {
     recipe.tags.insert(recipe.tags.end(), corpus.source_files.size(), corpus.tag);
   }
   recipe.vocabulary_settings = vocabulary_settings(config);
+  recipe.placeholder_share = config.placeholder_share;
+  recipe.placeholder_seed = config.seed;
   return recipe;
 }
 
@@ -144,6 +147,7 @@ Vocabularies build_vocabularies(const TrainConfig& config, const ParallelText& t
   VocabularyTrainingOptions options{config.vocab_type,           config.vocab_size,    config.seed,
                                     std::max(1, config.threads), config.byte_fallback, {}};
   options.tags = source_tags(config);
+  options.placeholders = config.placeholder_share > 0 ? kPlaceholderTokens : 0;
   const fs::path dir(directory);
   Vocabularies vocabularies;
   if (config.joint_vocab) {
@@ -398,6 +402,10 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   const auto kept = static_cast<int64_t>(setup.train_pairs.size());
   log.info("training pairs: {} read, {} kept, {} skipped as empty, {} skipped as longer than {} subwords",
            prepared.lines, kept, prepared.empty, setup.train_corpus.size() - kept, config.max_length);
+  if (config.placeholder_share > 0) {
+    log.info("placeholder tokens in {} training pairs (placeholder-share {})", prepared.masked,
+             format_significant(config.placeholder_share));
+  }
   if (setup.corpora.size() > 1) {
     for (const CorpusShare& corpus : setup.corpora) {
       log.info("corpus {}: {} pairs kept, weight {}{}", corpus.name, corpus.pairs.size(),

@@ -1,5 +1,6 @@
 // libFuzzer target: the markup reader and the frame's placement (text/markup.h, protect.h,
-// frame.h). The input's first byte picks HTML or XML and drives the alignment; the rest is a line.
+// frame.h). The input's first byte picks HTML or XML, protected spans taken out or given as
+// placeholder tokens, and drives the alignment; the rest is a line.
 // Whatever the line, framing it and putting the frame back around the words of its own text, tied
 // to the source words in an order the input picks, must not fail; and when libxml2 reads the line
 // as XML and our reader finds no problem, the output is well-formed XML too.
@@ -12,6 +13,7 @@
 
 #include "text/frame.h"
 #include "text/protect.h"
+#include "text/special_tokens.h"
 #include "text/vocabulary.h"
 
 namespace {
@@ -46,7 +48,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string line(reinterpret_cast<const char*>(data) + 1, size - 1);
   static const nmt::Framer html_framer("html", "url,email,number,printf,braces,variable", {}, nmt::Vocabulary{});
   static const nmt::Framer xml_framer = html_framer.with_markup("xml");
-  const nmt::Frame frame = (xml ? xml_framer : html_framer).frame(line);
+  const nmt::Framer& framer = xml ? xml_framer : html_framer;
+  nmt::Frame frame;
+  if ((data[0] & 2) != 0) {
+    // The spans as placeholder tokens, as for a model trained with them; the line's own tokens,
+    // if any, stand for nothing and are dropped.
+    frame = nmt::read_markup(line, framer.markup());
+    nmt::take_out(frame, framer.spans(frame.text), nmt::kPlaceholderTokens);
+  } else {
+    frame = framer.frame(line);
+  }
   // The target: the frame's text with single spaces, each word tied to a source word by `stride`
   // (0: in order; else scattered, some tied to none).
   const std::vector<nmt::ByteSpan> sources = word_spans(frame.text);

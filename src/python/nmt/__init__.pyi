@@ -24,6 +24,7 @@ class SearchOptions(TypedDict, total=False):
     placeholders: str
     protect: List[str]
     cut_sentences: str
+    placeholder_tokens: Literal["auto", "no"]
     ban_unk: bool
     sampling: bool
     sampling_topk: int
