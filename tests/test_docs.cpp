@@ -1,8 +1,9 @@
 // The user docs against the code they describe: every relative link and anchor of README.md,
-// CHANGELOG.md, CONTRIBUTING.md and docs/ (its notes in docs/dev/ too) leads somewhere, every option
-// every command declares is in docs/usage.md or the topic pages it hands on to, every configuration
-// key is in docs/configuration.md with its default, and every environment variable the program or a
-// script reads is in docs/environment.md.
+// CHANGELOG.md, CONTRIBUTING.md and docs/ (its notes in docs/dev/ too) leads somewhere (a link
+// named after a page to that page), every option every command declares is in docs/usage.md or
+// the topic pages it hands on to, every configuration key is in docs/configuration.md with its
+// default, and every environment variable the program or a script reads is in
+// docs/environment.md.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -79,6 +80,18 @@ std::string prose_of(const fs::path& page) {
   return prose;
 }
 
+// Calls visit(page, match) for each match of `pattern` in the prose of every user page.
+template <typename Visit>
+void for_each_match(const std::regex& pattern, Visit visit) {
+  for (const fs::path& page : user_pages()) {
+    const std::string prose = prose_of(page);
+    for (auto match = std::sregex_iterator(prose.begin(), prose.end(), pattern); match != std::sregex_iterator();
+         ++match) {
+      visit(page, *match);
+    }
+  }
+}
+
 // Whether `text` names the option --`name` itself, not only a longer one (--model in --model-dir).
 bool mentions_option(const std::string& text, const std::string& name) {
   const std::string option = "--" + name;
@@ -96,24 +109,34 @@ TEST_CASE("docs: every relative link of the top-level pages and docs/ leads to a
           "[docs]") {
   const std::regex link(R"(\]\(([^)\s]+)\))");
   int checked = 0;
-  for (const fs::path& page : user_pages()) {
-    const std::string prose = prose_of(page);
-    for (auto match = std::sregex_iterator(prose.begin(), prose.end(), link); match != std::sregex_iterator();
-         ++match) {
-      const std::string target = (*match)[1];
-      if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
-      const size_t hash = target.find('#');
-      const std::string file = target.substr(0, hash);
-      const fs::path linked = file.empty() ? page : page.parent_path() / file;
-      INFO(page.filename().string() << ": " << target);
-      CHECK(fs::exists(linked));
-      if (hash != std::string::npos && fs::exists(linked) && linked.extension() == ".md") {
-        CHECK(anchors_of(linked).count(target.substr(hash + 1)) == 1);
-      }
-      ++checked;
+  for_each_match(link, [&](const fs::path& page, const std::smatch& match) {
+    const std::string target = match[1];
+    if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) return;
+    const size_t hash = target.find('#');
+    const std::string file = target.substr(0, hash);
+    const fs::path linked = file.empty() ? page : page.parent_path() / file;
+    INFO(page.filename().string() << ": " << target);
+    CHECK(fs::exists(linked));
+    if (hash != std::string::npos && fs::exists(linked) && linked.extension() == ".md") {
+      CHECK(anchors_of(linked).count(target.substr(hash + 1)) == 1);
     }
-  }
+    ++checked;
+  });
   CHECK(checked > 20);  // the pattern finds the links
+}
+
+TEST_CASE("docs: a link whose text names a page leads to that page", "[docs]") {
+  // "[usage.md](serving.md)" promises one page and opens another.
+  const std::regex link(R"(\[([^\]\s]+\.md)(#[^\]\s]*)?\]\(([^)#\s]*)[^)\s]*\))");
+  int checked = 0;
+  for_each_match(link, [&](const fs::path& page, const std::smatch& match) {
+    const std::string named = fs::path(std::string(match[1])).filename().string();
+    const std::string target = match[3];
+    INFO(page.filename().string() << ": " << match.str());
+    CHECK(named == (target.empty() ? page.filename().string() : fs::path(target).filename().string()));
+    ++checked;
+  });
+  CHECK(checked > 10);  // the pattern finds the links
 }
 
 TEST_CASE(
