@@ -79,6 +79,12 @@ def neighbours(text, span):
     return (words[at - 1].lower() if at > 0 else "", words[at + 1].lower() if at + 1 < len(words) else "")
 
 
+def placed_as_in(text, reference, span):
+    """Whether `span` has the word before it or the word after it that it has in `reference`."""
+    got, want = neighbours(text, span), neighbours(reference, span)
+    return got is not None and want is not None and (got[0] == want[0] or got[1] == want[1])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("plain_model")
@@ -98,6 +104,7 @@ def main():
         sources = read_lines(os.path.join(DATA, f"{name}.{source_language}"))
         references = read_lines(os.path.join(DATA, f"{name}.{target_language}"))
         generator = random.Random(1)
+        plain_bleu = {}
         inside = [with_span(line, generator) for line in sources]
         ends = [at_an_end(line, generator) for line in sources]
         places = []
@@ -109,11 +116,10 @@ def main():
         for w, (label, model, extra) in enumerate(ways):
             tag = f"{name}.{w}"
             row = rows.setdefault((name, w), {})
-            if w != 1:
+            if model not in plain_bleu:  # plain lines: nothing protected, so one run per model
                 plain = translate(model, sources, output, tag + ".plain", ["--placeholders", "none"])
-                row["plain"] = bleu(plain, references, output, tag + ".plain.bleu")
-            else:
-                row["plain"] = rows[(name, 2)]["plain"] if (name, 2) in rows else None
+                plain_bleu[model] = bleu(plain, references, output, tag + ".plain.bleu")
+            row["plain"] = plain_bleu[model]
             out = translate(model, [line for line, _ in inside], output, tag + ".between", extra)
             row["back"] = sum(text.count(span) == 1 for text, (_, span) in zip(out, inside)) / len(out)
             row["bleu"] = bleu([" ".join(text.replace(span, " ").split()) for text, (_, span) in zip(out, inside)],
@@ -121,16 +127,10 @@ def main():
             out = translate(model, [line for line, _, _ in ends], output, tag + ".ends", extra)
             row["ends"] = sum(at_its_end(text, span, end) for text, (_, span, end) in zip(out, ends)) / len(out)
             out = translate(model, [source for source, _, _ in places], output, tag + ".places", extra)
-            row["places"] = sum(
-                (lambda got, want: got is not None and want is not None and (got[0] == want[0] or got[1] == want[1]))(
-                    neighbours(text, span), neighbours(reference, span))
-                for text, (_, reference, span) in zip(out, places)) / max(1, len(places))
+            row["places"] = sum(placed_as_in(text, reference, span)
+                                for text, (_, reference, span) in zip(out, places)) / max(1, len(places))
             row["lines"] = len(places)
             print(f"{name} {label}: {row}", file=sys.stderr)
-    for w in range(len(ways)):  # the masked model's plain BLEU, for its row with tokens off
-        for name in names:
-            if rows[(name, w)]["plain"] is None:
-                rows[(name, w)]["plain"] = rows[(name, 2)]["plain"]
 
     print("| | " + " | ".join(f"{label}: {name}" for label, _, _ in ways for name in names) + " |")
     print("| --- |" + " ---: |" * (len(ways) * len(names)))

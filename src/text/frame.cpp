@@ -30,7 +30,7 @@ bool closes(char32_t c) {
 // The length of the placeholder token (text/special_tokens.h: "｟3｠") at `at`, or 0; its number in
 // *number.
 size_t token_length(std::string_view text, size_t at, int* number = nullptr) {
-  static const std::string open = placeholder_token(0).substr(0, 3), close = placeholder_token(0).substr(4);
+  constexpr std::string_view open = kPlaceholderOpen, close = kPlaceholderClose;
   if (text.compare(at, open.size(), open) != 0) return 0;
   size_t end = at + open.size();
   int value = 0;

@@ -109,8 +109,9 @@ bool PairMasker::mask(std::string& source, std::string& target, uint64_t index) 
   // The pair's own generator: the same pairs and choices whatever the threads or the order.
   std::mt19937_64 generator(seed_ * 0x9E3779B97F4A7C15ULL + index);
   if (std::uniform_real_distribution<double>(0.0, 1.0)(generator) >= share_) return false;
-  const std::string marker_start = placeholder_token(0).substr(0, 3);
-  if (source.find(marker_start) != std::string::npos || target.find(marker_start) != std::string::npos) return false;
+  if (source.find(kPlaceholderOpen) != std::string::npos || target.find(kPlaceholderOpen) != std::string::npos) {
+    return false;
+  }
 
   // The spans both sides hold once, with the same text.
   const std::vector<TextSpan> in_source = masking::mask_candidates(*spans_, source),

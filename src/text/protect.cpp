@@ -117,7 +117,7 @@ Frame Framer::frame(std::string_view line) const {
   Frame frame = read_markup(line, markup_);
   if (patterns_ || unknown_) {
     // Tokens only where the text has none of its own to be taken for them.
-    const bool tokens = tokens_ > 0 && frame.text.find(placeholder_token(0).substr(0, 3)) == std::string::npos;
+    const bool tokens = tokens_ > 0 && frame.text.find(kPlaceholderOpen) == std::string::npos;
     take_out(frame, spans(frame.text), tokens ? tokens_ : 0);
   }
   return frame;

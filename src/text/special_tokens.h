@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace nmt {
 
@@ -16,6 +17,9 @@ constexpr int64_t kEosId = 3;
 // their own, and training pairs with a span masked as one of them on both sides teach the model to
 // copy it, so that translate can give it a protected span to place (text/protect.h).
 constexpr int kPlaceholderTokens = 8;
-inline std::string placeholder_token(int number) { return "\uFF5F" + std::to_string(number) + "\uFF60"; }
+constexpr std::string_view kPlaceholderOpen = "\uFF5F", kPlaceholderClose = "\uFF60";  // ｟ ｠
+inline std::string placeholder_token(int number) {
+  return std::string(kPlaceholderOpen) + std::to_string(number) + std::string(kPlaceholderClose);
+}
 
 }  // namespace nmt
