@@ -370,6 +370,15 @@ TEST_CASE("faults: --overwrite keeps the old run aside until the new one has a c
   CHECK(fs::exists(model / "previous-run" / "vocab.joint.model"));
   // Divergence reaches train.log, not only the console.
   CHECK_THAT(read_file((model / "train.log").string()), Catch::Contains("training diverged at step 2"));
+  // Both the error and a translation from the emptied directory name where the old model waits.
+  const std::string waits = (model / "previous-run").string() + "/ still holds the model an --overwrite run replaced";
+  CHECK_THAT(diverged.output, Catch::Contains("no checkpoint was written before") && Catch::Contains(waits));
+  const CommandResult emptied =
+      run_nmt("translate --model " + model.string() + " --input " + kToy + "/dev.src --max-length 4 --threads 1");
+  INFO(emptied.output);
+  CHECK(emptied.status == 1);
+  CHECK_THAT(emptied.output, Catch::Contains("checkpoint not found") && Catch::Contains(waits) &&
+                                 Catch::Contains("move its files back into " + model.string()));
   CHECK(run_nmt("translate --model " + (model / "previous-run").string() + " --input " + kToy +
                 "/dev.src --max-length 4 --threads 1")
             .status == 0);

@@ -1,6 +1,7 @@
 // The source tree's shape: the folders of src/ include each other without a cycle; in src/model/
 // the execution paths are folders of their own that only the functions choosing among them
-// include; the CPU's instruction sets are read in src/kernels/ alone; main.cpp only parses and
+// include; a device type is told apart in four files alone; the CPU's instruction sets are read
+// in src/kernels/ alone; main.cpp only parses and
 // dispatches (it includes no model, search, text or metric code, and each command is a file of its
 // own in src/cli/); and test names are ones CTest keeps whole.
 #include <catch2/catch.hpp>
@@ -67,31 +68,6 @@ std::vector<std::pair<std::string, std::string>> source_files() {
   return files;
 }
 
-// `text` without its TORCH_CHECK(...) statements (which state what a function takes, and choose
-// nothing); parentheses inside string and character literals do not count.
-std::string without_checks(std::string text) {
-  static const std::string check = "TORCH_CHECK(";
-  for (size_t at = text.find(check); at != std::string::npos; at = text.find(check, at)) {
-    size_t end = at + check.size();
-    char quote = 0;
-    for (int depth = 1; end < text.size() && depth > 0; ++end) {
-      const char c = text[end];
-      if (quote != 0) {
-        if (c == '\\')
-          ++end;
-        else if (c == quote)
-          quote = 0;
-      } else if (c == '"' || c == '\'') {
-        quote = c;
-      } else {
-        depth += c == '(' ? 1 : c == ')' ? -1 : 0;
-      }
-    }
-    text.erase(at, end - at);
-  }
-  return text;
-}
-
 }  // namespace
 
 TEST_CASE("src/model/: each execution path is a folder that only the functions choosing a path include", "[layout]") {
@@ -124,18 +100,14 @@ TEST_CASE("src/model/: each execution path is a folder that only the functions c
   CHECK(included_by_fronts["model/decoder.cpp"] == paths);
 }
 
-TEST_CASE("src/model/: the device is chosen in the execution paths and in one front function per operation",
-          "[layout]") {
-  // A branch on the device outside a TORCH_CHECK (which only states what a function takes). Each
-  // front below chooses for one operation; a new choice goes into one of them, or a new front named
-  // here.
+TEST_CASE("a device type is told apart in four files of src/ alone, which the rest asks", "[layout]") {
+  // The fronts (docs/architecture.md, "Where the device is chosen"): a new choice by device is a
+  // question in util/device_rules.h, not a test of the device where it is needed.
   const std::map<std::string, const char*> fronts = {
-      {"model/gru_cell.cpp", "GruCellImpl::from_gates: the GRU step (LibTorch's CUDA cell, the kernel, the reference)"},
-      {"model/ops/attention_products.cpp", "additive_energy, weighted_sum: the attention products"},
-      {"model/bigru.cpp", "BiGruImpl::forward: the encoder's recurrence (cuDNN, fused, packed, step by step)"},
-      {"model/seq2seq.cpp", "the keys of the encoder states (real positions only in CPU inference)"},
-      {"model/dropout.cpp", "dropout_mask: the hashed mask on the CPU"},
-      {"model/linear/bf16_products.cpp", "to_bf16, to_float: the conversions"},
+      {"kernels/dispatch.cpp", "the CPU kernels' front: use_kernel, run_on, on_cpu"},
+      {"util/device_rules.cpp", "every other choice by device: queues_work, batch_workers, ..."},
+      {"util/runtime.cpp", "the mechanics: to_device, autocast, random states, read_async"},
+      {"util/cuda_graph.cpp", "GPU streams and CUDA graphs"},
   };
   // is_cuda(), is_cpu(), a comparison with a device type either way round, CUDA's availability.
   static const std::regex device_branch(
@@ -143,15 +115,15 @@ TEST_CASE("src/model/: the device is chosen in the execution paths and in one fr
       R"(|\b(torch::|c10::|at::)?(DeviceType::)?k?(CPU|CUDA)\s*[=!]=|cuda::is_available)");
   std::set<std::string> branching;
   for (const auto& [file, text] : source_files()) {
-    if (file.rfind("model/", 0) != 0 || !std::regex_search(without_checks(text), device_branch)) continue;
+    std::smatch match;
+    if (!std::regex_search(text, match, device_branch)) continue;
     branching.insert(file);
-    const std::string folder = fs::path(file).parent_path().generic_string();
-    const bool in_a_path = folder == "model/reference" || folder == "model/fused_cpu" || folder == "model/gpu_graph";
-    INFO(file << " branches on the device: move the choice into a front of tests/test_layout.cpp's list");
-    CHECK((in_a_path || fronts.count(file) == 1));
+    INFO(file << " tells devices apart (" << match.str()
+              << "): ask util/device_rules.h (or kernels::run_on) instead, or add the question there");
+    CHECK(fronts.count(file) == 1);
   }
   for (const auto& [front, what] : fronts) {
-    INFO(front << " (" << what << ") no longer branches on the device: take it off the list");
+    INFO(front << " (" << what << ") no longer tells devices apart: take it off the list and the page");
     CHECK(branching.count(front) == 1);
   }
 }

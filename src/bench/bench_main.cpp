@@ -46,6 +46,7 @@
 #include "train/distributed.h"
 #include "train/setup.h"
 #include "util/blas_core.h"
+#include "util/device_rules.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -60,12 +61,12 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 // Where a row ran: "N threads" on the CPU, "GPU" on a GPU.
 std::string runs_on(const torch::Device& device) {
-  return device.is_cuda() ? "GPU" : std::to_string(torch::get_num_threads()) + " threads";
+  return queues_work(device) ? "GPU" : std::to_string(torch::get_num_threads()) + " threads";
 }
 
 // Waits for the GPU's queued work, so that the clock read next counts it (a CPU computes at once).
 void finish_queued_work(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize();
+  if (queues_work(device)) torch::cuda::synchronize();
 }
 
 // Peak resident set size of this process in MiB (VmHWM).
@@ -142,7 +143,7 @@ class Trace {
     using torch::profiler::impl::ActivityType;
     const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
     std::set<ActivityType> activities{ActivityType::CPU};
-    if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+    if (queues_work(device)) activities.insert(ActivityType::CUDA);
     torch::autograd::profiler::prepareProfiler(config, activities);
     torch::autograd::profiler::enableProfiler(config, activities);
 #else

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -38,9 +39,23 @@ TensorFile parse_checkpoint(const std::string& bytes, const std::string& what, c
   return file;
 }
 
+std::string replaced_run_hint(const std::string& model_dir) {
+  const std::filesystem::path aside = std::filesystem::path(model_dir) / kReplacedRunDir;
+  std::error_code error;
+  for (const char* name : {kBestCheckpoint, kLastCheckpoint}) {
+    if (std::filesystem::exists(aside / name, error)) {
+      return "; " + aside.string() + "/ still holds the model an --overwrite run replaced: move its files back into " +
+             model_dir + " to use it";
+    }
+  }
+  return "";
+}
+
 TensorFile open_checkpoint(const std::string& path, const std::string& remedy) {
   if (!file_exists(path)) {
-    throw FileNotFound(path + ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)");
+    const std::string hint = replaced_run_hint(std::filesystem::path(path).parent_path().string());
+    throw FileNotFound(path + ": checkpoint not found (train a model first, or pass --checkpoint best|last|PATH)" +
+                       hint);
   }
   std::string bytes;
   try {

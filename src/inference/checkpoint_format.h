@@ -29,6 +29,12 @@ constexpr int64_t kCheckpointVersion = 2;
 inline constexpr const char* kBestCheckpoint = "best.ckpt";          // best validation so far
 inline constexpr const char* kLastCheckpoint = "last.ckpt";          // where --resume continues
 inline constexpr const char* kAveragedCheckpoint = "averaged.ckpt";  // nmt average's default output
+// Where `nmt train --overwrite` keeps the replaced run's files until the new run's first checkpoint.
+inline constexpr const char* kReplacedRunDir = "previous-run";
+
+// "; DIR/previous-run/ still holds the model an --overwrite run replaced ...", when it does, for a
+// message about `model_dir` holding no checkpoint; else "".
+std::string replaced_run_hint(const std::string& model_dir);
 
 // The records every checkpoint has.
 inline constexpr const char* kConfigRecord = "nmt.config";

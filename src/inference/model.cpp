@@ -10,6 +10,7 @@
 
 #include "config/model_fields.h"
 #include "inference/export.h"
+#include "kernels/dispatch.h"
 #include "util/io.h"
 
 namespace nmt {
@@ -198,7 +199,7 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
     models.compute_type = exported ? "int8" : "float32";
   }
   if (models.compute_type == "int8") {
-    if (!device.is_cpu()) {
+    if (!kernels::run_on(device)) {
       throw std::invalid_argument("--compute-type int8 runs on the CPU: use --device cpu, or float32 on a GPU");
     }
     for (TranslationModel& member : models.members) {
@@ -208,7 +209,7 @@ TranslationModels load_models(const TranslateOptions& options, const torch::Devi
     }
   } else if (models.compute_type != "float32") {
     throw std::invalid_argument("--compute-type " + options.compute_type + ": default, float32 or int8");
-  } else if (device.is_cpu()) {
+  } else if (kernels::run_on(device)) {
     for (TranslationModel& member : models.members) {
       member.network->encoder->pack_float32();
       member.network->decoder->pack_float32();

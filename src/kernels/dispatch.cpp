@@ -121,11 +121,18 @@ void set_kernel_level(KernelLevel level) {
   level_store().store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
+bool run_on(const torch::Device& device) { return device.is_cpu(); }
+
+bool on_cpu(TensorRefs tensors) {
+  return std::all_of(tensors.begin(), tensors.end(),
+                     [](const torch::Tensor& tensor) { return !tensor.defined() || run_on(tensor.device()); });
+}
+
 bool use_kernel(Operation operation, TensorRefs tensors, bool fits) {
   const OperationRule wanted = operation_rule(operation);
   const auto takes = [&](const torch::Tensor& tensor) {
     return !tensor.defined() ||
-           (tensor.device().is_cpu() && (!wanted.float32_only || tensor.scalar_type() == torch::kFloat));
+           (run_on(tensor.device()) && (!wanted.float32_only || tensor.scalar_type() == torch::kFloat));
   };
   const bool kernel = fits && kernel_level() >= wanted.least && (wanted.cpu_has == nullptr || wanted.cpu_has()) &&
                       std::all_of(tensors.begin(), tensors.end(), takes);

@@ -119,6 +119,14 @@ PackedKernel packed_kernel(bool bf16);
 // precision bf16 on a CPU asks before it starts.
 bool cpu_has_bf16();
 
+// Whether the CPU kernels, and the weights prepared for them (packed float32, int8), serve a model
+// on `device`: the CPU. A model anywhere else runs LibTorch's operations (util/device_rules.h).
+bool run_on(const torch::Device& device);
+
+// Whether every defined tensor given is where the kernels read it, in the CPU's memory: the
+// argument checks of the classes that run nothing else (model/linear/).
+bool on_cpu(TensorRefs tensors);
+
 // True when autograd records an operation on these inputs: grad mode is on and one of them
 // requires grad. Otherwise a kernel's forward can run alone, keeping nothing for a backward.
 bool autograd_records(TensorRefs tensors);

@@ -17,6 +17,7 @@
 #include "model/linear/loop_linear.h"
 #include "model/linear/loop_weight.h"
 #include "model/linear/packed_linear.h"
+#include "util/device_rules.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -125,8 +126,8 @@ void BiGruImpl::pack_float32() {
   packed_.clear();
   int8_ = false;
   const torch::Tensor& any = directions_.front().weight_hh;
-  if (!any.is_cpu() || any.scalar_type() != torch::kFloat32) return;  // forward_packed() runs on none other
-  std::vector<PackedDirection> packed;                                // whole, or (an exception) none
+  if (!kernels::on_cpu({any}) || any.scalar_type() != torch::kFloat32) return;  // forward_packed() runs on none other
+  std::vector<PackedDirection> packed;                                          // whole, or (an exception) none
   for (const Direction& direction : directions_) {
     auto input = std::make_shared<const PackedLinear>(direction.weight_ih, direction.bias_ih);
     auto hidden = std::make_shared<const LoopWeight>(direction.weight_hh.detach().t().contiguous());
@@ -142,7 +143,7 @@ void BiGruImpl::quantize_int8() {
   packed_.clear();
   int8_ = false;
   const torch::Tensor& any = directions_.front().weight_hh;
-  TORCH_CHECK(any.is_cpu(), "BiGru::quantize_int8: int8 runs on the CPU");
+  TORCH_CHECK(kernels::on_cpu({any}), "BiGru::quantize_int8: int8 runs on the CPU");
   std::vector<PackedDirection> packed;  // whole, or (an exception) none
   for (const Direction& direction : directions_) {
     auto input = std::make_shared<const Int8Linear>(direction.weight_ih, direction.bias_ih);
@@ -155,7 +156,7 @@ void BiGruImpl::quantize_int8() {
 }
 
 bool BiGruImpl::takes_packed_path(const torch::Tensor& input) const {
-  const bool int8 = int8_ && input.is_cpu() && input.scalar_type() == torch::kFloat32;
+  const bool int8 = int8_ && kernels::on_cpu({input}) && input.scalar_type() == torch::kFloat32;
   const bool kernels =
       int8 || kernels::use_kernel(kernels::Operation::kBiGruLayer, {input, directions_.front().weight_hh});
   if (is_training() || !kernels) return false;
@@ -222,7 +223,7 @@ BiGruImpl::Output BiGruImpl::forward(const torch::Tensor& input, const torch::Te
   const int64_t shortest = lengths_cpu.min().item<int64_t>();
   TORCH_CHECK(shortest >= 1 && lengths_cpu.max().item<int64_t>() <= positions,
               "BiGru: lengths must be between 1 and the padded length");
-  if (input.is_cuda() && input.scalar_type() == directions_.front().weight_ih.scalar_type()) {
+  if (has_library_gru_kernels(input.device()) && input.scalar_type() == directions_.front().weight_ih.scalar_type()) {
     return forward_cudnn(input, lengths_cpu);
   }
   if (takes_packed_path(input)) return forward_packed(input, lengths_cpu);

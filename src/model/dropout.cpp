@@ -51,7 +51,7 @@ torch::Tensor dropout_mask(at::IntArrayRef shape, double p, const torch::TensorO
   check_probability(p);
   const double keep = 1.0 - p;
   // The reference: LibTorch's own draw (on other devices, and with NMT_KERNELS=off).
-  if (!kernels::use_kernel(kernels::Operation::kDropoutMask, {}, options.device().type() == torch::kCPU)) {
+  if (!kernels::use_kernel(kernels::Operation::kDropoutMask, {}, kernels::run_on(options.device()))) {
     return torch::empty(shape, options).bernoulli_(keep).div_(keep);
   }
   if (p == 0) return torch::ones(shape, options);

@@ -7,6 +7,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gru_kernels.h"
+#include "util/device_rules.h"
 
 namespace nmt {
 
@@ -78,7 +79,7 @@ torch::Tensor GruCellImpl::from_gates(const torch::Tensor& input_gates, const to
     }
     return FusedGruStep::apply(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous());
   }
-  if (input_gates.is_cuda()) {  // one kernel each way, as torch::nn::GRUCell runs on a GPU
+  if (has_library_gru_kernels(input_gates.device())) {  // one kernel each way, as torch::nn::GRUCell runs on a GPU
     return std::get<0>(
         at::_thnn_fused_gru_cell(input_gates.contiguous(), hidden_gates.contiguous(), hidden.contiguous()));
   }

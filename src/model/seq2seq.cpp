@@ -4,6 +4,7 @@
 
 #include "kernels/dispatch.h"
 #include "text/special_tokens.h"
+#include "util/device_rules.h"
 
 namespace nmt {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 // from its own state: ScorerImpl::project_keys): a batch of mixed lengths, as continuous batching
 // encodes the sentences that join, pays for its real positions only.
 torch::Tensor project_real_keys(DecoderImpl& decoder, const torch::Tensor& states, const torch::Tensor& mask) {
-  if (!states.is_cpu() || kernels::autograd_records({states}) || mask.all().item<bool>()) {
+  if (queues_work(states.device()) || kernels::autograd_records({states}) || mask.all().item<bool>()) {
     return decoder.project_keys(states);
   }
   const int64_t batch = states.size(0), positions = states.size(1);

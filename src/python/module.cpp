@@ -127,7 +127,8 @@ void bind_evaluate(py::module_& module) {
       "hypotheses"_a, "references"_a, "Corpus chrF2 (sacreBLEU's default chrF); references as for bleu().");
 }
 
-void bind_translator(py::module_& module) {
+// The results' classes: Hypothesis, TranslationResult, ScoreResult.
+void bind_results(py::module_& module) {
   py::class_<PyHypothesis>(module, "Hypothesis", "One translation of a sentence.")
       .def_readonly("text", &PyHypothesis::text, "the detokenized text")
       .def_readonly("score", &PyHypothesis::score,
@@ -191,7 +192,9 @@ void bind_translator(py::module_& module) {
       .def_readonly("token_log_probabilities", &PyScore::token_log_probabilities,
                     "each target token's log-probability, EOS last")
       .def("__repr__", [](const PyScore& s) { return "<ScoreResult score=" + std::to_string(s.score) + ">"; });
+}
 
+void bind_translator(py::module_& module) {
   std::string options;
   for (const SearchOption& option : search_options()) {
     options += "    " + option.name + " (" + option.default_value + "): " + option.help + "\n";
@@ -259,6 +262,7 @@ PYBIND11_MODULE(_nmt, module) {
   if (const std::string advice = nmt::blas_core_advice(); !advice.empty()) {
     py::module_::import("logging").attr("getLogger")("nmt").attr("debug")(advice);
   }
+  bind_results(module);
   bind_translator(module);
   bind_evaluate(module);
   module.def(

@@ -34,6 +34,7 @@
 #include "search/constraints.h"
 #include "search/search.h"
 #include "text/special_tokens.h"
+#include "util/device_rules.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -448,7 +449,7 @@ torch::Tensor best_extensions(const torch::Tensor& log_probs, const torch::Tenso
 }
 
 bool fuses_log_softmax(const torch::Device& device) {
-  return device.is_cpu() && kernels::use_kernel(kernels::Operation::kLogSoftmax);
+  return kernels::run_on(device) && kernels::use_kernel(kernels::Operation::kLogSoftmax);
 }
 
 torch::Tensor best_extensions_of_logits(const torch::Tensor& logits, const torch::Tensor& alive_scores, int64_t beam,
@@ -477,7 +478,7 @@ SearchResult beam_search(Ensemble model, const torch::Tensor& source, const torc
     throw std::invalid_argument("beam_search: constraints for " + std::to_string(constraints.size()) +
                                 " sentences in a batch of " + std::to_string(source.size(0)));
   }
-  if (source.is_cuda() && !has_constraints(constraints)) {
+  if (queues_work(source.device()) && !has_constraints(constraints)) {
     return beam_search_fixed_shape(std::move(model), source, lengths, options, prefix);
   }
   return BeamSearch(std::move(model), source, lengths, options, prefix, constraints).run();

@@ -20,6 +20,7 @@
 #include "search/step_loop.h"
 #include "text/special_tokens.h"
 #include "util/cuda_graph.h"
+#include "util/device_rules.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -180,12 +181,12 @@ void FixedShapeBeam::select(const torch::Tensor& best, int64_t vocab) {
   selection.next_origin = next_origin_.data_ptr<int64_t>();
   selection.next_token = next_token_.data_ptr<int64_t>();
 #ifdef NMT_WITH_CUDA
-  if (device_.is_cuda()) {
+  if (queues_work(device_)) {
     select_beams_on_gpu(selection, c10::cuda::getCurrentCUDAStream(device_.index()).stream());
     return;
   }
 #endif
-  TORCH_CHECK(device_.is_cpu(), "beam search: no selection for ", device_.str(), " in this build");
+  TORCH_CHECK(!queues_work(device_), "beam search: no selection for ", device_.str(), " in this build");
   for (int64_t b = 0; b < sentences_; ++b) select_sentence(selection, b);
 }
 

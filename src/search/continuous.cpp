@@ -10,6 +10,7 @@
 
 #include "text/batching.h"
 #include "text/special_tokens.h"
+#include "util/device_rules.h"
 
 namespace nmt {
 
@@ -93,7 +94,7 @@ void move_row(const Ensemble::Source& slots, int64_t from, int64_t to) {
 }  // namespace
 
 bool ContinuousGreedy::supports(const Ensemble& model, const SearchOptions& options, const torch::Device& device) {
-  return device.is_cpu() && options.beam_size == 1 && options.n_best == 1 && !options.samples() &&
+  return !queues_work(device) && options.beam_size == 1 && options.n_best == 1 && !options.samples() &&
          !options.return_attention && !model.uses_step_position();
 }
 

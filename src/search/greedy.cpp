@@ -16,6 +16,7 @@
 #include "search/step_loop.h"
 #include "text/special_tokens.h"
 #include "util/cuda_graph.h"
+#include "util/device_rules.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -245,7 +246,7 @@ class TokenSampler {
 
 SearchResult greedy_search(Ensemble model, const torch::Tensor& source, const torch::Tensor& lengths,
                            const SearchOptions& options, const torch::Tensor& prefix) {
-  if (source.is_cuda()) return greedy_search_fixed_shape(model, source, lengths, options, prefix);
+  if (queues_work(source.device())) return greedy_search_fixed_shape(model, source, lengths, options, prefix);
   return decode_token_by_token(model, source, lengths, options, prefix, [](const torch::Tensor& log_probs) {
     auto [best_log_probs, best_tokens] = log_probs.max(/*dim=*/1);
     return std::make_pair(best_log_probs, best_tokens);

@@ -12,6 +12,7 @@
 #include "search/memory.h"
 #include "text/batching.h"
 #include "text/special_tokens.h"
+#include "util/device_rules.h"
 #include "util/format.h"
 #include "util/runtime.h"
 
@@ -103,6 +104,19 @@ Hypothesis join_hypotheses(const std::vector<Translation>& sentences, size_t k) 
     column += pieces;
   }
   return joined;
+}
+
+// How many batches to decode at once. On the CPU, small batches decode faster side by side, one
+// batch per thread with single-threaded operators, than one after another with each operator split
+// across the threads; above about kMaxRowsForWorkers rows per step splitting the operators is
+// faster (docs/dev/performance-notes.md). Only with a batch for every thread: otherwise splitting
+// the operators keeps all cores busy.
+size_t workers_for(const std::vector<std::vector<int64_t>>& batches, int64_t beam_size, const torch::Device& device) {
+  size_t largest_batch = 0;
+  for (const auto& batch : batches) largest_batch = std::max(largest_batch, batch.size());
+  const bool small_steps = largest_batch * static_cast<size_t>(beam_size) <= kMaxRowsForWorkers;
+  const auto threads = static_cast<size_t>(torch::get_num_threads());
+  return small_steps && batches.size() >= threads ? batch_workers(device, threads) : 1;
 }
 
 }  // namespace
@@ -246,7 +260,7 @@ std::vector<std::vector<int64_t>> Translator::plan_batches(const std::vector<std
       cut_batches(order, lengths, static_cast<size_t>(batching_.batch_size),
                   batching_.batch_in_tokens ? BatchCost::kPaddedTokens : BatchCost::kSentences);
   const auto shortlist_cap =
-      shortlist_ && device_.is_cpu() ? static_cast<size_t>(shortlist_->sizes().batch_sentences) : size_t{0};
+      shortlist_ && !queues_work(device_) ? static_cast<size_t>(shortlist_->sizes().batch_sentences) : size_t{0};
   std::vector<std::vector<int64_t>> batches;
   for (const std::vector<int64_t>& batch : by_size) {
     for (auto& piece : split_for_memory(batch, source_lengths, model_, target_vocabulary_.size(),
@@ -521,16 +535,7 @@ std::vector<Translation> Translator::translate_sentences(const std::vector<std::
     done += batch.size();
     if (progress) progress(done);
   };
-  // On the CPU, small batches decode faster side by side, one batch per thread with single-threaded
-  // operators, than one after another with each operator split across the threads; above about
-  // kMaxRowsForWorkers rows per step splitting the operators is faster (docs/dev/performance-notes.md).
-  size_t largest_batch = 0;
-  for (const auto& batch : batches) largest_batch = std::max(largest_batch, batch.size());
-  const bool small_steps =
-      largest_batch * static_cast<size_t>(rows_per_sentence(search_options).beam_size) <= kMaxRowsForWorkers;
-  // Only with a batch for every thread: otherwise splitting the operators keeps all cores busy.
-  const auto threads = static_cast<size_t>(torch::get_num_threads());
-  const size_t workers = device_.is_cpu() && small_steps && batches.size() >= threads ? threads : 1;
+  const size_t workers = workers_for(batches, rows_per_sentence(search_options).beam_size, device_);
   if (workers <= 1) {
     for (size_t index = 0; index < batches.size(); ++index) translate_batch(index);
   } else {

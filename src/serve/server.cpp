@@ -33,6 +33,7 @@
 #include "serve/batch_queue.h"
 #include "serve/http_server.h"
 #include "serve/page.h"
+#include "util/device_rules.h"
 #include "util/runtime.h"
 
 namespace nmt::serve {
@@ -175,7 +176,7 @@ std::string joined_checkpoints(const TranslationModels& models) {
 // --workers 0: one worker per CPU thread (--threads), each on one thread; one on a GPU.
 size_t worker_count(const ServeOptions& options, const torch::Device& device) {
   if (options.workers > 0) return static_cast<size_t>(options.workers);
-  return device.is_cpu() ? static_cast<size_t>(std::clamp(torch::get_num_threads(), 1, 256)) : 1;
+  return batch_workers(device, static_cast<size_t>(std::clamp(torch::get_num_threads(), 1, 256)));
 }
 
 BatchQueueOptions batch_queue_options(const ServeOptions& options, const torch::Device& device) {

@@ -186,17 +186,18 @@ uint64_t vocabulary_checksum(const Vocabulary& vocabulary) {
   return hash;
 }
 
-void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
-                    const Vocabulary& target_vocabulary, int threads) {
-  const int token_width = token_width_for(std::max(source_vocabulary.size(), target_vocabulary.size()));
-  const nlohmann::json source_files = files_record(recipe.source_files);
-  const nlohmann::json target_files = files_record(recipe.target_files);
+namespace {
+
+// The source vocabulary's id of each file pair's tag (-1 for none), after checking that the recipe
+// fits the vocabularies: as many target files as source files, every tag reserved, and the
+// placeholder tokens there when pairs are to be masked.
+std::vector<int64_t> checked_tag_ids(const CorpusRecipe& recipe, const std::vector<std::string>& tags,
+                                     const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary) {
   if (recipe.source_files.size() != recipe.target_files.size()) {
     throw std::invalid_argument("train-source lists " + std::to_string(recipe.source_files.size()) +
                                 " files but train-target " + std::to_string(recipe.target_files.size()) +
                                 "; list the same number, pairs matched by position");
   }
-  const std::vector<std::string> tags = file_tags(recipe);
   std::vector<int64_t> tag_ids;
   for (const std::string& tag : tags) {
     tag_ids.push_back(tag.empty() ? -1 : source_vocabulary.tag_id(tag));
@@ -213,6 +214,19 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
         "placeholder-share: the vocabularies hold no placeholder tokens; they go into a vocabulary when it is "
         "trained with placeholder-share above 0, so train a new model or set placeholder-share = 0");
   }
+  return tag_ids;
+}
+
+}  // namespace
+
+void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const Vocabulary& source_vocabulary,
+                    const Vocabulary& target_vocabulary, int threads) {
+  const int token_width = token_width_for(std::max(source_vocabulary.size(), target_vocabulary.size()));
+  const std::vector<std::string> tags = file_tags(recipe);
+  const std::vector<int64_t> tag_ids = checked_tag_ids(recipe, tags, source_vocabulary, target_vocabulary);
+  // Before the files are read: one changed while it is read no longer matches what is recorded.
+  const nlohmann::json source_files = files_record(recipe.source_files);
+  const nlohmann::json target_files = files_record(recipe.target_files);
   const PairMasker masker(recipe.placeholder_share, recipe.placeholder_seed);
   int64_t masked = 0;
   write_via_temporary(path, [&](const std::string& temporary) {

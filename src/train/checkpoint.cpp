@@ -5,6 +5,7 @@
 #include "inference/checkpoint_format.h"
 #include "inference/export.h"
 #include "train/optimizer_state.h"
+#include "util/device_rules.h"
 #include "util/io.h"
 #include "util/runtime.h"
 
@@ -32,7 +33,7 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
   set_metadata_number(file, "plateau_count", progress.plateau_count);
   set_metadata_number(file, "learning_rate", progress.learning_rate);
   file.add(kRandomStateRecord, random_state());
-  if (const torch::Device device = checkpoint.model.network->parameters().front().device(); device.is_cuda()) {
+  if (const torch::Device device = checkpoint.model.network->parameters().front().device(); has_own_generator(device)) {
     file.add(kCudaRandomStateRecord, random_state(device));
   }
   Seq2Seq network = checkpoint.model.network;  // the same module, through a holder that is not const

@@ -17,9 +17,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "train/rendezvous.h"
 #include "train/rendezvous_store.h"
+#include "util/device_rules.h"
 
 namespace nmt {
 namespace {
@@ -68,8 +70,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> process_group(c10::intrusive_ptr<Group> b
                                                      const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                      int world_size, c10::DeviceType device_type) {
 #if TORCH_VERSION_MAJOR >= 2
-  const auto type = device_type == c10::DeviceType::CUDA ? c10d::ProcessGroup::BackendType::NCCL
-                                                         : c10d::ProcessGroup::BackendType::GLOO;
+  const auto type = std::is_same_v<Group, c10d::ProcessGroupGloo> ? c10d::ProcessGroup::BackendType::GLOO
+                                                                  : c10d::ProcessGroup::BackendType::NCCL;
   auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world_size);
   group->setDefaultBackend(type);
   group->setBackend(device_type, type, backend);
@@ -170,7 +172,7 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
   const c10::intrusive_ptr<c10d::Store> store = rendezvous_->store();
   try {
-    if (device.is_cuda()) {
+    if (collective_backend(device) == "nccl") {
 #ifdef USE_C10D_NCCL
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = timeout;
@@ -206,7 +208,7 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
 
 Distributed::~Distributed() = default;
 
-std::string Distributed::backend() const { return device_.is_cuda() ? "nccl" : "gloo"; }
+std::string Distributed::backend() const { return collective_backend(device_); }
 
 void Distributed::publish(const std::string& key, const std::string& value) { rendezvous_->publish(key, value); }
 

@@ -12,6 +12,7 @@
 
 #include "kernels/adam_kernel.h"
 #include "kernels/dispatch.h"
+#include "util/device_rules.h"
 
 namespace nmt {
 namespace {
@@ -38,7 +39,7 @@ AdamStateKey adam_state_key(const torch::Tensor& param) {
 bool FusedAdam::fits_kernel(const torch::Tensor& param) const {
   const torch::Tensor& grad = param.grad();
   const auto plain = [](const torch::Tensor& t) {
-    return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous() &&
+    return kernels::on_cpu({t}) && t.scalar_type() == torch::kFloat && t.is_contiguous() &&
            t.layout() == torch::kStrided;
   };
   if (!plain(param) || !plain(grad) || grad.numel() != param.numel()) return false;
@@ -72,8 +73,8 @@ bool FusedAdam::step_on_gpu() {
       if (!param.grad().defined()) continue;
       const torch::Tensor& grad = param.grad();
       // The kernel's own rule: the same type, device and layout for a parameter and its gradient.
-      if (!param.is_cuda() || param.scalar_type() != torch::kFloat || grad.scalar_type() != torch::kFloat ||
-          grad.device() != param.device() || grad.strides() != param.strides() ||
+      if (!has_library_fused_adam(param.device()) || param.scalar_type() != torch::kFloat ||
+          grad.scalar_type() != torch::kFloat || grad.device() != param.device() || grad.strides() != param.strides() ||
           !param.is_non_overlapping_and_dense()) {
         return false;
       }

@@ -10,6 +10,7 @@
 #include "kernels/row_kernels.h"
 #include "model/linear/bf16_products.h"
 #include "text/special_tokens.h"
+#include "util/device_rules.h"
 
 namespace nmt {
 namespace {
@@ -153,7 +154,7 @@ SequenceLoss sequence_loss(DecoderImpl& decoder, const DecoderOutput& output, co
                   output.attentional.size(1) == target_output.size(1),
               "sequence_loss: attentional [B, T, H] and target_output [B, T] expected");
   const torch::Tensor targets = target_output.flatten();  // [B * T]
-  if (!targets.is_cpu()) {
+  if (queues_work(targets.device())) {
     // On a GPU, every position with padding ignored: picking the real ones first (nonzero) would
     // make the host wait for the GPU to learn their number.
     const auto options =

@@ -16,9 +16,6 @@ namespace nmt {
 
 struct TrainRunOptions;
 
-// Where --overwrite keeps the replaced run's files until the new run's first checkpoint.
-inline constexpr const char* kReplacedRunDir = "previous-run";
-
 // Removes model_dir/previous-run, once the new run has written last.ckpt (rank 0).
 void discard_replaced_run(const std::string& model_dir, spdlog::logger& log);
 

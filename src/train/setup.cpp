@@ -20,6 +20,7 @@
 #include "text/special_tokens.h"
 #include "train/gradient_reducer.h"
 #include "train/loss.h"
+#include "util/device_rules.h"
 #include "util/format.h"
 #include "util/io.h"
 #include "util/runtime.h"
@@ -288,23 +289,7 @@ void use_training_corpus(const TrainConfig& config, const PreparedCorpus& prepar
 }
 
 void check_precision(const TrainConfig& config, const torch::Device& device) {
-  if (config.precision == "bf16" && device.is_cpu() && !kernels::cpu_has_bf16()) {
-    throw std::invalid_argument(
-        "precision bf16: this CPU has no bfloat16 dot products (AVX512_BF16 or AMX, as on Zen 4 and Xeons "
-        "since Cooper Lake); use precision fp32");
-  }
-  if (config.precision == "bf16" && device.is_cpu()) {
-    // oneDNN (the bf16 products) marks every primitive it runs for Intel's ITT tracing, profiler or
-    // not, a measurable share of an update; it reads this once, at its first product, which comes
-    // after this. A user's own setting wins.
-    setenv("DNNL_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
-    setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
-  }
-  if (config.precision == "bf16" && device.is_cuda() && !has_bf16(device)) {
-    throw std::invalid_argument(
-        "precision bf16: this GPU has no full-speed bfloat16 (compute capability 8.0 or "
-        "later: A100, H100 and newer); use precision fp32");
-  }
+  if (config.precision == "bf16") check_bf16_training(device);
 }
 
 void check_training_files(const TrainConfig& config) {
@@ -319,6 +304,50 @@ void check_training_files(const TrainConfig& config) {
     }
   }
 }
+
+namespace {
+
+// Dropout goes on with the draws of the run it resumes: the CPU's generator, and the GPU's where
+// the model is on one.
+void restore_random_states(const TrainingCheckpoint& state, const torch::Device& device, const std::string& last_path,
+                           spdlog::logger& log) {
+  if (state.random_state.defined()) {
+    set_random_state(state.random_state);
+  } else {
+    log.warn(
+        "{} holds no random-number state (an older checkpoint): dropout draws differ from an "
+        "uninterrupted run's",
+        last_path);
+  }
+  if (!has_own_generator(device)) return;
+  if (state.cuda_random_state.defined()) {
+    set_random_state(state.cuda_random_state, device);
+  } else {
+    log.warn(
+        "{} holds no GPU random-number state (written on the CPU, or by an older nmt): dropout draws "
+        "differ from an uninterrupted run's",
+        last_path);
+  }
+}
+
+void log_training_pairs(const TrainConfig& config, const PreparedCorpus& prepared, const TrainingSetup& setup,
+                        spdlog::logger& log) {
+  const auto kept = static_cast<int64_t>(setup.train_pairs.size());
+  log.info("training pairs: {} read, {} kept, {} skipped as empty, {} skipped as longer than {} subwords",
+           prepared.lines, kept, prepared.empty, setup.train_corpus.size() - kept, config.max_length);
+  if (config.placeholder_share > 0) {
+    log.info("placeholder tokens in {} training pairs (placeholder-share {})", prepared.masked,
+             format_significant(config.placeholder_share));
+  }
+  if (setup.corpora.size() > 1) {
+    for (const CorpusShare& corpus : setup.corpora) {
+      log.info("corpus {}: {} pairs kept, weight {}{}", corpus.name, corpus.pairs.size(),
+               format_significant(corpus.weight), corpus.tag.empty() ? "" : ", tag " + corpus.tag);
+    }
+  }
+}
+
+}  // namespace
 
 TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::logger& log) {
   set_threads(config.threads);
@@ -378,40 +407,11 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   setup.optimizer = std::make_unique<FusedAdam>(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
   if (resume) {
     restore_optimizer(state, last_path, *setup.optimizer);
-    if (state.random_state.defined()) {
-      set_random_state(state.random_state);  // dropout continues its draws
-    } else {
-      log.warn(
-          "{} holds no random-number state (an older checkpoint): dropout draws differ from an "
-          "uninterrupted run's",
-          last_path);
-    }
-    if (setup.device.is_cuda()) {
-      if (state.cuda_random_state.defined()) {
-        set_random_state(state.cuda_random_state, setup.device);
-      } else {
-        log.warn(
-            "{} holds no GPU random-number state (written on the CPU, or by an older nmt): dropout draws "
-            "differ from an uninterrupted run's",
-            last_path);
-      }
-    }
+    restore_random_states(state, setup.device, last_path, log);
   }
 
   use_training_corpus(config, prepared, setup);
-  const auto kept = static_cast<int64_t>(setup.train_pairs.size());
-  log.info("training pairs: {} read, {} kept, {} skipped as empty, {} skipped as longer than {} subwords",
-           prepared.lines, kept, prepared.empty, setup.train_corpus.size() - kept, config.max_length);
-  if (config.placeholder_share > 0) {
-    log.info("placeholder tokens in {} training pairs (placeholder-share {})", prepared.masked,
-             format_significant(config.placeholder_share));
-  }
-  if (setup.corpora.size() > 1) {
-    for (const CorpusShare& corpus : setup.corpora) {
-      log.info("corpus {}: {} pairs kept, weight {}{}", corpus.name, corpus.pairs.size(),
-               format_significant(corpus.weight), corpus.tag.empty() ? "" : ", tag " + corpus.tag);
-    }
-  }
+  log_training_pairs(config, prepared, setup, log);
   if (setup.train_pairs.empty()) {
     throw std::runtime_error("no training pairs within max-length " + std::to_string(config.max_length));
   }
@@ -461,7 +461,7 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
     const Batch& batch = batches[i];
     SequenceLoss loss;
     // bf16 on a CPU: the large products in bf16, forward and backward (model/linear/bf16_products.h).
-    const Bf16ProductsScope bf16(config.precision == "bf16" && batch.source.device().is_cpu());
+    const Bf16ProductsScope bf16(config.precision == "bf16" && kernels::run_on(batch.source.device()));
     {
       // bf16 on a GPU: the forward pass under autocast, the backward (below) outside it, as torch.autocast.
       const AutocastScope autocast(batch.source.device(), config.precision == "bf16");

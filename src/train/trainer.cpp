@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "inference/checkpoint_format.h"
 #include "text/batching.h"
 #include "text/corpus_mix.h"
 #include "train/average.h"
@@ -109,7 +110,7 @@ std::string divergence_message(const std::string& model_dir, int64_t step, const
           ? "--resume with a lower --learning-rate or with clip-norm set, or start again with --overwrite"
           : "lower learning-rate or set clip-norm, then --overwrite";
   return "training diverged at step " + std::to_string(step) + ": " + why + "; nothing saved, " +
-         last_good_checkpoints(dir) + ": " + remedy;
+         last_good_checkpoints(dir) + ": " + remedy + replaced_run_hint(model_dir);
 }
 
 std::string divergence_message(const TrainingCheckpoint& state, const std::string& why) {

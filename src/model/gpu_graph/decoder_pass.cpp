@@ -14,6 +14,7 @@
 
 #include "model/dropout.h"
 #include "util/cuda_graph.h"
+#include "util/device_rules.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -60,7 +61,7 @@ constexpr size_t kMostGraphs = 512;   // per direction; beyond it the graphs sta
 // the same maths in LibTorch's operations elsewhere, both with the workspace layout of kWorkspace.
 std::pair<torch::Tensor, torch::Tensor> gru_forward(const torch::Tensor& gi, const torch::Tensor& gh,
                                                     const torch::Tensor& h) {
-  if (gi.is_cuda()) {
+  if (has_library_gru_kernels(gi.device())) {
     auto [next, workspace] = at::_thnn_fused_gru_cell(gi, gh, h);
     return {next, workspace};
   }
@@ -74,7 +75,7 @@ std::pair<torch::Tensor, torch::Tensor> gru_forward(const torch::Tensor& gi, con
 // Its backward: dL/dgi, dL/dgh and dL/dh_{t-1} from dL/dh_t.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> gru_backward(const torch::Tensor& grad,
                                                                      const torch::Tensor& workspace) {
-  if (grad.is_cuda()) {
+  if (has_library_gru_kernels(grad.device())) {
     auto [grad_input, grad_hidden, grad_previous, unused_input_bias, unused_hidden_bias] =
         at::_thnn_fused_gru_cell_backward(grad, workspace, /*has_bias=*/false);
     return {grad_input, grad_hidden, grad_previous};
@@ -415,6 +416,6 @@ std::pair<torch::Tensor, torch::Tensor> GpuDecoderLoop::run(const torch::Tensor&
 ScopedGpuLoopEverywhere::ScopedGpuLoopEverywhere() : previous_(gpu_decoder::everywhere.exchange(true)) {}
 ScopedGpuLoopEverywhere::~ScopedGpuLoopEverywhere() { gpu_decoder::everywhere.store(previous_); }
 
-bool gpu_loop_device(const torch::Device& device) { return device.is_cuda() || gpu_decoder::everywhere.load(); }
+bool gpu_loop_device(const torch::Device& device) { return queues_work(device) || gpu_decoder::everywhere.load(); }
 
 }  // namespace nmt

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "util/cuda_graph.h"
+#include "util/device_rules.h"
 #include "util/runtime.h"
 
 namespace nmt {
@@ -419,8 +420,9 @@ struct RecordedPassFunction : public torch::autograd::Function<RecordedPassFunct
         }
         bucket.accumulators = {};
         // A whole pass ran as it is on the stream, backward on autograd's GPU thread included: the
-        // libraries' handles are set up, and a recording makes no first calls of theirs.
-        arena.warm = arena.device.is_cuda();
+        // libraries' handles are set up, and a recording makes no first calls of theirs (where
+        // there are graphs to record: cuda_graphs_enabled).
+        arena.warm = true;
       }
     }
     // The gradients of the real rows and positions, and of the weights, as tensors of their own:
@@ -483,12 +485,12 @@ namespace {
 bool recorded_pass_forced() { return recorded_pass::forced.load(); }
 }  // namespace
 
-bool recorded_pass_device(const torch::Device& device) { return device.is_cuda() || recorded_pass_forced(); }
+bool recorded_pass_device(const torch::Device& device) { return queues_work(device) || recorded_pass_forced(); }
 
 int64_t recorded_pass_replays() { return recorded_pass::replays.load(); }
 
 bool recorded_pass_takes_all(const torch::Device& device) {
-  return recorded_pass_forced() || (device.is_cuda() && gpu_decoder_pass_recorded());
+  return recorded_pass_forced() || (queues_work(device) && gpu_decoder_pass_recorded());
 }
 
 }  // namespace nmt

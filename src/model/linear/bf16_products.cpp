@@ -28,9 +28,9 @@ namespace {
 
 // Whether the AVX-512 conversions take these (contiguous, on the CPU) at the level in force.
 bool fast_conversion(const torch::Tensor& in, const torch::Tensor& out) {
-  return kernels::use_kernel(kernels::Operation::kBf16Conversions, {},
-                             in.device().is_cpu() && out.device().is_cpu() && in.is_contiguous() &&
-                                 out.is_contiguous() && in.numel() == out.numel());
+  return kernels::use_kernel(
+      kernels::Operation::kBf16Conversions, {},
+      kernels::on_cpu({in, out}) && in.is_contiguous() && out.is_contiguous() && in.numel() == out.numel());
 }
 
 uint16_t* bits(const torch::Tensor& tensor) { return static_cast<uint16_t*>(tensor.data_ptr()); }

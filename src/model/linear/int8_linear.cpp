@@ -23,7 +23,7 @@ torch::Tensor dequantize_rows(const QuantizedRows& rows) {
 }
 
 Int8Linear::Int8Linear(const torch::Tensor& weight, const torch::Tensor& bias) {
-  TORCH_CHECK(weight.dim() == 2 && weight.device().is_cpu(), "Int8Linear: weight [N, K] on the CPU expected");
+  TORCH_CHECK(weight.dim() == 2 && kernels::on_cpu({weight}), "Int8Linear: weight [N, K] on the CPU expected");
   TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "Int8Linear: bias [N] expected");
   QuantizedRows rows = quantize_rows(weight);
   quantized_ = std::move(rows.values);
@@ -71,13 +71,13 @@ torch::Tensor Int8Linear::operator()(const torch::Tensor& input) const {
 }
 
 void Int8Linear::operator()(const torch::Tensor& input, const torch::Tensor& out) const {
-  TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && input.device().is_cpu(), "Int8Linear: input [M, ",
+  TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && kernels::on_cpu({input}), "Int8Linear: input [M, ",
               in_features(), "] on the CPU expected");
   RECORD_FUNCTION("nmt::int8_linear", std::vector<c10::IValue>());  // named in nmt_bench --profile traces
   const torch::Tensor x = input.to(torch::kFloat32).contiguous();
   const int64_t m = x.size(0), depth = in_features(), columns = out_features();
   TORCH_CHECK(out.dim() == 2 && out.size(0) == m && out.size(1) == columns && out.stride(1) == 1 &&
-                  out.scalar_type() == torch::kFloat32 && out.device().is_cpu(),
+                  out.scalar_type() == torch::kFloat32 && kernels::on_cpu({out}),
               "Int8Linear: out [", m, ", ", columns, "] float32 on the CPU with contiguous rows expected");
   const torch::Tensor a = torch::empty({m, kernels::int8_depth(depth)}, torch::kInt8);
   const torch::Tensor row_scale = torch::empty({m}, torch::kFloat32);

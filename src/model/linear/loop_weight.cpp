@@ -64,8 +64,8 @@ void LoopWeight::multiply(const torch::Tensor& x, const torch::Tensor& init, con
                   out.size(1) == columns() && x.stride(1) == 1 && out.stride(1) == 1 &&
                   (!init.defined() || (init.size(-1) == columns() && init.stride(-1) == 1 &&
                                        (init.dim() == 1 || init.size(0) == x.size(0)))) &&
-                  x.scalar_type() == torch::kFloat32 && out.scalar_type() == torch::kFloat32 && x.is_cpu() &&
-                  out.is_cpu() && (!init.defined() || (init.is_cpu() && init.scalar_type() == torch::kFloat32)),
+                  x.scalar_type() == torch::kFloat32 && out.scalar_type() == torch::kFloat32 &&
+                  kernels::on_cpu({x, out, init}) && (!init.defined() || init.scalar_type() == torch::kFloat32),
               "LoopWeight: x [B, depth] and out [B, columns], float32 rows on the CPU with unit column stride, "
               "expected");
   TORCH_CHECK(!x.is_alias_of(out), "LoopWeight: x and out must not share memory (out is written block by block)");

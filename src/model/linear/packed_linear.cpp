@@ -6,12 +6,13 @@
 
 #include <algorithm>
 
+#include "kernels/dispatch.h"
 #include "kernels/packed_gemm.h"
 
 namespace nmt {
 
 PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
-  TORCH_CHECK(weight.dim() == 2 && weight.is_cpu() && weight.scalar_type() == torch::kFloat32,
+  TORCH_CHECK(weight.dim() == 2 && kernels::on_cpu({weight}) && weight.scalar_type() == torch::kFloat32,
               "PackedLinear: weight [N, K] float32 on the CPU expected");
   TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
               "PackedLinear: bias [N] expected");
@@ -26,8 +27,8 @@ PackedLinear PackedLinear::rows(const torch::Tensor& ids) const {
 }
 
 torch::Tensor PackedLinear::operator()(const torch::Tensor& input) const {
-  TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && input.device().is_cpu(), "PackedLinear: input [M, ",
-              in_features(), "] on the CPU expected");
+  TORCH_CHECK(input.dim() == 2 && input.size(1) == in_features() && kernels::on_cpu({input}),
+              "PackedLinear: input [M, ", in_features(), "] on the CPU expected");
   RECORD_FUNCTION("nmt::packed_linear", std::vector<c10::IValue>());  // named in nmt_bench --profile traces
   const torch::Tensor x = input.to(torch::kFloat32).contiguous();
   const int64_t m = x.size(0), columns = out_features();

@@ -5,6 +5,7 @@
 
 #include "kernels/attention_kernels.h"
 #include "kernels/dispatch.h"
+#include "util/device_rules.h"
 
 namespace nmt {
 namespace {
@@ -119,7 +120,7 @@ torch::Tensor additive_energy(const torch::Tensor& keys, const torch::Tensor& qu
     return energies.view({keys.size(0), keys.size(1), heads, -1}).sum(3);
   }
   if (!kernels::autograd_records({keys, query, v})) {
-    const bool skips = mask.defined() && mask.scalar_type() == torch::kBool && mask.is_cpu() &&
+    const bool skips = mask.defined() && mask.scalar_type() == torch::kBool && kernels::on_cpu({mask}) &&
                        mask.sizes() == keys.sizes().slice(0, 2);
     scores = additive_energy_forward(keys.contiguous(), query.contiguous(), v.contiguous(), heads, torch::Tensor(),
                                      skips ? mask.contiguous() : torch::Tensor());
@@ -133,7 +134,7 @@ torch::Tensor weighted_sum(const torch::Tensor& weights, const torch::Tensor& st
   TORCH_CHECK(
       weights.dim() == 2 && states.dim() == 3 && weights.size(0) == states.size(0) && weights.size(1) == states.size(1),
       "weighted_sum: weights [B, S] and states [B, S, C] expected");
-  if (weights.is_cuda()) return torch::bmm(weights.unsqueeze(1), states).squeeze(1);  // one kernel each way
+  if (queues_work(weights.device())) return torch::bmm(weights.unsqueeze(1), states).squeeze(1);  // one kernel each way
   if (!kernels::use_kernel(kernels::Operation::kWeightedSum, {weights, states}))
     return (weights.unsqueeze(2) * states).sum(1);
   if (!kernels::autograd_records({weights, states})) {
