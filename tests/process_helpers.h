@@ -14,9 +14,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli_helpers.h"
@@ -78,6 +83,57 @@ inline std::string read_until_closed(int socket, double seconds, bool& closed) {
     }
     text.append(buffer, static_cast<size_t>(count));
   }
+}
+
+// Whether the other end has closed (or reset) `socket`, reading and dropping what it sent before;
+// it does not wait.
+inline bool closed_by_peer(int socket) {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t count = ::recv(socket, buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (count > 0) continue;
+    if (count == 0) return true;
+    if (errno == EINTR) continue;
+    return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+}
+
+// Whether the server at the other end of every loopback connection in `sockets` (in any process
+// of this machine) has read all that was sent on it: in /proc/net/tcp, nothing this end sent waits
+// to be acknowledged (tx_queue) and nothing waits unread in the server's socket (rx_queue). A
+// connection the server has closed counts as read. What the tests wait for where the server must
+// have taken in a request, or part of one, before the next step.
+inline bool server_has_read(const std::vector<int>& sockets) {
+  std::ifstream table("/proc/net/tcp");
+  if (!table) return false;
+  // (local port, remote port) -> (tx_queue, rx_queue), as the kernel lists them in hexadecimal.
+  std::map<std::pair<unsigned long, unsigned long>, std::pair<unsigned long, unsigned long>> queues;
+  std::string line;
+  std::getline(table, line);  // the header
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, tx_rx;
+    if (!(fields >> slot >> local >> remote >> state >> tx_rx)) continue;
+    const size_t local_colon = local.find(':'), remote_colon = remote.find(':'), queue_colon = tx_rx.find(':');
+    if (local_colon == std::string::npos || remote_colon == std::string::npos || queue_colon == std::string::npos) {
+      continue;
+    }
+    const unsigned long local_port = std::stoul(local.substr(local_colon + 1), nullptr, 16);
+    const unsigned long remote_port = std::stoul(remote.substr(remote_colon + 1), nullptr, 16);
+    queues[{local_port, remote_port}] = {std::stoul(tx_rx.substr(0, queue_colon), nullptr, 16),
+                                         std::stoul(tx_rx.substr(queue_colon + 1), nullptr, 16)};
+  }
+  for (const int socket : sockets) {
+    sockaddr_in here{}, there{};
+    socklen_t here_length = sizeof(here), there_length = sizeof(there);
+    if (::getsockname(socket, reinterpret_cast<sockaddr*>(&here), &here_length) != 0) return false;
+    if (::getpeername(socket, reinterpret_cast<sockaddr*>(&there), &there_length) != 0) continue;  // closed
+    const unsigned long client = ntohs(here.sin_port), server = ntohs(there.sin_port);
+    const auto mine = queues.find({client, server}), theirs = queues.find({server, client});
+    if (mine != queues.end() && mine->second.first != 0) return false;       // not yet acknowledged
+    if (theirs != queues.end() && theirs->second.second != 0) return false;  // not yet read
+  }
+  return true;
 }
 
 // The status of an answer's first line ("HTTP/1.1 413 ..." gives 413), or 0.

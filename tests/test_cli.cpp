@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli_helpers.h"
+#include "eval/bleu.h"
 #include "helpers.h"
 #include "inference/checkpoint_format.h"
 #include "inference/model.h"
@@ -70,8 +71,8 @@ TEST_CASE("cli: missing files and devices give one-line errors", "[cli]") {
   write_file_atomic(ref, "a b c\nd e f\n");
   CommandResult mismatch = run_nmt("evaluate --hyp " + hyp + " --ref " + ref);
   CHECK(mismatch.status != 0);
-  CHECK_THAT(mismatch.output,
-             Catch::Contains(hyp) && Catch::Contains(ref) && Catch::Contains("1") && Catch::Contains("2"));
+  // The counts after the paths' names (the paths hold this process's id, digits of their own).
+  CHECK_THAT(mismatch.output, Catch::Contains(hyp + " has 1 lines but " + ref + " has 2"));
 }
 
 TEST_CASE("cli: two corpora, one tagged: translating needs no tag, and corpus mistakes name their key", "[cli]") {
@@ -92,6 +93,15 @@ TEST_CASE("cli: two corpora, one tagged: translating needs no tag, and corpus mi
   REQUIRE(translated.status == 0);
   CHECK(split_lines(translated.output).size() == 2);
   CHECK_THAT(translated.output, !Catch::Contains("<bt>"));
+  // The tag is in the model's vocabulary as a control symbol, an id of its own that no text encodes
+  // to (the model read it before every source sentence of the second corpus) and that translations
+  // never write.
+  const TranslationModel tagged = load_model_from_directory(model_dir, "best", torch::kCPU);
+  const int64_t tag = tagged.source_vocabulary.tag_id("<bt>");
+  CHECK(tag > kEosId);
+  const std::vector<int64_t> literal = tagged.source_vocabulary.encode("<bt> The dog eats .");
+  CHECK(std::find(literal.begin(), literal.end(), tag) == literal.end());
+  CHECK(tagged.source_vocabulary.tag_id("<ft>") == -1);  // only the tags the run gave
 
   const std::string others = (work_directory() / "corpus_errors").string();
   CommandResult missing = run_nmt(tiny_train_arguments(others) + " --train-source " + kToy + "/train.src,/nope/bt.src" +
@@ -272,11 +282,32 @@ TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint
   INFO(averaged.output);
   REQUIRE(averaged.status == 0);
   CHECK_THAT(averaged.output, Catch::Contains("averaged 2 checkpoints"));
+  // Every weight the mean of the two kept checkpoints' (summed in float64, then rounded to float32),
+  // and the two differ, so that neither alone would pass for the mean.
+  {
+    const TranslationModel fourth = load_model(model_dir + "/step-00000004.ckpt", torch::kCPU);
+    const TranslationModel sixth = load_model(model_dir + "/step-00000006.ckpt", torch::kCPU);
+    const TranslationModel mean = load_model(model_dir + "/averaged.ckpt", torch::kCPU);
+    const auto fourth_weights = fourth.network->named_parameters(), sixth_weights = sixth.network->named_parameters();
+    const auto mean_weights = mean.network->named_parameters();
+    REQUIRE(mean_weights.size() == sixth_weights.size());
+    bool moved = false;
+    for (const auto& item : mean_weights) {
+      INFO(item.key());
+      const torch::Tensor& a = fourth_weights[item.key()];
+      const torch::Tensor& b = sixth_weights[item.key()];
+      const torch::Tensor expected = ((a.to(torch::kFloat64) + b.to(torch::kFloat64)) / 2).to(torch::kFloat32);
+      CHECK(torch::allclose(item.value(), expected, 1e-6, 1e-7));
+      moved = moved || !torch::equal(a, b);
+    }
+    CHECK(moved);
+  }
   const std::string input = (work_directory() / "average_input.txt").string();
   write_file_atomic(input, "A frog sees the bridge .\n");
   CommandResult translated = run_nmt("translate --model " + model_dir + " --checkpoint " + model_dir +
                                      "/averaged.ckpt --input " + input + " --max-length 8 --quiet");
   CHECK(translated.status == 0);
+  CHECK(split_lines(translated.output).size() == 1);
 
   // Ensembles: a model with itself translates and scores exactly as the model alone; the kept
   // checkpoints of one run decode together.
@@ -285,9 +316,31 @@ TEST_CASE("cli: keep-checkpoints keeps the newest N, average writes a checkpoint
   CommandResult doubled = run_nmt("translate --model " + model_dir + " --model " + model_dir + decode);
   REQUIRE(single.status == 0);
   CHECK(doubled.output == single.output);
-  CommandResult kept = run_nmt("translate --model " + model_dir + " --checkpoint " + model_dir +
-                               "/step-00000004.ckpt --checkpoint " + model_dir + "/step-00000006.ckpt" + decode);
+  const std::string fourth = model_dir + "/step-00000004.ckpt", sixth = model_dir + "/step-00000006.ckpt";
+  CommandResult kept =
+      run_nmt("translate --model " + model_dir + " --checkpoint " + fourth + " --checkpoint " + sixth + decode);
   CHECK(kept.status == 0);
+  CHECK(split_lines(kept.output).size() == 1);
+  // Both members count: the pair scores a translation at the mean of the two checkpoints'
+  // log-probabilities (search/ensemble.h), which differ.
+  const auto log_probability = [&](const std::string& checkpoints) {
+    const std::string scores = (work_directory() / "ensemble_scores.txt").string();
+    CommandResult scored = run_nmt("score --model " + model_dir + checkpoints + " --src " + input + " --tgt " + input +
+                                   " --output " + scores);
+    INFO(scored.output);
+    REQUIRE(scored.status == 0);
+    const std::vector<std::string> lines = read_lines(scores);
+    REQUIRE(lines.size() == 1);
+    std::istringstream fields(lines[0]);
+    double score = 0, total = 0;
+    REQUIRE(static_cast<bool>(fields >> score >> total));
+    return total;
+  };
+  const double alone_fourth = log_probability(" --checkpoint " + fourth);
+  const double alone_sixth = log_probability(" --checkpoint " + sixth);
+  const double together = log_probability(" --checkpoint " + fourth + " --checkpoint " + sixth);
+  CHECK(alone_fourth != alone_sixth);
+  CHECK(together == Approx((alone_fourth + alone_sixth) / 2).epsilon(1e-4));
   const std::string score = " --src " + input + " --ref " + input + " --beam-size 2 --max-length 8 --json --quiet";
   CommandResult evaluated = run_nmt("evaluate --model " + model_dir + score);
   CommandResult evaluated_twice = run_nmt("evaluate --model " + model_dir + " --model " + model_dir + score);
@@ -352,6 +405,24 @@ TEST_CASE("cli: train, then translate keeps line order and empty lines, and eval
   CommandResult two_threads = run_nmt(one_per_batch + " --threads 2");
   REQUIRE(one_thread.status == 0);
   CHECK(two_threads.output == one_thread.output);
+  // The order itself: each line as that sentence translated alone, and the two differ (their
+  // scores at least), so that the file's lines the other way round would not pass. (Around the
+  // empty middle line, a reversed output has the same shape.)
+  const auto alone = [&](const std::string& sentence) {
+    const std::string single = (work_directory() / "alone.txt").string();
+    write_file_atomic(single, sentence + "\n");
+    CommandResult translated_alone = run_nmt("translate --model " + model_dir + " --input " + single +
+                                             " --beam-size 3 --max-length 8 --with-scores --batch-size 1 --quiet"
+                                             " --threads 1");
+    REQUIRE(translated_alone.status == 0);
+    return translated_alone.output;
+  };
+  const std::vector<std::string> in_order = split_lines(one_thread.output);
+  REQUIRE(in_order.size() == 3);
+  const std::string first_alone = alone("A frog sees the bridge ."), third_alone = alone("The dog eats .");
+  REQUIRE(first_alone != third_alone);
+  CHECK(in_order[0] + "\n" == first_alone);
+  CHECK(in_order[2] + "\n" == third_alone);
   // n-best: 'i ||| text ||| score' lines, two per non-empty input line, none missing for the empty one.
   CommandResult n_best = run_nmt("translate --model " + model_dir + " --input " + input +
                                  " --beam-size 3 --n-best 2 --max-length 8 --quiet");
@@ -939,13 +1010,35 @@ TEST_CASE("cli: rerank with the model that wrote the n-best list keeps its first
     CHECK(reranked_lines[i] == best_lines[i]);
   }
   CHECK(ended >= 3);  // the empty line and at least two sentences
-  // Weights tuned on a set: printed, and the output still one line per source line.
-  CommandResult tuned = run_nmt("rerank" + model + " --model " + model_dir + " --src " + input + " --nbest " + nbest +
-                                " --tune-src " + input + " --tune-nbest " + nbest + " --tune-ref " + references);
+  // Weights tuned on a set (here the same sentences and list): printed with the BLEU they reach,
+  // which is the BLEU of what rerank then chooses, and the output still one line per source line.
+  // Tuning starts from 1 each and keeps a change only for a better BLEU; with the model given twice,
+  // every weighting ranks each list as the model alone, so the weights stay 1 and 1 and the choice
+  // is the one of the model alone.
+  const std::string tuned_file = (work_directory() / "rerank_tuned.txt").string();
+  CommandResult tuned =
+      run_nmt("rerank" + model + " --model " + model_dir + " --src " + input + " --nbest " + nbest + " --tune-src " +
+              input + " --tune-nbest " + nbest + " --tune-ref " + references + " --output " + tuned_file);
   INFO(tuned.output);
   REQUIRE(tuned.status == 0);
-  CHECK_THAT(tuned.output, Catch::Contains("rerank: weights 1 "));
-  CHECK_THAT(tuned.output, Catch::Contains("(BLEU "));
+  const size_t printed_at = tuned.output.find("rerank: weights ");
+  REQUIRE(printed_at != std::string::npos);
+  std::istringstream printed(tuned.output.substr(printed_at + 16));
+  std::vector<double> tuned_weights;
+  for (std::string word; printed >> word && word != "(BLEU";) tuned_weights.push_back(std::stod(word));
+  double tuned_bleu = -1;
+  printed >> tuned_bleu;
+  CHECK(tuned_weights == std::vector<double>{1.0, 1.0});
+  const std::vector<std::string> tuned_lines = read_lines(tuned_file), reference_lines = read_lines(references);
+  REQUIRE(tuned_lines.size() == reference_lines.size());
+  CHECK(tuned_lines == reranked_lines);
+  std::vector<std::string> scored_lines, scored_references;  // a line without a reference is not scored
+  for (size_t i = 0; i < tuned_lines.size(); ++i) {
+    if (reference_lines[i].empty()) continue;
+    scored_lines.push_back(tuned_lines[i]);
+    scored_references.push_back(reference_lines[i]);
+  }
+  CHECK(tuned_bleu == Approx(eval::corpus_bleu(scored_lines, {scored_references}).score).margin(0.006));
   // Bad input: a weight count that does not fit, a line that is not an n-best line.
   CommandResult weights = run_nmt("rerank" + model + " --src " + input + " --nbest " + nbest + " --weights 1,2");
   CHECK(weights.status != 0);
@@ -985,11 +1078,53 @@ TEST_CASE("cli: shortlist writes a model's list for translate and another model'
   const std::vector<std::string> lines = split_lines(translated.output);
   REQUIRE(lines.size() == 3);
   CHECK(lines[1].empty());
-  CommandResult quantized = run_nmt("translate --model " + model_dir + " --input " + input + " --shortlist " +
-                                    shortlist + " --compute-type int8 --beam-size 3 --max-length 8 --quiet");
+  // int8 with the shortlist: the shortlist cuts the vocabulary in that run too (its debug line, with
+  // room for the beam: fewer and the search would take the whole vocabulary), the products are
+  // int8's (the scores are not float32's), and the translations stay near float32's: the empty line
+  // kept, and where a line's text is float32's, its score within 5%.
+  const std::string scored = " --input " + input + " --shortlist " + shortlist +
+                             " --beam-size 3 --max-length 8 --with-scores --quiet --threads 1";
+  CommandResult float32 = run_nmt("translate --model " + model_dir + scored);
+  CommandResult quantized =
+      run_nmt("translate --model " + model_dir + scored + " --compute-type int8", "SPDLOG_LEVEL=debug");
+  INFO(float32.output);
   INFO(quantized.output);
+  REQUIRE(float32.status == 0);
   REQUIRE(quantized.status == 0);
-  CHECK(split_lines(quantized.output).size() == 3);
+  std::vector<std::string> quantized_lines;
+  size_t restricted = 0;
+  for (const std::string& line : split_lines(quantized.output)) {
+    if (line.rfind("[", 0) != 0) {
+      quantized_lines.push_back(line);
+      continue;
+    }
+    const size_t at = line.find("shortlist: ");
+    long subwords = 0, vocabulary = 0;
+    if (at != std::string::npos &&
+        std::sscanf(line.c_str() + at, "shortlist: %ld of %ld", &subwords, &vocabulary) == 2 && subwords < vocabulary &&
+        subwords >= kEosId + 1 + 2 * 3) {
+      ++restricted;
+    }
+  }
+  CHECK(restricted > 0);
+  const std::vector<std::string> float32_lines = split_lines(float32.output);
+  REQUIRE(float32_lines.size() == 3);
+  REQUIRE(quantized_lines.size() == 3);
+  CHECK(quantized_lines[1] == float32_lines[1]);  // the empty line: no search, score 0
+  bool differs = false;
+  for (const size_t i : {size_t{0}, size_t{2}}) {
+    INFO("line " << i + 1);
+    const size_t tab = float32_lines[i].find('\t'), quantized_tab = quantized_lines[i].find('\t');
+    REQUIRE(tab != std::string::npos);
+    REQUIRE(quantized_tab != std::string::npos);
+    const double float32_score = std::stod(float32_lines[i].substr(0, tab));
+    const double quantized_score = std::stod(quantized_lines[i].substr(0, quantized_tab));
+    differs = differs || quantized_score != float32_score;
+    if (quantized_lines[i].substr(quantized_tab + 1) == float32_lines[i].substr(tab + 1)) {
+      CHECK(quantized_score == Approx(float32_score).epsilon(0.05));
+    }
+  }
+  CHECK(differs);
   // On the CPU a batch holds at most the shortlist's batch_sentences sentences, whatever --batch-size
   // says; 0 leaves --batch-size alone. Seven lines of one length: one batch, or pieces of 2.
   const std::string seven = (work_directory() / "shortlist_seven.txt").string();

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -18,6 +19,7 @@
 
 using namespace nmt;
 using namespace nmt::serve;
+using namespace nmt::testing;
 
 namespace {
 
@@ -99,8 +101,7 @@ TEST_CASE("http server: a request with a body is handled on a worker, never on a
   LocalServer server(limits, routes);
   const int slow = open_connection(server.port, post("/parse", std::string(1000, 'x')));
   REQUIRE(slow >= 0);
-  for (int i = 0; i < 200 && !entered; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(entered);
+  REQUIRE(wait_until([&] { return entered.load(); }, 10));
   const std::string health = ask(server.port, get("/health", "Connection: close\r\n"), 3);
   release.set_value();
   CHECK(status_of(health) == 200);
@@ -139,15 +140,22 @@ TEST_CASE("http server: a flood of header fields is refused and its bytes are he
         open_connection(server.port, "POST /a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n" + big));
     REQUIRE(holding.back() >= 0);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Closed by the server as it reads them: polled until enough are, or 10 s have passed.
+  const int at_least = 200 - (4 << 20) / (60 << 10);
+  std::vector<bool> closed(holding.size(), false);
   int closed_count = 0;
-  for (int socket : holding) {
-    bool closed = false;
-    read_until_closed(socket, 0.01, closed);
-    closed_count += closed;
-    ::close(socket);
-  }
-  CHECK(closed_count >= 200 - (4 << 20) / (60 << 10));
+  wait_until(
+      [&] {
+        for (size_t i = 0; i < holding.size(); ++i) {
+          if (closed[i] || !closed_by_peer(holding[i])) continue;
+          closed[i] = true;
+          ++closed_count;
+        }
+        return closed_count >= at_least;
+      },
+      10);
+  for (int socket : holding) ::close(socket);
+  CHECK(closed_count >= at_least);
   CHECK(status_of(ask(server.port, post("/a", "0123456789"))) == 200);
 }
 
@@ -166,9 +174,16 @@ TEST_CASE("http server: an answer frees its request's place once built, and a cl
   // once kept --connections 1 full until --answer-timeout (30 s): every other request got 503.
   const int reader = open_connection(server.port, get("/big"));
   REQUIRE(reader >= 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Its answer is built once its first bytes arrive (the place goes before the writing starts).
+  REQUIRE(wait_until(
+      [&] {
+        pollfd ready{reader, POLLIN, 0};
+        return ::poll(&ready, 1, 0) > 0;
+      },
+      10));
   CHECK(status_of(ask(server.port, get("/small", "Connection: close\r\n"))) == 200);
-  // Past its deadline it is dropped: reading now gets what the sockets held, not the whole answer.
+  // Past its deadline (2 s and its size at 1 GB/s) it is dropped: reading after 3.5 s of reading
+  // nothing, which is what this checks, gets what the sockets held, not the whole answer.
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   bool closed = false;
   const std::string read = read_until_closed(reader, 10, closed);
@@ -205,13 +220,24 @@ TEST_CASE("http server: connections closing after a refusal count among the wait
     sockets.push_back(open_connection(server.port, "NOT HTTP\r\n\r\n"));
     REQUIRE(sockets.back() >= 0);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Each refusal written and the writing side shut: the server's end lingers, for 2 s at most.
+  std::vector<bool> refused(10, false);
+  REQUIRE(wait_until(
+      [&] {
+        for (size_t i = 0; i < refused.size(); ++i) refused[i] = refused[i] || closed_by_peer(sockets[i]);
+        return std::find(refused.begin(), refused.end(), false) == refused.end();
+      },
+      10));
   for (int i = 0; i < 10; ++i) {
     sockets.push_back(open_connection(server.port, partial));
     REQUIRE(sockets.back() >= 0);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const size_t held = open_descriptors() - before - sockets.size();
+  // The partial heads read: each made room among the waiting (closes posted to their sessions).
+  REQUIRE(wait_until([&] { return server_has_read(std::vector<int>(sockets.begin() + 10, sockets.end())); }, 10));
+  const auto held = [&] { return open_descriptors() - before - sockets.size(); };
+  // Well before the lingering ends (2 s after the refusals), which would close them anyway.
+  wait_until([&] { return held() <= limits.max_waiting; }, 0.5);
+  const size_t held_now = held();
   for (int socket : sockets) ::close(socket);
-  CHECK(held <= limits.max_waiting);
+  CHECK(held_now <= limits.max_waiting);
 }

@@ -109,6 +109,9 @@ TEST_CASE("the kernel switch: off rules the kernels out, a level above the CPU's
 }
 
 TEST_CASE("both ways in float32: GRU step, additive energy, weighted sum, output-layer loss", "[kernels]") {
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) {
+    return skip_case("this CPU runs no kernels: both ways would be the reference");
+  }
   torch::set_num_threads(2);
   torch::manual_seed(11);
   SECTION("GRU step") {  // 40 rows split between two threads; H = 13 ends in a lane tail
@@ -136,10 +139,7 @@ TEST_CASE("both ways in float32: GRU step, additive energy, weighted sum, output
 }
 
 TEST_CASE("attention's masked softmax kernel matches LibTorch's and is exactly 0 at padding", "[kernels]") {
-  if (kernels::supported_kernel_level() == KernelLevel::kOff) {
-    WARN("no AVX2 on this CPU: nothing to compare");
-    return;
-  }
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) return skip_case("no AVX2 on this CPU: no kernel");
   torch::manual_seed(5);
   const torch::Tensor scores = 4 * torch::randn({4, 19});  // 19 positions: two lanes of 8 and a tail
   const torch::Tensor lengths = torch::tensor({19, 11, 8, 1}, torch::kInt64);
@@ -154,10 +154,7 @@ TEST_CASE("attention's masked softmax kernel matches LibTorch's and is exactly 0
 }
 
 TEST_CASE("decoding's log-softmax kernels: LibTorch's values, and the fused top-k takes the same bits", "[kernels]") {
-  if (kernels::supported_kernel_level() == KernelLevel::kOff) {
-    WARN("no AVX2 on this CPU: nothing to compare");
-    return;
-  }
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) return skip_case("no AVX2 on this CPU: no kernel");
   torch::manual_seed(6);
   for (const int64_t cols : {1, 7, 8, 37, 2000}) {
     for (const int64_t k : {1, 2, 10}) {
@@ -192,6 +189,9 @@ TEST_CASE("decoding's log-softmax kernels: LibTorch's values, and the fused top-
 TEST_CASE("both ways in float32: encoder and decoder training pass of a whole model", "[kernels]") {
   // The BiGru layer loop and the fused decoder loop against the per-step reference. Dropout 0:
   // the two ways draw dropout masks differently (see the dropout test below).
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) {
+    return skip_case("this CPU runs no kernels: both ways would be the reference");
+  }
   torch::set_num_threads(2);
   for (const std::string& attention : all_attention_types()) {
     DYNAMIC_SECTION(attention) {
@@ -239,6 +239,7 @@ TEST_CASE("both ways in float32: the loops' packed products, AVX-512 and AVX2", 
   for (KernelLevel level : {KernelLevel::kAvx512, KernelLevel::kAvx2}) {
     if (level <= kernels::supported_kernel_level()) levels.push_back(level);
   }
+  if (levels.empty()) return skip_case("no AVX2 on this CPU: no packed products to compare");
   for (KernelLevel level : levels) {
     for (int64_t rows : {1, 5, 6, 7, 8, 13}) {
       DYNAMIC_SECTION(kernels::to_string(level) << ", " << rows << " rows") {
@@ -315,7 +316,7 @@ TEST_CASE("packed float32 maps for decoding: BLAS's values, the same bits in any
   CHECK(torch::allclose(reference(x), torch::nn::functional::linear(x, weight, bias), 1e-5, 1e-5));
 }
 
-TEST_CASE("bf16 products on AMX tiles and with AVX512_BF16: the rounded factors' float32 sums, from 1 and 2 threads",
+TEST_CASE("bf16 products: the reference rounds as LibTorch does, below AVX-512 a LoopWeight multiplies in float32",
           "[kernels]") {
   torch::manual_seed(37);
   const auto rounded = [](const torch::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat32); };
@@ -325,15 +326,24 @@ TEST_CASE("bf16 products on AMX tiles and with AVX512_BF16: the rounded factors'
   kernels::bf16_reference(a.data_ptr<float>(), 37, b.data_ptr<float>(), 19, 37, 19, 5, nullptr, 0,
                           plain.data_ptr<float>(), 19);
   CHECK(torch::allclose(plain, rounded(a).mm(rounded(b)), 1e-5, 1e-5));
+  // Without the AVX-512 level there are no bf16 products (kernels::packed_kernel), whatever the CPU
+  // has: the AVX2 kernel where it runs, else BLAS.
+  const kernels::ScopedKernelLevel below(std::min(kernels::supported_kernel_level(), KernelLevel::kAvx2));
+  const Bf16ProductsScope bf16(true);
+  torch::Tensor out = torch::empty({5, 19});
+  LoopWeight(b).multiply(a, {}, out);
+  CHECK(torch::allclose(out, a.mm(b), 1e-5, 1e-5));
+  CHECK_FALSE(torch::allclose(out, plain, 1e-5, 1e-5));  // not rounded
+}
+
+TEST_CASE("bf16 products on AMX tiles and with AVX512_BF16: the rounded factors' float32 sums, from 1 and 2 threads",
+          "[kernels]") {
   const bool amx = kernels::amx_kernels_available(), avx512_bf16 = kernels::avx512_bf16_kernels_available();
-  if (!(amx || avx512_bf16) || kernels::kernel_level() != KernelLevel::kAvx512) {
-    WARN("no AMX or AVX512_BF16 here: a LoopWeight made for bf16 multiplies in float32");
-    const Bf16ProductsScope bf16(true);
-    torch::Tensor out = torch::empty({5, 19});
-    LoopWeight(b).multiply(a, {}, out);
-    CHECK(torch::allclose(out, a.mm(b), 1e-5, 1e-5));
-    return;
+  if (!(amx || avx512_bf16)) return skip_case("no AMX or AVX512_BF16 on this CPU");
+  if (kernels::kernel_level() != KernelLevel::kAvx512) {
+    return skip_case("the kernels run below AVX-512 (NMT_KERNELS): no bf16 products");
   }
+  torch::manual_seed(37);
   // Depths below, at and past a tile's 32; 70 columns: four whole panels and a ragged one; rows
   // within one tile, two, and a ragged third.
   for (int64_t depth : {21, 64, 70}) {
@@ -458,7 +468,7 @@ TEST_CASE("bf16 conversions give LibTorch's bits at every level, and bf16 linear
 }
 
 TEST_CASE("the output layer's fused loss in bf16: float64's loss and gradients on the rounded factors", "[kernels]") {
-  if (!kernels::cpu_has_bf16()) return;  // precision bf16 is refused on this CPU
+  if (!kernels::cpu_has_bf16()) return skip_case("no bf16 dot products on this CPU: precision bf16 is refused");
   torch::manual_seed(43);
   // 37 rows: several blocks of 8 and a ragged one, over two threads' shares.
   const torch::Tensor hidden = torch::randn({37, 24}, torch::requires_grad()),
@@ -488,6 +498,9 @@ TEST_CASE("the output layer's fused loss in bf16: float64's loss and gradients o
 }
 
 TEST_CASE("both ways in float32: an Adam step", "[kernels]") {
+  if (kernels::supported_kernel_level() == KernelLevel::kOff) {
+    return skip_case("this CPU runs no kernels: both ways would be the reference");
+  }
   torch::manual_seed(41);
   const torch::Tensor start = torch::randn({1001}), grad = torch::randn({1001});
   auto step = [&](KernelLevel level) {
@@ -536,10 +549,7 @@ TEST_CASE("a team of threads: an exception in one thread skips the later phases 
 }
 
 TEST_CASE("int8 quantization of activations: AVX2 gives the reference's bytes and scales", "[kernels]") {
-  if (!kernels::avx2_kernels_available()) {
-    WARN("no AVX2 on this CPU: nothing to compare");
-    return;
-  }
+  if (!kernels::avx2_kernels_available()) return skip_case("no AVX2 on this CPU: no kernel to compare");
   torch::manual_seed(42);
   for (const int32_t limit : {kernels::kInt8Limit, kernels::kInt8Avx2Limit}) {
     for (const int64_t depth : {1, 7, 8, 33, 64, 100, 512}) {
@@ -583,6 +593,7 @@ TEST_CASE("int8 products: the VNNI and AVX2 kernels give the reference's sums an
   std::vector<Fast> fast;
   if (kernels::avx2_kernels_available()) fast.push_back({"avx2", kernels::int8_gemm_avx2, kernels::kInt8Avx2Limit});
   if (kernels::vnni_kernels_available()) fast.push_back({"vnni", kernels::int8_gemm_vnni, kernels::kInt8Limit});
+  if (fast.empty()) return skip_case("no AVX2 or VNNI on this CPU: no kernel to compare");
   // Ragged everything: rows around the kernels' blocks (3 rows for AVX2, 4 for VNNI), depths not a
   // multiple of 4, columns past whole panels and blocks of 4 panels (64); the extreme values
   // included: the first row at the activations' limit in depths 0, 1, 4 and 5 against weights at
@@ -705,10 +716,7 @@ TEST_CASE("the CPU's features as CPUID gives them match the flags Linux shows", 
     for (std::string flag; words >> flag;) flags.insert(flag);
     break;
   }
-  if (flags.empty()) {
-    WARN("no /proc/cpuinfo flags to compare with");
-    return;
-  }
+  if (flags.empty()) return skip_case("no /proc/cpuinfo flags to compare with");
   const auto has = [&](const char* flag) { return flags.count(flag) > 0; };
   const kernels::CpuFeatures features = kernels::cpu_features();
   CHECK(features.avx2_fma == (has("avx2") && has("fma")));

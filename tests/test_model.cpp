@@ -452,10 +452,7 @@ TEST_CASE("the fused training pass of the decoder equals the per-step path, valu
   // with the same seed both compute the same function. Decoder size 13 is a lane group and a tail;
   // 9 rows split unevenly between two threads. Targets are ragged: the fused loop skips the rows
   // that have ended, so the two agree at the real positions, which are all a loss reads.
-  if (!kernels::avx2_kernels_available()) {
-    WARN("this CPU has no AVX2: there is no fused decoder pass to compare");
-    return;
-  }
+  if (!kernels::avx2_kernels_available()) return skip_case("no AVX2 on this CPU: there is no fused decoder pass");
   // The kernels on, also when the suite runs under NMT_KERNELS=off.
   const kernels::ScopedKernelLevel kernels_on(std::max(kernels::kernel_level(), kernels::KernelLevel::kAvx2));
   // Every scorer: the additive form (additive, with coverage, multi-head) on the loop's kernels,

@@ -24,12 +24,20 @@ TEST_CASE("run_in_parallel runs every task once, on several threads, then restor
   std::mutex mutex;
   std::set<std::thread::id> threads;
   std::atomic<int> inner_threads_above_one{0};
+  const auto thread_count = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return threads.size();
+  };
   run_in_parallel(3, runs.size(), [&](size_t index) {
     runs[index]++;
     if (torch::get_num_threads() != 1) inner_threads_above_one++;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // so that no single thread takes them all
-    std::lock_guard<std::mutex> lock(mutex);
-    threads.insert(std::this_thread::get_id());
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    }
+    // The first task holds its thread until another thread has taken a task: run on one thread
+    // alone, the tasks fail the check below (after the wait), whatever the scheduling.
+    if (index == 0) nmt::testing::wait_until([&] { return thread_count() > 1; }, 30);
   });
   for (const auto& count : runs) CHECK(count == 1);
   CHECK(threads.size() > 1);
@@ -104,8 +112,7 @@ TEST_CASE("nmt restarts once with OpenBLAS's right kernels, and says so at debug
   auto* config = reinterpret_cast<char* (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   const std::string best = best_blas_core(kernels::cpu_features());
   if (config == nullptr || std::string(config()).find("DYNAMIC_ARCH") == std::string::npos || best.empty()) {
-    WARN("skipped: the BLAS is not OpenBLAS built for several CPUs, or this CPU has no AVX");
-    return;
+    return nmt::testing::skip_case("the BLAS is not OpenBLAS built for several CPUs, or this CPU has no AVX");
   }
   // OPENBLAS_CORETYPE=Prescott makes OpenBLAS pick low on any CPU; NMT_BLAS_CORETYPE=force makes
   // nmt treat that as OpenBLAS's own pick.

@@ -90,7 +90,7 @@ TEST_CASE("the AVX2 and AVX-512 kernels are built, and used exactly when the CPU
 }
 
 TEST_CASE("row kernels: softmax, log-sum-exp and row sums as LibTorch computes them", "[training]") {
-  if (!kernels::avx2_kernels_available()) return;  // this CPU has no AVX2: the loss uses LibTorch's ops
+  if (!kernels::avx2_kernels_available()) return skip_case("no AVX2 on this CPU: the loss uses LibTorch's ops");
   torch::manual_seed(56);
   // 37 columns: four groups of eight lanes and a tail of five. Rows of growing spread, up to a
   // gap of 2000 between the largest and smallest logit (those probabilities are below e^-87: 0).
@@ -636,19 +636,25 @@ TEST_CASE("train_step clips and steps exactly as clip_grad_norm_ and the optimiz
   }
 }
 
-TEST_CASE("bf16 training on a CPU: the first steps' losses within 1% of fp32's, or a clear refusal", "[training]") {
+TEST_CASE("bf16 training on a CPU without bf16 dot products is refused, saying what to use", "[training]") {
+  if (kernels::cpu_has_bf16()) return skip_case("this CPU has bf16 dot products: precision bf16 runs");
+  TrainConfig config;
+  config.model = tiny_model_options("additive");
+  config.precision = "bf16";
+  CHECK_THROWS_WITH(check_precision(config, torch::kCPU), Catch::Contains("precision bf16") &&
+                                                              Catch::Contains("AVX512_BF16") &&
+                                                              Catch::Contains("precision fp32"));
+  config.precision = "fp32";
+  CHECK_NOTHROW(check_precision(config, torch::kCPU));
+}
+
+TEST_CASE("bf16 training on a CPU: the first steps' losses within 1% of fp32's", "[training]") {
+  if (!kernels::cpu_has_bf16()) return skip_case("no bf16 dot products on this CPU: precision bf16 is refused");
   TrainConfig config;
   config.model = tiny_model_options("additive");
   config.model.dropout = 0;
   config.label_smoothing = 0.1;
   config.precision = "bf16";
-  if (!kernels::cpu_has_bf16()) {
-    CHECK_THROWS_WITH(check_precision(config, torch::kCPU), Catch::Contains("precision bf16") &&
-                                                                Catch::Contains("AVX512_BF16") &&
-                                                                Catch::Contains("precision fp32"));
-    WARN("no bf16 dot products on this CPU: the refusal only");
-    return;
-  }
   check_precision(config, torch::kCPU);
   const std::vector<Example> examples = {{{5, 6, 7, 8}, {9, 10, 11}}, {{12, 5}, {13, 14, 15, 16}}, {{7}, {8, 9}}};
   const Batch batch = collate(corpus_in_memory(examples, 2), {0, 1, 2});

@@ -1,6 +1,7 @@
 """Ctrl-C (SIGINT) in Python stops a translation and a training run while C++ works, instead of
 after the work is done."""
 
+import os
 import signal
 import time
 
@@ -28,11 +29,24 @@ except KeyboardInterrupt:
 """
 
 
+def cpu_seconds(pid):
+    """The CPU time, user and system, that process `pid` has used (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()  # after the command's name, from the state on
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop(child, after_line, within):
-    """Waits for `after_line` on the child's output, sends SIGINT, and returns its output; fails
-    unless the child ends within `within` seconds, far less than its work would take."""
+    """Waits for `after_line` on the child's output, then until the child has worked for a while
+    (0.3 s of CPU time since: in C++, where the signal must find it, not in the Python before the
+    call), sends SIGINT, and returns its output; fails unless the child ends within `within`
+    seconds, far less than its work would take."""
     assert child.stdout.readline().strip() == after_line
-    time.sleep(0.5)
+    start = cpu_seconds(child.pid)
+    deadline = time.monotonic() + 60
+    while cpu_seconds(child.pid) - start < 0.3:
+        assert time.monotonic() < deadline and child.poll() is None, "the work did not start"
+        time.sleep(0.02)
     child.send_signal(signal.SIGINT)
     try:
         output, errors = child.communicate(timeout=within)
