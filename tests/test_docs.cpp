@@ -2,8 +2,9 @@
 // CHANGELOG.md, CONTRIBUTING.md and docs/ (its notes in docs/dev/ too) leads somewhere (a link
 // named after a page to that page), every option every command declares is in docs/usage.md or
 // the topic pages it hands on to, every configuration key is in docs/configuration.md with its
-// default, and every environment variable the program or a script reads is in
-// docs/environment.md.
+// default, every environment variable the program or a script reads is in docs/environment.md,
+// docs/architecture.md names every folder of src/ and every command, and every figure of README's
+// results table is in docs/benchmarks.md.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -101,6 +102,71 @@ bool mentions_option(const std::string& text, const std::string& name) {
     if (!std::isalnum(next) && next != '-') return true;
   }
   return false;
+}
+
+// Whether `c` may be inside a name or a path part ("reserve/" does not name "serve/").
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+
+// Whether `page` names the folder src/`folder` ("train", "model/linear"): as "NAME/" (NAME its last
+// part, not the end of a longer name) or as "src/FOLDER" (not the start of a longer one).
+bool page_names_folder(const std::string& page, const std::string& folder) {
+  const std::string slashed = fs::path(folder).filename().string() + "/";
+  for (size_t at = page.find(slashed); at != std::string::npos; at = page.find(slashed, at + 1)) {
+    if (at == 0 || !is_name_char(page[at - 1])) return true;
+  }
+  const std::string path = "src/" + folder;
+  for (size_t at = page.find(path); at != std::string::npos; at = page.find(path, at + 1)) {
+    const size_t end = at + path.size();
+    if (end == page.size() || !is_name_char(page[end])) return true;
+  }
+  return false;
+}
+
+// `text` without its inline code (`...`): commands and options, whose digits are no figures.
+std::string without_code_spans(const std::string& text) {
+  std::string prose;
+  bool code = false;
+  for (char c : text) {
+    if (c == '`') {
+      code = !code;
+    } else if (!code) {
+      prose += c;
+    }
+  }
+  return prose;
+}
+
+// The figures written in `text` ("41.14", "3.04 s", "8,637"), thousands separators dropped ("8637");
+// digits inside a name ("chrF2", "beam-5", "x86") are none.
+std::vector<std::string> figures_of(const std::string& text) {
+  const auto digit = [&text](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
+  std::vector<std::string> figures;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!digit(i)) continue;
+    const char before = i > 0 ? text[i - 1] : ' ';
+    const bool in_name = std::isalnum(static_cast<unsigned char>(before)) || before == '_' || before == '.' ||
+                         (before == '-' && i > 1 && std::isalpha(static_cast<unsigned char>(text[i - 2])));
+    size_t end = i;
+    std::string figure;
+    while (digit(end) || (end < text.size() && (text[end] == ',' || text[end] == '.') && digit(end + 1))) {
+      if (text[end] != ',') figure += text[end];
+      ++end;
+    }
+    if (!in_name) figures.push_back(figure);
+    i = end - 1;
+  }
+  return figures;
+}
+
+// The cells of a Markdown table row "| a | b |", trimmed: {"a", "b"}.
+std::vector<std::string> table_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::stringstream row(line.substr(1));
+  for (std::string cell; std::getline(row, cell, '|');) {
+    const size_t first = cell.find_first_not_of(' ');
+    cells.push_back(first == std::string::npos ? "" : cell.substr(first, cell.find_last_not_of(' ') - first + 1));
+  }
+  return cells;
 }
 
 }  // namespace
@@ -250,6 +316,63 @@ TEST_CASE("docs: every environment variable the program or a script reads is in 
   CHECK(reads.count("MASTER_PORT") == 1);
   CHECK(reads.count("NMT_BUILD_JOBS") == 1);
   CHECK(reads.count("NMT_BINARY") == 1);
+}
+
+TEST_CASE("docs: docs/architecture.md names every folder of src/ and of src/model/, and every command", "[docs]") {
+  const std::string page = text_of(source_path("docs/architecture.md"));
+  REQUIRE(!page.empty());
+  std::vector<std::string> folders;  // relative to src/
+  for (const auto& entry : fs::directory_iterator(source_path("src"))) {
+    if (entry.is_directory()) folders.push_back(entry.path().filename().string());
+  }
+  for (const auto& entry : fs::directory_iterator(source_path("src/model"))) {
+    if (entry.is_directory()) folders.push_back("model/" + entry.path().filename().string());
+  }
+  for (const std::string& folder : folders) {
+    INFO("src/" << folder << ": not named on docs/architecture.md (as " << fs::path(folder).filename().string()
+                << "/ or src/" << folder << ")");
+    CHECK(page_names_folder(page, folder));
+  }
+  CHECK(folders.size() > 15);  // the folders are found
+  // The commands as the program has them (cli/program.cpp), each in the page's table as `nmt NAME`.
+  cli::Program program({"nmt", {}});
+  int commands = 0;
+  for (CLI::App* command : program.app.get_subcommands([](CLI::App*) { return true; })) {
+    INFO("nmt " << command->get_name() << ": not in docs/architecture.md's table of commands");
+    CHECK(page.find("`nmt " + command->get_name() + "`") != std::string::npos);
+    ++commands;
+  }
+  CHECK(commands > 10);
+}
+
+TEST_CASE("docs: every figure of README's results table is in docs/benchmarks.md", "[docs]") {
+  // The figures of benchmarks.md, from its tables and its text, thousands separators dropped.
+  const std::vector<std::string> measured = figures_of(without_code_spans(text_of(source_path("docs/benchmarks.md"))));
+  const std::set<std::string> known(measured.begin(), measured.end());
+  // README's table under "## Results": | what | command | result | machine |.
+  std::istringstream lines(text_of(source_path("README.md")));
+  bool in_results = false;
+  size_t result_column = std::string::npos;
+  int rows = 0, checked = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("## ", 0) == 0) in_results = line == "## Results";
+    if (!in_results || line.rfind("|", 0) != 0 || line.rfind("| ---", 0) == 0) continue;
+    const std::vector<std::string> cells = table_cells(line);
+    if (result_column == std::string::npos) {  // the header
+      result_column = static_cast<size_t>(std::find(cells.begin(), cells.end(), "result") - cells.begin());
+      REQUIRE(result_column < cells.size());
+      continue;
+    }
+    REQUIRE(result_column < cells.size());
+    ++rows;
+    for (const std::string& figure : figures_of(without_code_spans(cells[result_column]))) {
+      INFO("README.md's results row '" << cells[0] << "': " << figure << " is in no table or text of benchmarks.md");
+      CHECK(known.count(figure) == 1);
+      ++checked;
+    }
+  }
+  CHECK(rows > 5);  // the table is found
+  CHECK(checked > 10);
 }
 
 }  // namespace nmt::testing
