@@ -48,8 +48,9 @@ bool has_own_generator(const torch::Device& device);
 
 // Throws std::invalid_argument saying what to use instead unless training in bf16 runs on
 // `device`: a CPU with bfloat16 dot products (AVX512_BF16 or AMX), or a GPU of compute capability
-// 8.0 or later. Products in bf16 on the CPU are our kernels (model/linear/bf16_products.h); on a
-// GPU, LibTorch's autocast (util/runtime.h). On the CPU it also turns off oneDNN's tracing marks.
+// 8.0 or later. On the CPU the products in bf16 are oneDNN's and our kernels'
+// (model/linear/bf16_products.h); on a GPU, LibTorch's autocast (util/runtime.h). On the CPU it
+// also turns off oneDNN's tracing marks.
 void check_bf16_training(const torch::Device& device);
 
 }  // namespace nmt
