@@ -197,6 +197,16 @@ TEST_CASE("cli: back-translation end to end: a reverse model, synthesize with sa
   CommandResult noisy_copy = run_nmt(from_file + outputs(noised) + noise);
   INFO(noisy_copy.output);
   REQUIRE(noisy_copy.status == 0);
+  CHECK_THAT(noisy_copy.output, !Catch::Contains("does nothing with --translations"));  // --seed draws the noise
+  // Every decoding option is said to do nothing without a model, whatever its name.
+  CommandResult decoding = run_nmt(from_file + outputs(dir / "decoding") +
+                                   " --max-output-length 20 --ban-unk --max-search-memory 512 --cut-sentences no");
+  INFO(decoding.output);
+  CHECK(decoding.status == 0);
+  for (const char* option : {"--max-output-length", "--ban-unk", "--max-search-memory", "--cut-sentences"}) {
+    CHECK_THAT(decoding.output,
+               Catch::Contains(std::string("synthesize: ") + option + " does nothing with --translations"));
+  }
   CHECK(read_file(noised.string() + ".src") == read_file(searched.string() + ".src"));
   CHECK(read_file(noised.string() + ".tgt") == read_file(plain.string() + ".tgt"));
   CHECK(read_file(noised.string() + ".src") != read_file(plain.string() + ".src"));

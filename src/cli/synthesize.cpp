@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "config/translate_options.h"
@@ -43,27 +46,34 @@ Command add_synthesize(CLI::App& program) {
       ->add_option("--noise-shift", job->noise.max_shift,
                    "... the farthest a word moves when the words are shuffled (0 = order kept)")
       ->capture_default_str();
+  // The decoding options, which do nothing without a model to decode with: every one
+  // add_translate_options adds but --seed (the noise draws from it) and --quiet.
+  std::set<std::string> before;
+  for (const CLI::Option* option : command->get_options()) before.insert(option->get_single_name());
   add_translate_options(*command, job->options);
-  return {
-      command, [job, command] {
-        if (job->translations.empty()) {
-          warn_if_slow_blas();
-        } else {
-          for (const char* option : {"--checkpoint", "--beam-size", "--length-penalty", "--sampling", "--sampling-topk",
-                                     "--sampling-topp", "--sampling-temperature", "--compute-type", "--shortlist",
-                                     "--device", "--batch-size", "--max-length", "--max-length-ratio"}) {
-            if (command->count(option) > 0) {
-              spdlog::warn("synthesize: {} does nothing with --translations: no model translates", option);
+  auto decoding = std::make_shared<std::vector<std::string>>();
+  for (const CLI::Option* option : command->get_options()) {
+    const std::string& name = option->get_single_name();
+    if (before.count(name) == 0 && name != "seed" && name != "quiet") decoding->push_back("--" + name);
+  }
+  return {command, [job, command, decoding] {
+            if (job->translations.empty()) {
+              warn_if_slow_blas();
+            } else {
+              for (const std::string& option : *decoding) {
+                if (command->count(option) > 0) {
+                  spdlog::warn("synthesize: {} does nothing with --translations: no model translates", option);
+                }
+              }
             }
-          }
-        }
-        const SynthesizeSummary summary = synthesize(*job);
-        spdlog::info(
-            "{} lines: {} pairs written to {} and {} ({} skipped: an empty line or translation); "
-            "origin in {}.origin.json",
-            summary.lines, summary.pairs, job->source_output, job->target_output, summary.skipped, job->source_output);
-        return 0;
-      }};
+            const SynthesizeSummary summary = synthesize(*job);
+            spdlog::info(
+                "{} lines: {} pairs written to {} and {} ({} skipped: an empty line or translation); "
+                "origin in {}.origin.json",
+                summary.lines, summary.pairs, job->source_output, job->target_output, summary.skipped,
+                job->source_output);
+            return 0;
+          }};
 }
 
 }  // namespace nmt::cli

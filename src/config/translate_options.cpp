@@ -24,7 +24,7 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
         "a sentence's output stops at ratio x its source subwords (EOS included) + 10 subwords");
   visit("max-output-length", search.max_length,
         "a sentence's output stops at this many subwords, whatever its length (not training's max-length)");
-  visit("ban-unk", Flag{search.ban_unk}, "never produce <unk>");
+  visit("ban-unk", Flag{search.ban_unk}, "never produce <unk>: the likeliest other subword takes its place");
   visit("sampling", Flag{search.sampling}, "draw each output token from the model's distribution (no beam)");
   visit("sampling-topk", search.sampling_topk, "sample from the k most probable tokens (0 = all; turns sampling on)");
   visit("sampling-topp", search.sampling_topp,
@@ -50,7 +50,9 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
   visit("cut-sentences", options.text.cut_sentences,
         "a sentence longer than this many subwords is translated in parts cut after commas, semicolons and "
         "colons: auto (the model's training max-length), no, or a number");
-  visit("batch-size", options.batching.batch_size, "sentences (or tokens) per batch");
+  visit("batch-size", options.batching.batch_size,
+        "sentences (or tokens) per batch; each batch is cut further to fit --max-search-memory, and on a CPU with "
+        "--shortlist to the shortlist's batch-sentences");
   visit("batch-type", Choice<std::string>{options.batch_type, {"sentences", "tokens"}}, "unit of --batch-size");
   visit("max-search-memory", options.batching.max_search_memory,
         "MiB one batch's search may hold (beams x sentences x vocabulary); larger batches are cut");
