@@ -3,7 +3,7 @@
 # distributed kill and stop cases, anything over 10 s), on a CPU with AVX-512 the fast cases that
 # test the kernels' work again with those of a CPU without it (NMT_KERNELS=avx2: int8's 6-bit
 # activations), a real full disk (scripts/faults/disk_full.sh, root only), nmt serve's page in
-# headless chromium (scripts/page_test.sh), the Python module installed with pip into a fresh
+# headless chromium (scripts/page_test.sh), nmt serve behind nginx with TLS (scripts/nginx_check.sh), the Python module installed with pip into a fresh
 # virtual environment and tested there (scripts/python_package.sh), the Multi30k pipelines at tiny
 # budgets (scripts/recipe_check.sh), the suite under
 # AddressSanitizer and UndefinedBehaviorSanitizer (scripts/sanitize.sh, its own build), the fuzz
@@ -35,10 +35,11 @@ if run_check build env -u NMT_LIBTORCH -u NMT_BUILD_DIR "$root/scripts/build.sh"
   fi
   run_check disk-full "$root/scripts/faults/disk_full.sh" "$root/build/nmt"
   run_check page "$root/scripts/page_test.sh"
+  run_check nginx "$root/scripts/nginx_check.sh"
   run_check python-package "$root/scripts/python_package.sh"
   run_check recipes "$root/scripts/recipe_check.sh"
 else
-  for name in slow-cases avx2-kernels disk-full page python-package recipes; do skip_check "$name" "not run: the build failed"; done
+  for name in slow-cases avx2-kernels disk-full page nginx python-package recipes; do skip_check "$name" "not run: the build failed"; done
 fi
 run_check sanitizers "$root/scripts/sanitize.sh"
 run_check fuzz "$root/scripts/fuzz.sh" "${NMT_FUZZ_SECONDS:-30}"

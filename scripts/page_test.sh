@@ -17,18 +17,14 @@ work="$(mktemp -d)"
 server=""
 trap '[ -n "$server" ] && kill "$server" 2> /dev/null; rm -rf "$work"' EXIT
 
+source "$root/scripts/serve_helpers.sh"
 model="${1:-}"
 sentence="${2:-A wolf hears your shop from a hill .}"
 if [ -z "$model" ]; then
-  toy="$root/data/toy"
   model="$work/model"
-  "$build/nmt" train --train-source "$toy/train.src" --train-target "$toy/train.tgt" --dev-source "$toy/dev.src" \
-    --dev-target "$toy/dev.tgt" --model-dir "$model" --vocab-size 200 --byte-fallback false --embedding-size 16 --encoder-hidden-size 8 \
-    --decoder-hidden-size 16 --attention-size 8 --max-steps 20 --validate-every 20 --threads 1 \
-    > "$work/train.log" 2>&1 || { tail -3 "$work/train.log"; exit 1; }
+  train_toy_model "$build/nmt" "$model"
 fi
 
-source "$root/scripts/serve_helpers.sh"
 start_server "$work/serve.log" "$build/nmt" --model "$model" --max-length 30
 screenshot=()
 [ -n "${3:-}" ] && screenshot=(--screenshot "$3")

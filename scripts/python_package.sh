@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Python module as users install it: a wheel built by pip from the repository and installed
 # into a fresh virtual environment of $NMT_PYTHON (default: the python3 on PATH; build tools and
-# numpy from PyPI), then
-# the module's tests (tests/python, pytest and safetensors from PyPI) against that installation, from outside the
-# repository. Needs the main build's nmt (scripts/build.sh nmt), which the tests compare with.
+# numpy from PyPI), then the module's tests (tests/python; pytest, safetensors, prometheus_client
+# and tensorboard from PyPI) against that installation, from outside the repository. Needs the
+# main build's nmt (scripts/build.sh nmt), which the tests compare with.
 # Exits 77, saying why, when PyPI cannot be reached.
 # Usage: scripts/python_package.sh
 set -euo pipefail
@@ -30,7 +30,7 @@ cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' "$root/build/CMakeCache.txt" 
 [ -z "$cxx" ] || export CXX="$cxx"
 "${pip[@]}" wheel --no-deps -w "$work/wheel" --config-settings=build-dir="$root/build-wheel" "$root"
 echo "python_package: pip wheel . took $((SECONDS - start)) s: $(cd "$work/wheel" && ls)"
-"${pip[@]}" install "$work"/wheel/nmt-*.whl pytest safetensors
+"${pip[@]}" install "$work"/wheel/nmt-*.whl pytest safetensors prometheus_client tensorboard
 cd "$work"  # so that `import nmt` finds the installed package, nothing of the repository's
 "$work/venv/bin/python" -c "import nmt, sys; print('python_package: nmt', nmt.__version__, 'from', nmt.__file__)"
 NMT_BINARY="$root/build/nmt" NMT_SOURCE_DIR="$root" \

@@ -19,7 +19,8 @@ spm_prefix="$spm_dir/install"
 packages=(g++ cmake make libtorch-dev libopenblas0-openmp libcli11-dev libspdlog-dev catch2
           libprotobuf-dev protobuf-compiler libtcmalloc-minimal4 ccache nlohmann-json3-dev clang-format time
           zlib1g-dev clang libclang-rt-14-dev pkg-config libboost-dev libssl-dev libcpp-httplib-dev chromium chromium-driver
-          libgloo-dev libicu-dev libxml2-dev pybind11-dev python3-dev python3-numpy python3-pytest python3-venv)
+          libgloo-dev libicu-dev libxml2-dev pybind11-dev python3-dev python3-numpy python3-pytest python3-venv
+          python3-prometheus-client nginx openssl curl)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -32,7 +33,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     echo "setup: installing ${missing[*]}"
     apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+    # nginx is for a test (scripts/nginx_check.sh) that starts its own: its package must not start
+    # and enable a daemon on port 80. A policy-rc.d that refuses for the install, unless one is there.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=""
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
+    fi
+    status=0
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" || status=$?
+    [ -z "$made_policy" ] || rm -f "$policy"
+    [ "$status" -eq 0 ] || exit "$status"
   else
     echo "setup: missing Debian packages. Run as root:" >&2
     echo "  apt-get install -y ${missing[*]}" >&2

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "cli_helpers.h"
@@ -23,6 +24,7 @@
 #include "text/vocabulary.h"
 #include "util/io.h"
 #include "util/runtime.h"
+#include "util/tensorboard.h"
 
 using namespace nmt;
 using namespace nmt::testing;
@@ -1258,4 +1260,125 @@ TEST_CASE("cli: export writes an int8 model that translates exactly as its check
   CommandResult misfit = run_nmt("translate --model " + mismatched + decode);
   CHECK(misfit.status != 0);
   CHECK_THAT(misfit.output, Catch::Contains(mismatched) && Catch::Contains("export it again"));
+}
+
+namespace {
+
+using nlohmann::json;
+
+// metrics.jsonl's lines of `event` ("train", "validation"), in order.
+std::vector<json> metrics_lines(const std::string& model_dir, const std::string& event) {
+  std::vector<json> lines;
+  std::istringstream text(read_file((fs::path(model_dir) / "metrics.jsonl").string()));
+  for (std::string line; std::getline(text, line);) {
+    const json parsed = json::parse(line);
+    if (parsed["event"] == event) lines.push_back(parsed);
+  }
+  return lines;
+}
+
+// Every event of every file of `directory`, the files in name order (as TensorBoard reads them).
+std::vector<EventRecord> all_events(const fs::path& directory) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(directory)) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  std::vector<EventRecord> events;
+  for (const fs::path& file : files) {
+    for (EventRecord& record : read_events(file)) events.push_back(std::move(record));
+  }
+  return events;
+}
+
+// tag -> step -> value, of the scalars; a step logged twice fails.
+std::map<std::string, std::map<int64_t, double>> scalars(const std::vector<EventRecord>& events) {
+  std::map<std::string, std::map<int64_t, double>> by_tag;
+  for (const EventRecord& event : events) {
+    if (event.kind != "scalar") continue;
+    INFO(event.tag << " at step " << event.step);
+    CHECK(by_tag[event.tag].emplace(event.step, event.value).second);
+  }
+  return by_tag;
+}
+
+}  // namespace
+
+TEST_CASE("cli: train writes TensorBoard events with metrics.jsonl's values and a resume writes none twice", "[cli]") {
+  const std::string dir = (work_directory() / "tensorboard_run").string();
+  fs::remove_all(dir);
+  CommandResult first = run_nmt(tiny_train_arguments(dir, 40, 20) + " --log-every 10");
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  const fs::path events_dir = fs::path(dir) / "tensorboard";
+  // What a run killed after step 40 had logged past its last checkpoint: written again on resume.
+  {
+    EventWriter orphans(events_dir);
+    orphans.scalar("train/loss", 50, 123.0);
+    orphans.scalar("dev/bleu", 40 - 10, 77.0);  // before the checkpoint's step: kept
+  }
+  CommandResult resumed = run_nmt(tiny_train_arguments(dir, 60, 20) + " --log-every 10 --resume");
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("removed 1 events after step 40"));
+
+  const std::vector<EventRecord> events = all_events(events_dir);
+  std::map<std::string, std::map<int64_t, double>> by_tag = scalars(events);
+  CHECK(by_tag["dev/bleu"].at(30) == 77.0);
+  by_tag["dev/bleu"].erase(30);
+  const std::vector<std::pair<std::string, std::string>> train_tags = {
+      {"train/loss", "loss"},
+      {"train/learning_rate", "learning_rate"},
+      {"train/target_tokens_per_second", "target_tokens_per_second"},
+      {"train/gradient_norm", "gradient_norm"}};
+  const std::vector<json> train = metrics_lines(dir, "train");
+  REQUIRE(train.size() == 6);
+  for (const auto& [tag, key] : train_tags) {
+    INFO(tag);
+    REQUIRE(by_tag[tag].size() == train.size());
+    for (const json& line : train) {
+      CHECK(by_tag[tag].at(line["step"].get<int64_t>()) == Approx(line[key].get<double>()).epsilon(1e-6));
+    }
+  }
+  const std::vector<json> validations = metrics_lines(dir, "validation");
+  REQUIRE(validations.size() == 3);
+  for (const auto& [tag, key] : std::vector<std::pair<std::string, std::string>>{
+           {"dev/loss", "dev_loss"}, {"dev/perplexity", "dev_perplexity"}, {"dev/chrf", "dev_chrf"}}) {
+    INFO(tag);
+    REQUIRE(by_tag[tag].size() == validations.size());
+    for (const json& line : validations) {
+      CHECK(by_tag[tag].at(line["step"].get<int64_t>()) == Approx(line[key].get<double>()).epsilon(1e-6).margin(1e-6));
+    }
+  }
+  // The attention of four dev sentences as PNG images, their translations as text, at each validation.
+  std::map<std::string, std::vector<int64_t>> shown;
+  for (const EventRecord& event : events) {
+    if (event.kind == "image") CHECK(event.data.rfind("\x89PNG", 0) == 0);
+    if (event.kind == "text") CHECK_THAT(event.data, Catch::Contains("**translation:**"));
+    if (event.kind == "image" || event.kind == "text") shown[event.tag].push_back(event.step);
+  }
+  CHECK(shown.size() == 8);
+  for (const auto& [tag, steps] : shown) {
+    INFO(tag);
+    CHECK(steps == std::vector<int64_t>{20, 40, 60});
+  }
+  CHECK(shown.count("attention/dev_sentence_4") == 1);
+  CHECK(shown.count("translation/dev_sentence_1") == 1);
+}
+
+TEST_CASE("cli: train --tensorboard no writes no events and an unwritable directory is a warning", "[cli]") {
+  const std::string dir = (work_directory() / "tensorboard_none").string();
+  fs::remove_all(dir);
+  CommandResult none = run_nmt(tiny_train_arguments(dir, 4, 2) + " --tensorboard no");
+  REQUIRE(none.status == 0);
+  CHECK_FALSE(fs::exists(fs::path(dir) / "tensorboard"));
+
+  const std::string blocked = (work_directory() / "tensorboard_blocked").string();
+  write_file_atomic(blocked, "a file where the directory would go\n");
+  const std::string second = (work_directory() / "tensorboard_unwritable").string();
+  fs::remove_all(second);
+  CommandResult warned = run_nmt(tiny_train_arguments(second, 4, 2) + " --tensorboard " + blocked + "/events");
+  INFO(warned.output);
+  CHECK(warned.status == 0);  // the run goes on without events
+  CHECK_THAT(warned.output, Catch::Contains("TensorBoard: ") && Catch::Contains(blocked + "/events") &&
+                                Catch::Contains("the run goes on without events"));
+  CHECK(fs::exists(fs::path(second) / "best.ckpt"));
 }

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "process_helpers.h"
@@ -1040,5 +1041,234 @@ TEST_CASE("serve: 1800 hostile connections of eight kinds leave a real client an
   for (int socket : stalled) ::close(socket);
   for (int socket : chunked) ::close(socket);
   CHECK(post(client, body)["translations"][0] == alone);
+  CHECK(server.stop() == 0);
+}
+
+namespace {
+
+// A key file of `keys`, chmod 600 (as --api-key-file requires).
+std::string key_file(const std::string& name, const std::string& text,
+                     fs::perms perms = fs::perms::owner_read | fs::perms::owner_write) {
+  const std::string path = (work_directory() / name).string();
+  write_file_atomic(path, text);
+  fs::permissions(path, perms);
+  return path;
+}
+
+// The value of the Prometheus sample `series` (name and labels exactly as written) in `text`, or -1.
+double sample(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("serve: with --api-key-file /translate and /metrics need a whole key and /health and /ready do not",
+          "[serve]") {
+  const std::string key = "0123456789abcdef0123456789abcdef";
+  const std::string other = "fedcba9876543210fedcba9876543210";
+  const std::string keys = key_file("api_keys", "# the operator's keys\n\n" + key + "\n  " + other + "  \n");
+  ServerProcess server(server_arguments({"--api-key-file", keys}));
+  REQUIRE(server.port > 0);
+  CHECK_THAT(server.log(), Catch::Contains("2 keys"));
+  httplib::Client client = client_for(server);
+  const std::string body = json{{"text", "The dog eats ."}}.dump();
+  const auto status = [&](const std::string& path, const std::string& authorization) {
+    httplib::Headers headers;
+    if (!authorization.empty()) headers.emplace("Authorization", authorization);
+    httplib::Result result =
+        path == "/translate" ? client.Post(path, headers, body, "application/json") : client.Get(path, headers);
+    REQUIRE(result);
+    if (result->status == 401) {
+      CHECK_THAT(result->get_header_value("WWW-Authenticate"), Catch::StartsWith("Bearer realm="));
+    }
+    return result->status;
+  };
+  for (const std::string path : {"/translate", "/metrics"}) {
+    INFO(path);
+    CHECK(status(path, "") == 401);
+    CHECK(status(path, "Bearer " + key.substr(0, 31) + "0") == 401);  // the last character wrong
+    CHECK(status(path, "Bearer " + key.substr(0, 16)) == 401);        // a prefix
+    CHECK(status(path, "Bearer " + key + "0") == 401);                // one more
+    CHECK(status(path, "Basic " + key) == 401);
+    CHECK(status(path, key) == 401);
+    CHECK(status(path, "Bearer " + key) == 200);
+    CHECK(status(path, "bearer   " + other) == 200);
+  }
+  for (const std::string path : {"/health", "/ready", "/"}) CHECK(status(path, "") == 200);
+  CHECK(json::parse(client.Get("/health")->body)["api_keys"] == true);
+  CHECK(server.stop() == 0);
+
+  // A file others may read, one that is not there, a short key, no key: refused at the start.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {key_file("api_keys_open", key + "\n", fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read),
+       "chmod 600"},
+      {(work_directory() / "no_such_keys").string(), "cannot read it"},
+      {key_file("api_keys_short", key + "\nshort\n"), "line 2: a key of 5 characters"},
+      {key_file("api_keys_none", "# none yet\n\n"), "holds no key"}};
+  for (const auto& [path, message] : bad) {
+    ServerProcess refused(server_arguments({"--api-key-file", path}), "serve_keys_refused");
+    INFO(refused.log());
+    CHECK(refused.port == 0);
+    CHECK(refused.exit_status() == 1);
+    CHECK_THAT(refused.log(), Catch::Contains("--api-key-file " + path) && Catch::Contains(message));
+  }
+}
+
+TEST_CASE("serve: /metrics counts requests by route and status and rejects by reason as they are sent", "[serve]") {
+  ServerProcess server(server_arguments());
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  const std::string before = client.Get("/metrics")->body;
+  CHECK(sample(before, "nmt_models_loaded") == 1);
+  CHECK(sample(before, "nmt_ready") == 1);
+  CHECK(sample(before, "nmt_sentences_translated_total") == 0);
+  CHECK(sample(before, "process_start_time_seconds") > 1.7e9);
+
+  for (int i = 0; i < 3; ++i) post(client, {{"text", {"The dog eats .", "A frog sees the bridge ."}}});
+  CHECK(client.Get("/no/such/path?x=1")->status == 404);
+  CHECK(client.Post("/translate", "text", "text/plain")->status == 415);
+  CHECK(client.Get("/translate")->status == 405);
+  const httplib::Result result = client.Get("/metrics");
+  REQUIRE(result);
+  CHECK(result->get_header_value("Content-Type") == "text/plain; version=0.0.4; charset=utf-8");
+  const std::string text = result->body;
+  INFO(text);
+  CHECK(sample(text, R"(nmt_http_requests_total{route="/translate",status="200"})") == 3);
+  CHECK(sample(text, R"(nmt_http_requests_total{route="/translate",status="415"})") == 1);
+  CHECK(sample(text, R"(nmt_http_requests_total{route="/translate",status="405"})") == 1);
+  CHECK(sample(text, R"(nmt_http_requests_total{route="other",status="404"})") == 1);  // not the path sent
+  CHECK(sample(text, R"(nmt_http_requests_total{route="/metrics",status="200"})") == 1);
+  CHECK(sample(text, R"(nmt_http_rejects_total{reason="not_found"})") == 1);
+  CHECK(sample(text, R"(nmt_http_rejects_total{reason="unsupported_media_type"})") == 1);
+  CHECK(sample(text, R"(nmt_http_rejects_total{reason="method_not_allowed"})") == 1);
+  CHECK(sample(text, R"(nmt_http_request_duration_seconds_count{route="/translate"})") == 5);
+  CHECK(sample(text, R"(nmt_http_request_duration_seconds_bucket{route="/translate",le="+Inf"})") == 5);
+  CHECK(sample(text, "nmt_sentences_translated_total") == 6);
+  CHECK(sample(text, "nmt_source_subwords_total") > 6);
+  CHECK(sample(text, "nmt_target_subwords_total") > 0);
+  CHECK(sample(text, "nmt_batch_sentences_sum") == 6);      // one batch per request: nothing else was queued
+  CHECK(sample(text, "nmt_http_requests_in_flight") == 1);  // this scrape
+  CHECK(text.find("/no/such/path") == std::string::npos);
+  CHECK(client.Post("/metrics", "", "application/json")->status == 405);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("serve: the access log has a JSON line per request and its texts only with --access-log-text", "[serve]") {
+  for (const bool with_text : {false, true}) {
+    const std::string log_path = (work_directory() / ("access_" + std::to_string(with_text) + ".log")).string();
+    fs::remove(log_path);
+    std::vector<std::string> arguments = {"--access-log", log_path};
+    if (with_text) arguments.push_back("--access-log-text");
+    ServerProcess server(server_arguments(arguments));
+    REQUIRE(server.port > 0);
+    httplib::Client client = client_for(server);
+    const json answer = post(client, {{"text", {"The dog eats .", "A frog ."}}});
+    httplib::Headers forwarded = {{"X-Forwarded-For", "203.0.113.7, 10.0.0.1"}};
+    CHECK(client.Get("/health", forwarded)->status == 200);
+    CHECK(client.Get("/nothing/here")->status == 404);
+    // A request line that is not one: no method or path to log.
+    CHECK(status_of(answers_until_closed(server.port, "GET /a\x01b HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) == 400);
+    CHECK(server.stop() == 0);  // every line is written before it exits
+
+    // Lines come in the order the answers were written out, which another thread may swap with the
+    // client's next request: each is found by its path.
+    std::map<std::string, json> lines;
+    std::istringstream text(read_file(log_path));
+    for (std::string line; std::getline(text, line);) {
+      const json parsed = json::parse(line);
+      lines[parsed["path"].get<std::string>()] = parsed;
+    }
+    REQUIRE(lines.size() == 4);
+    const json& translate = lines["/translate"];
+    CHECK(translate["method"] == "POST");
+    CHECK(translate["path"] == "/translate");
+    CHECK(translate["status"] == 200);
+    CHECK(translate["request_bytes"] == json{{"text", {"The dog eats .", "A frog ."}}}.dump().size());
+    CHECK(translate["answer_bytes"].get<size_t>() > answer.dump().size());  // the body and its head
+    CHECK(translate["answered"] == true);
+    CHECK(translate["client"] == "127.0.0.1");
+    CHECK(translate["seconds"].get<double>() > 0);
+    CHECK_THAT(translate["time"].get<std::string>(), Catch::Matches(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)"));
+    CHECK(translate.contains("text") == with_text);
+    CHECK(translate.contains("translations") == with_text);
+    if (with_text) {
+      CHECK(translate["text"] == json{"The dog eats .", "A frog ."});
+      CHECK(translate["translations"][0] == answer["translations"][0]["text"]);
+    }
+    CHECK(lines["/health"]["forwarded_for"] == "203.0.113.7, 10.0.0.1");
+    CHECK(lines["/translate"]["forwarded_for"] == "");
+    CHECK(lines["/nothing/here"]["status"] == 404);
+    CHECK(lines[""]["status"] == 400);
+    CHECK(lines[""]["method"] == "");
+  }
+  ServerProcess refused(server_arguments({"--access-log", (work_directory() / "no_dir" / "access.log").string()}),
+                        "serve_access_refused");
+  CHECK(refused.exit_status() == 1);
+  CHECK_THAT(refused.log(), Catch::Contains("--access-log") && Catch::Contains("cannot open it"));
+}
+
+TEST_CASE("serve: CORS fields go only to the origins of --allow-origin and preflights of others get 403", "[serve]") {
+  ServerProcess server(server_arguments({"--allow-origin", "https://Tools.example.org"}));
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  const std::string allowed = "https://tools.example.org";
+  httplib::Result plain = client.Get("/health", {{"Origin", allowed}});
+  CHECK(plain->get_header_value("Access-Control-Allow-Origin") == allowed);
+  CHECK(plain->get_header_value("Vary") == "Origin");
+  CHECK_FALSE(client.Get("/health", {{"Origin", "https://evil.example"}})->has_header("Access-Control-Allow-Origin"));
+  CHECK_FALSE(client.Get("/health")->has_header("Access-Control-Allow-Origin"));
+  httplib::Result translated =
+      client.Post("/translate", {{"Origin", allowed}}, json{{"text", "a ."}}.dump(), "application/json");
+  CHECK(translated->status == 200);
+  CHECK(translated->get_header_value("Access-Control-Allow-Origin") == allowed);
+  // Preflights.
+  httplib::Result granted =
+      client.Options("/translate", {{"Origin", allowed}, {"Access-Control-Request-Method", "POST"}});
+  CHECK(granted->status == 204);
+  CHECK(granted->get_header_value("Access-Control-Allow-Methods") == "POST");
+  CHECK_THAT(granted->get_header_value("Access-Control-Allow-Headers"), Catch::Contains("Authorization"));
+  httplib::Result denied =
+      client.Options("/translate", {{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  CHECK(denied->status == 403);
+  CHECK_FALSE(denied->has_header("Access-Control-Allow-Origin"));
+  CHECK(server.stop() == 0);
+
+  ServerProcess closed(server_arguments(), "serve_no_origins");  // without --allow-origin: no page elsewhere
+  httplib::Client second = client_for(closed);
+  CHECK(second.Options("/translate", {{"Origin", allowed}})->status == 403);
+  CHECK_FALSE(second.Get("/health", {{"Origin", allowed}})->has_header("Access-Control-Allow-Origin"));
+  CHECK(closed.stop() == 0);
+  ServerProcess refused(server_arguments({"--allow-origin", "https://example.org/"}), "serve_origin_refused");
+  CHECK(refused.exit_status() == 1);
+  CHECK_THAT(refused.log(), Catch::Contains("--allow-origin https://example.org/"));
+}
+
+TEST_CASE("serve: /ready is 200 while a request would be taken and 503 once --connections are in flight", "[serve]") {
+  // A long batching wait keeps a request in flight.
+  ServerProcess server(server_arguments({"--connections", "1", "--max-wait-ms", "1500", "--batching", "static"}));
+  REQUIRE(server.port > 0);
+  httplib::Client client = client_for(server);
+  const httplib::Result ready = client.Get("/ready");
+  CHECK(ready->status == 200);
+  CHECK(json::parse(ready->body)["ready"] == true);
+  const std::string body = R"({"text": "The dog eats ."})";
+  const int request = open_connection(server.port,
+                                      "POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                      "application/json\r\nContent-Length: " +
+                                          std::to_string(body.size()) + "\r\n\r\n" + body);
+  REQUIRE(request >= 0);
+  REQUIRE(wait_until([&] { return server_has_read({request}); }, 30));
+  httplib::Client probe = client_for(server);
+  const httplib::Result full = probe.Get("/ready");
+  CHECK(full->status == 503);
+  CHECK(full->has_header("Retry-After"));
+  bool closed = false;
+  CHECK(status_of(read_until_closed(request, 30, closed)) == 200);
+  ::close(request);
+  CHECK(probe.Get("/ready")->status == 200);
   CHECK(server.stop() == 0);
 }

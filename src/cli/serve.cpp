@@ -9,8 +9,8 @@ namespace nmt::cli {
 
 Command add_serve(CLI::App& program) {
   auto options = std::make_shared<serve::ServeOptions>();
-  CLI::App* command =
-      program.add_subcommand("serve", "translate over HTTP: POST /translate (JSON), GET /health, GET / (a page)");
+  CLI::App* command = program.add_subcommand(
+      "serve", "translate over HTTP: POST /translate (JSON), GET /health, /ready, /metrics, GET / (a page)");
   command
       ->add_option(
           "--model", options->translate.models,
@@ -25,6 +25,18 @@ Command add_serve(CLI::App& program) {
                       "a name clients reach this server by (their Host header), besides IP addresses, localhost and "
                       "--host; repeatable; * allows any (other names get 421: pages on other sites cannot reach a "
                       "server on loopback by DNS rebinding)");
+  command->add_option("--api-key-file", options->api_key_file,
+                      "a file of API keys, one a line (at least 16 characters; only its owner may read it): POST "
+                      "/translate and GET /metrics then need the header Authorization: Bearer KEY (401 without "
+                      "one); GET /, /health and /ready stay open");
+  command->add_option("--allow-origin", options->allow_origins,
+                      "an origin (https://example.org) whose pages may call this server from a browser (CORS); "
+                      "repeatable; * allows any (by default no page on another site can read an answer)");
+  command->add_option("--access-log", options->access_log,
+                      "append one JSON line per request to this file (- for standard output): time, method, path, "
+                      "status, bytes, seconds, client address, X-Forwarded-For");
+  command->add_flag("--access-log-text", options->access_log_text,
+                    "put each request's texts and their translations into its --access-log line too");
   add("--max-batch", options->max_batch, "sentences translated together, across requests");
   add("--max-wait-ms", options->max_wait_ms, "how long a request may wait for others to share its batch");
   command

@@ -9,7 +9,7 @@
 namespace nmt {
 
 // Validation metric that selects the best checkpoint and drives the schedule.
-enum class Metric { kBleu, kLoss, kPerplexity };
+enum class Metric { kBleu, kChrf, kLoss, kPerplexity };
 
 const EnumNames<Metric>& metric_names();
 

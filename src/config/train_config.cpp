@@ -94,6 +94,9 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("shortlist", config.shortlist,
         "at the end of the run, write the lexical shortlist shortlist.bin into model-dir, as nmt shortlist does");
 
+  visit("tensorboard", config.tensorboard,
+        "directory of TensorBoard event files (tensorboard --logdir DIR): empty = MODEL_DIR/tensorboard, no = none");
+
   visit("seed", config.seed, "random seed (training is reproducible for a seed and thread count)", fixed);
   visit("threads", config.threads, "CPU threads (0 = number of cores)");
   visit("device", config.device, "cpu, cuda, or cuda:N (GPU N of those CUDA_VISIBLE_DEVICES shows)");

@@ -74,6 +74,7 @@ struct TrainConfig {
   int dev_max_length = 1000;        // a longer dev line (subwords) is an error naming it
   int keep_checkpoints = 0;         // keep the weights of the last N validations (for nmt average)
   bool shortlist = false;           // at the end, write model_dir/shortlist.bin (nmt shortlist's defaults)
+  std::string tensorboard;          // TensorBoard's event files: "" = model_dir/tensorboard, "no" = none
 
   // Run
   int seed = 1;

@@ -103,6 +103,13 @@ size_t BatchQueue::sentences_done() const {
   return sentences_done_;
 }
 
+size_t BatchQueue::sentences_waiting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t sentences = 0;
+  for (const Request& request : queue_) sentences += request.lines.size();
+  return sentences;
+}
+
 size_t BatchQueue::batches_done() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return batches_done_;
@@ -227,6 +234,7 @@ void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {
         }
       }
       running.add(sources, tags);
+      if (!joining.empty() && options_.on_batch) options_.on_batch(running.size());
       for (ContinuousGreedy::Ended& ended : running.step()) {
         Running& each = requests.at(ended.tag / lines_per_request);
         each.translations[static_cast<size_t>(ended.tag % lines_per_request)].hypotheses.push_back(
@@ -303,6 +311,7 @@ void BatchQueue::work() {
       // Lines arrive already split into sentences (serve/server.cpp, answer_translate).
       Translator translator(ensemble_, models_.source_vocabulary(), models_.target_vocabulary(), batch.front().search,
                             options_.batching, whole_lines(), device_, models_.shortlist);
+      if (options_.on_batch) options_.on_batch(lines.size());
       translations = translator.translate(lines, {}, guides, std::move(subwords));
     } catch (...) {
       error = std::current_exception();

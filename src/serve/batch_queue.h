@@ -47,6 +47,9 @@ struct BatchQueueOptions {
   std::chrono::microseconds max_wait{2000};
   bool continuous = true;    // greedy requests batched continuously
   BatchingOptions batching;  // how the worker cuts a batch for the search (Translator)
+  // Told the sentences of each batch as it starts, and of a continuous batch each time requests
+  // join it (on a worker's thread; it must not block), or empty.
+  std::function<void(size_t sentences)> on_batch;
 };
 
 class BatchQueue {
@@ -82,6 +85,8 @@ class BatchQueue {
   // that joined a running batch counts as one).
   size_t sentences_done() const;
   size_t batches_done() const;
+  // Sentences waiting for a worker.
+  size_t sentences_waiting() const;
   // Sentences whose search stopped at an output cap (Translation::capped).
   size_t sentences_capped() const { return sentences_capped_.load(); }
   size_t workers() const { return workers_.size(); }

@@ -69,6 +69,7 @@ constexpr double kSendGraceSeconds = 2;      // an answer's time beside its size
 constexpr size_t kLingerBytes = 256 * 1024;  // dropped at most after a refusal
 constexpr size_t kReadStep = 16 * 1024;      // bytes asked of the socket at a time
 constexpr size_t kSmallBody = 64 * 1024;     // larger bodies are handled on a worker of their own
+constexpr size_t kForwardedBytes = 256;      // of X-Forwarded-For, kept for the access log
 // A phase younger than this is not judged by its progress: a connection that has just begun to
 // read has read nothing yet.
 constexpr double kProgressGraceSeconds = 1;
@@ -89,9 +90,15 @@ std::string answer_head(const HttpAnswer& answer, bool keep_alive) {
   std::string type = answer.content_type;
   type.erase(std::remove_if(type.begin(), type.end(), [](char c) { return c == '\r' || c == '\n'; }), type.end());
   const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(answer.status));
-  std::string text = fmt::format("HTTP/1.1 {} {}\r\nServer: nmt\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
-                                 answer.status, view(reason), type, answer.body.size());
+  std::string text = fmt::format("HTTP/1.1 {} {}\r\nServer: nmt\r\n", answer.status, view(reason));
+  // A 204 has no body, and says nothing of one (RFC 9110, 8.6).
+  if (answer.status != 204) text += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", type, answer.body.size());
   if (answer.status == 503) text += "Retry-After: 1\r\n";
+  const auto one_line = [](std::string value) {
+    value.erase(std::remove_if(value.begin(), value.end(), [](char c) { return c == '\r' || c == '\n'; }), value.end());
+    return value;
+  };
+  for (const auto& [name, value] : answer.headers) text += one_line(name) + ": " + one_line(value) + "\r\n";
   if (!keep_alive) text += "Connection: close\r\n";
   text += "\r\n";
   return text;
@@ -109,6 +116,7 @@ class RequestParser : public http::basic_parser<true> {
   std::string content_encoding;   // the first that is not "identity", or ""
   std::string transfer_encoding;  // the first that is not "chunked", or ""
   std::string expect;
+  std::string forwarded_for;  // X-Forwarded-For, its first field, cut at kForwardedBytes
   std::string body;
   bool too_many_fields = false;
   bool out_of_memory = false;  // `grow` found no room
@@ -124,7 +132,8 @@ class RequestParser : public http::basic_parser<true> {
     error = http::error::bad_version;  // a request parser is never given an answer
   }
 
-  void on_field_impl(http::field name, beast::string_view, beast::string_view value, error_code& error) override {
+  void on_field_impl(http::field name, beast::string_view name_text, beast::string_view value,
+                     error_code& error) override {
     if (is_header_done()) return;  // a chunked body's trailers: read past, never kept
     if (++fields_ > max_fields_) {
       too_many_fields = true;
@@ -151,7 +160,16 @@ class RequestParser : public http::basic_parser<true> {
       case http::field::expect:
         expect = std::string(value);
         break;
+      case http::field::authorization:
+        if (request.authorization.empty()) request.authorization = std::string(value);
+        break;
+      case http::field::origin:
+        if (request.origin.empty()) request.origin = std::string(value);
+        break;
       default:
+        if (forwarded_for.empty() && beast::iequals(name_text, "x-forwarded-for")) {
+          forwarded_for = std::string(value.substr(0, kForwardedBytes));
+        }
         break;
     }
   }
@@ -226,7 +244,11 @@ class Session : public std::enable_shared_from_this<Session> {
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         buffer_(shared.limits.max_head_bytes),  // full before the headers end: 431
-        shared_(shared) {}
+        shared_(shared) {
+    error_code error;
+    const tcp::endpoint peer = socket_.remote_endpoint(error);
+    if (!error) client_ = peer.address().to_string();
+  }
   ~Session() {
     if (counted_) shared_.answering.fetch_sub(1);  // an answer that never came
     shared_.memory.fetch_sub(held_.exchange(0));
@@ -272,6 +294,9 @@ class Session : public std::enable_shared_from_this<Session> {
     phase_ = Phase::kHead;
     start_phase();
     const Clock::time_point now = Clock::now();
+    request_start_ = now;
+    exchange_ = HttpExchange{};
+    exchange_.client = client_;
     request_deadline_ = now + seconds(shared_.limits.request_seconds);
     head_deadline_ = std::min(request_deadline_, now + seconds(shared_.limits.header_seconds));
     if (buffer_.size() > 0) return parse();
@@ -364,6 +389,7 @@ class Session : public std::enable_shared_from_this<Session> {
     phase_ = Phase::kHandle;
     ++requests_;
     keep_alive_ = parser_->keep_alive() && requests_ < shared_.limits.max_requests && !shared_.stopping;
+    note_request();
     HttpRequest request = std::move(parser_->request);
     request.body = std::move(parser_->body);  // its memory stays held until the answer is written
     parser_.reset();
@@ -405,10 +431,19 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // --- write: the answer, under a minimum send rate, its bytes in the memory budget ------------
   void write(HttpAnswer answer, bool refusal) {
-    if (phase_ == Phase::kClosed) return finish();
+    if (phase_ == Phase::kClosed) {  // the client went while its request was handled
+      exchange_.status = answer.status;
+      exchange_.log_fields = std::move(answer.log_fields);
+      reporting_ = true;
+      report(false, 0);
+      return finish();
+    }
     finish();  // the answer is built: its request's place among those handled goes
     if (refusal || shared_.stopping) keep_alive_ = false;
     head_ = answer_head(answer, keep_alive_);
+    exchange_.status = answer.status;
+    exchange_.log_fields = std::move(answer.log_fields);
+    reporting_ = true;
     // A refusal is small, and written whatever the budget says.
     if (!hold(buffer_.capacity() + head_.size() + answer.body.size()) && !refusal) {
       if (evicted_) return close();
@@ -417,6 +452,7 @@ class Session : public std::enable_shared_from_this<Session> {
       refusal = true;
       answer = error_answer(503, "the server is busy (too many answers being written): try again in a moment");
       head_ = answer_head(answer, keep_alive_);
+      exchange_.status = 503;
     }
     body_ = std::move(answer.body);
     phase_ = Phase::kWrite;
@@ -450,6 +486,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void written(bool refusal) {
+    report(true, progress_);
     head_ = std::string();
     body_ = std::string();
     buffer_.shrink_to_fit();
@@ -469,6 +506,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void refuse(int status, const std::string& message) { refuse(error_answer(status, message)); }
 
   void refuse(HttpAnswer answer) {
+    note_request();
     parser_.reset();  // a refused body's bytes go now, not after the lingering close
     if (shared_.routes.refused) shared_.routes.refused();
     write(std::move(answer), /*refusal=*/true);
@@ -540,6 +578,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     if (phase_ == Phase::kClosed) return;
+    if (phase_ == Phase::kWrite) report(false, progress_);  // the answer was cut off
     phase_ = Phase::kClosed;
     stop_waiting();
     finish();
@@ -552,6 +591,29 @@ class Session : public std::enable_shared_from_this<Session> {
     // Only now: until the socket is closed, another thread may still be sending from them.
     head_ = std::string();
     body_ = std::string();
+  }
+
+  // --- the exchange: what routes.done is told ----------------------------------------------------
+  // What the request said of itself, while its parser still holds it.
+  void note_request() {
+    if (!parser_) return;
+    exchange_.method = parser_->request.method;
+    exchange_.path = parser_->request.path;
+    exchange_.request_bytes = parser_->body.size();
+    exchange_.forwarded_for = parser_->forwarded_for;
+  }
+
+  // Once per answer: written whole, or cut off after `bytes`.
+  void report(bool answered, size_t bytes) {
+    if (!std::exchange(reporting_, false) || !shared_.routes.done) return;
+    exchange_.answered = answered;
+    exchange_.answer_bytes = bytes;
+    exchange_.seconds = std::chrono::duration<double>(Clock::now() - request_start_).count();
+    try {
+      shared_.routes.done(exchange_);
+    } catch (const std::exception& exception) {
+      spdlog::warn("after {} {}: {}", printable(exchange_.method), printable(exchange_.path), exception.what());
+    }
   }
 
   // --- deadlines --------------------------------------------------------------------------------
@@ -691,6 +753,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Phase phase_ = Phase::kIdle;
   Clock::time_point head_deadline_;
   Clock::time_point request_deadline_;
+  Clock::time_point request_start_;  // the first byte of the request being read or answered
+  std::string client_;               // the peer's address
+  HttpExchange exchange_;            // the request being read or answered
+  bool reporting_ = false;           // its answer is being written: report() when done
   unsigned generation_ = 0;
   bool late_ = false;
   bool keep_alive_ = false;
@@ -809,6 +875,10 @@ void HttpServer::stop() {
     for (auto& session : waiting) session->close_from_outside(false);
   });
 }
+
+size_t HttpServer::answering() const { return impl_->shared.answering.load(); }
+
+bool HttpServer::stopping() const { return impl_->shared.stopping.load(); }
 
 size_t waiting_connections_that_fit(size_t waiting, size_t answering) {
   constexpr rlim_t kReserve = 64;  // the model's files, the log, the listening socket, pipes

@@ -29,6 +29,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace nmt::serve {
 
@@ -55,17 +57,41 @@ struct HttpLimits {
 };
 
 struct HttpRequest {
-  std::string method;        // as sent: "GET", "POST", ...
-  std::string path;          // the target without its query
-  std::string content_type;  // the header's value, or ""
-  std::string host;          // the Host header's value, or ""
-  std::string body;          // empty until the whole request is in
+  std::string method;         // as sent: "GET", "POST", ...
+  std::string path;           // the target without its query
+  std::string content_type;   // the header's value, or ""
+  std::string host;           // the Host header's value, or ""
+  std::string authorization;  // the Authorization header's value, or ""
+  std::string origin;         // the Origin header's value (a browser's page elsewhere), or ""
+  std::string body;           // empty until the whole request is in
 };
 
 struct HttpAnswer {
+  HttpAnswer(int status = 200, std::string content_type = "application/json", std::string body = "")
+      : status(status), content_type(std::move(content_type)), body(std::move(body)) {}
+
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // More header fields, name and value (a line break in either never reaches the wire).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // What the access log adds to this request's line: a JSON object's members, or "" (opaque here).
+  std::string log_fields;
+};
+
+// One request and its answer, once the answer is written or its connection failed while writing
+// it: what an access log and the metrics need. A connection closed before its request was whole
+// has none.
+struct HttpExchange {
+  std::string method, path;  // "" when the request line never arrived whole
+  int status = 0;
+  size_t request_bytes = 0;   // the body's, as decoded from its framing
+  size_t answer_bytes = 0;    // written: status line, headers and body
+  bool answered = false;      // the whole answer was written
+  double seconds = 0;         // from the request's first byte to the answer's last (or the failure)
+  std::string client;         // the peer's address
+  std::string forwarded_for;  // the X-Forwarded-For header as sent (a proxy's), at most 256 bytes, or ""
+  std::string log_fields;     // the answer's
 };
 
 // Gives a request's answer: callable once, from any thread.
@@ -73,7 +99,7 @@ using Respond = std::function<void(HttpAnswer answer)>;
 
 struct HttpRoutes {
   // For a request whose headers are in (body still empty): an answer that refuses it before its
-  // body is read (404, 405, 415), or none.
+  // body is read (401, 404, 405, 415), or none.
   std::function<std::optional<HttpAnswer>(const HttpRequest& head)> refuse;
   // A whole request: answers it through `respond`, now or later. Called on a network thread for a
   // request without a body (nothing of the client's to parse), on a worker otherwise. An
@@ -81,6 +107,8 @@ struct HttpRoutes {
   std::function<void(HttpRequest request, Respond respond)> answer;
   // A request this file refused itself (408, 413, 415, 431, 503, a malformed request): for counting.
   std::function<void()> refused;
+  // Every exchange, on a network thread (it must not block): for the access log and the metrics.
+  std::function<void(const HttpExchange& exchange)> done;
 };
 
 // Text a client sent, for a message: at most `limit` bytes, other than printable ASCII as '?', and
@@ -109,6 +137,10 @@ class HttpServer {
   // From any thread (not a signal handler: it allocates): no new connections; connections waiting
   // for a request or its headers are closed; the others get their answer with "Connection: close".
   void stop();
+  // Requests being handled now (their answers not yet built): at max_answering, new ones get 503.
+  size_t answering() const;
+  // Whether stop() has been called.
+  bool stopping() const;
 
  private:
   struct Impl;

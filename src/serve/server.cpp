@@ -30,8 +30,11 @@
 #include "inference/commands.h"
 #include "inference/model.h"
 #include "search/memory.h"
+#include "serve/access.h"
+#include "serve/access_log.h"
 #include "serve/batch_queue.h"
 #include "serve/http_server.h"
+#include "serve/metrics.h"
 #include "serve/page.h"
 #include "util/device_rules.h"
 #include "util/runtime.h"
@@ -113,6 +116,9 @@ void check(const ServeOptions& options) {
     throw std::invalid_argument("--max-body-memory (" + std::to_string(options.max_body_memory) +
                                 " MiB) must hold at least one body of --max-body-bytes and its headers (64 KiB)");
   }
+  if (options.access_log_text && options.access_log.empty()) {
+    throw std::invalid_argument("--access-log-text needs --access-log FILE to write to");
+  }
   if (limits.max_beam_size < options.translate.search.beam_size) {
     throw std::invalid_argument("--max-beam-size must be at least --beam-size (" +
                                 std::to_string(options.translate.search.beam_size) + ")");
@@ -149,6 +155,7 @@ struct Service {
   std::string model_dirs, checkpoint;  // ", "-joined for an ensemble
   int threads = 0;
   Clock::time_point started;
+  double start_time = 0;  // seconds since the epoch
   std::atomic<size_t> requests_served{0};
   std::atomic<size_t> requests_refused{0};
   std::atomic<size_t> sentences_cut{0};                       // parts of long sentences (--cut-sentences)
@@ -156,6 +163,11 @@ struct Service {
   std::shared_ptr<const SentenceSplitter> splitter;           // null: a text is one sentence
   std::shared_ptr<const Framer> framer;                       // null: no markup, nothing protected
   std::shared_ptr<const ClauseCutter> cutter;                 // null: no sentence is cut
+  const ApiKeys keys;                                         // none: no key needed
+  const AllowedOrigins origins;
+  std::unique_ptr<AccessLog> access_log;  // null: none
+  ServerMetrics metrics;
+  const HttpServer* server = nullptr;  // set once it is made: its load, for /ready and /metrics
   BatchQueue queue;
 };
 
@@ -179,8 +191,10 @@ size_t worker_count(const ServeOptions& options, const torch::Device& device) {
   return batch_workers(device, static_cast<size_t>(std::clamp(torch::get_num_threads(), 1, 256)));
 }
 
-BatchQueueOptions batch_queue_options(const ServeOptions& options, const torch::Device& device) {
+BatchQueueOptions batch_queue_options(const ServeOptions& options, const torch::Device& device,
+                                      ServerMetrics& metrics) {
   BatchQueueOptions queue_options;
+  queue_options.on_batch = [&metrics](size_t sentences) { metrics.count_batch(sentences); };
   queue_options.max_batch_sentences = static_cast<size_t>(options.max_batch);
   queue_options.workers = worker_count(options, device);
   queue_options.max_wait = std::chrono::microseconds(static_cast<int64_t>(options.max_wait_ms * 1000));
@@ -197,12 +211,16 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       checkpoint(joined_checkpoints(models)),
       threads(torch::get_num_threads()),
       started(Clock::now()),
+      start_time(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()),
       longest_source_piece(longest_piece_json(models.source_vocabulary())),
       longest_target_piece(longest_piece_json(models.target_vocabulary())),
       splitter(text_splitter(options.translate.text, models.ensemble())),
       framer(text_framer(options.translate.text, models.source_vocabulary())),
       cutter(text_cutter(options.translate.text, models.ensemble(), models.source_vocabulary())),
-      queue(models, batch_queue_options(options, device), device) {}
+      keys(options.api_key_file.empty() ? ApiKeys() : ApiKeys::from_file(options.api_key_file)),
+      origins(options.allow_origins),
+      access_log(options.access_log.empty() ? nullptr : std::make_unique<AccessLog>(options.access_log)),
+      queue(models, batch_queue_options(options, device, metrics), device) {}
 
 HttpLimits http_limits(const ServeOptions& options) {
   HttpLimits limits;
@@ -260,7 +278,34 @@ HttpAnswer health(const Service& service) {
                            {"placeholders", service.options.translate.text.placeholders},
                            {"placeholder_tokens", service.framer ? service.framer->placeholder_tokens() : 0},
                            {"cut_sentences", service.cutter ? service.cutter->most() : 0},
-                           {"batches", service.queue.batches_done()}});
+                           {"batches", service.queue.batches_done()},
+                           {"api_keys", !service.keys.empty()}});
+}
+
+// Why GET /ready answers 503, or "" while the server takes new requests.
+std::string not_ready(const Service& service) {
+  if (service.server == nullptr) return "starting";
+  if (service.server->stopping()) return "stopping: answering the requests in flight";
+  // While --connections requests are in flight, the HTTP side answers this one itself with 503.
+  return "";
+}
+
+// GET /ready: for a load balancer, which sends new requests elsewhere while it is 503.
+HttpAnswer ready(const Service& service) {
+  const std::string reason = not_ready(service);
+  if (!reason.empty()) return json_answer(503, {{"ready", false}, {"reason", reason}});
+  return json_answer(200, {{"ready", true}, {"models", service.models.ensemble().members().size()}});
+}
+
+// GET /metrics.
+HttpAnswer metrics(const Service& service) {
+  MetricsGauges gauges;
+  gauges.requests_in_flight = service.server ? service.server->answering() : 0;
+  gauges.queued_sentences = service.queue.sentences_waiting();
+  gauges.models = service.models.ensemble().members().size();
+  gauges.ready = not_ready(service).empty();
+  gauges.start_time = service.start_time;
+  return {200, "text/plain; version=0.0.4; charset=utf-8", service.metrics.text(gauges)};
 }
 
 // Refuses a request with a sentence whose search alone would hold more than --max-search-memory
@@ -294,6 +339,24 @@ void check_answer_size(const Service& service, const TranslateRequest& request, 
                                 (request.attention ? " with its attention" : "") + ", more than the server's " +
                                 "--max-answer-bytes " + std::to_string(limit) + ": send fewer or shorter sentences" +
                                 (request.attention ? ", or no attention" : ""));
+  }
+}
+
+// A translated request in the metrics, and its texts in the access log's line when asked.
+void count_translated(Service& service, const TranslateRequest& request, const std::vector<Translation>& lines,
+                      HttpAnswer& answer) {
+  size_t sentences = 0, source_subwords = 0, target_subwords = 0;
+  json translations = json::array();
+  for (const Translation& line : lines) {
+    sentences += line.sentences.size();
+    source_subwords += line.source_pieces.size();
+    for (size_t tokens : line.sentence_tokens) target_subwords += tokens;
+    translations.push_back(line.texts.empty() ? "" : line.texts.front());
+  }
+  service.metrics.count_translated(sentences, source_subwords, target_subwords);
+  if (service.options.access_log_text) {
+    answer.log_fields = json{{"text", request.text}, {"translations", translations}}.dump(
+        -1, ' ', false, json::error_handler_t::replace);
   }
 }
 
@@ -352,6 +415,7 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
                                 : std::vector<TokenLogProbabilities>{};
         HttpAnswer answer =
             json_answer(200, translations_json(*request, lines, service.models.target_vocabulary(), log_probabilities));
+        count_translated(service, *request, lines, answer);
         ++service.requests_served;
         respond(std::move(answer));
       } catch (...) {
@@ -368,42 +432,86 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
   }
 }
 
-// The endpoints: what is refused before a body is read (an unknown path, the wrong method, a
-// /translate body that is not JSON), and the answers.
+// The method each endpoint takes, or "" for a path that is none.
+std::string endpoint_method(const std::string& path) {
+  if (path == "/translate") return "POST";
+  if (path == "/" || path == "/health" || path == "/ready" || path == "/metrics") return "GET";
+  return "";
+}
+
+// Whether an endpoint needs a key (with --api-key-file): what translates or tells of the traffic.
+// The page, /health and /ready stay open, so that a browser can load the page and a load balancer
+// can probe.
+bool needs_key(const std::string& path) { return path == "/translate" || path == "/metrics"; }
+
+// What is refused before a body is read: a Host that is not this server's, an unknown path, the
+// wrong method, a missing or wrong key, a /translate body that is not JSON. OPTIONS is a browser's
+// preflight, granted to --allow-origin's origins.
+std::optional<HttpAnswer> refusal(const Service& service, const HttpRequest& head) {
+  if (!host_allowed(head.host, service.options.host, service.options.allow_hosts)) {
+    return error_answer(421, "Host " + printable(head.host) +
+                                 " is not a name of this server: start it with --allow-host NAME to answer it");
+  }
+  const std::string method = endpoint_method(head.path);
+  if (method.empty()) {
+    return error_answer(404, "no such endpoint: " + printable(head.method) + " " + printable(head.path) +
+                                 " (the endpoints are GET /, GET /health, GET /ready, GET /metrics and POST "
+                                 "/translate)");
+  }
+  if (head.method == "OPTIONS") {
+    if (!head.origin.empty()) return service.origins.preflight(head.origin, method);
+    HttpAnswer answer{204, kJson, ""};
+    answer.headers.emplace_back("Allow", method + ", OPTIONS");
+    return answer;
+  }
+  if (head.method != method) {
+    return error_answer(405, method == "POST" ? "/translate takes POST with a JSON body like {\"text\": [\"...\"]}"
+                                              : head.path + " takes GET");
+  }
+  if (needs_key(head.path) && !service.keys.admits(head.authorization)) return unauthorized(head.authorization);
+  // application/json only: a browser sends it cross-site only after a preflight, which this server
+  // grants only to --allow-origin's origins, so no other site's page can make the operator's
+  // browser post here.
+  if (method == "POST" && header_token(head.content_type) != kJson) {
+    return error_answer(
+        415, "POST /translate takes Content-Type: application/json, not " +
+                 (head.content_type.empty() ? std::string("none") : "\"" + printable(head.content_type) + "\"") +
+                 " (curl: -H 'Content-Type: application/json')");
+  }
+  return std::nullopt;
+}
+
+// The CORS fields of an answer to a page on an allowed origin.
+HttpAnswer with_origin(const Service& service, const std::string& origin, HttpAnswer answer) {
+  for (auto& field : service.origins.answer_headers(origin)) answer.headers.push_back(std::move(field));
+  return answer;
+}
+
 HttpRoutes routes(Service& service) {
   HttpRoutes routes;
   routes.refuse = [&service](const HttpRequest& head) -> std::optional<HttpAnswer> {
-    if (!host_allowed(head.host, service.options.host, service.options.allow_hosts)) {
-      return error_answer(421, "Host " + printable(head.host) +
-                                   " is not a name of this server: start it with --allow-host NAME to answer it");
-    }
-    if (head.path == "/translate") {
-      if (head.method != "POST") {
-        return error_answer(405, "/translate takes POST with a JSON body like {\"text\": [\"...\"]}");
-      }
-      // application/json only: a browser sends it cross-site only after a preflight that this
-      // server never grants, so no other site's page can make the operator's browser post here.
-      if (header_token(head.content_type) != kJson) {
-        return error_answer(
-            415, "POST /translate takes Content-Type: application/json, not " +
-                     (head.content_type.empty() ? std::string("none") : "\"" + printable(head.content_type) + "\"") +
-                     " (curl: -H 'Content-Type: application/json')");
-      }
-      return std::nullopt;
-    }
-    if (head.path == "/" || head.path == "/health") {
-      if (head.method != "GET") return error_answer(405, head.path + " takes GET");
-      return std::nullopt;
-    }
-    return error_answer(404, "no such endpoint: " + printable(head.method) + " " + printable(head.path) +
-                                 " (the endpoints are GET /, GET /health and POST /translate)");
+    std::optional<HttpAnswer> refused = refusal(service, head);
+    if (refused && head.method != "OPTIONS") *refused = with_origin(service, head.origin, std::move(*refused));
+    return refused;
   };
   routes.answer = [&service](HttpRequest request, Respond respond) {
+    if (!request.origin.empty()) {
+      Respond plain = std::move(respond);
+      respond = [&service, origin = request.origin, plain = std::move(plain)](HttpAnswer answer) {
+        plain(with_origin(service, origin, std::move(answer)));
+      };
+    }
     if (request.path == "/") return respond({200, "text/html; charset=utf-8", page_html()});
     if (request.path == "/health") return respond(health(service));
+    if (request.path == "/ready") return respond(ready(service));
+    if (request.path == "/metrics") return respond(metrics(service));
     answer_translate(service, request, respond);
   };
   routes.refused = [&service] { ++service.requests_refused; };
+  routes.done = [&service](const HttpExchange& exchange) {
+    service.metrics.count(exchange);
+    if (service.access_log) service.access_log->write(exchange);
+  };
   return routes;
 }
 
@@ -480,9 +588,13 @@ void serve(const ServeOptions& options) {
   Service service(options, models, device);
 
   HttpServer server(http_limits(options), routes(service));
+  service.server = &server;
   const int port = server.listen(options.host, options.port);
   spdlog::info("nmt serve: {} ({} attention, {} and {} subwords) on {}", service.checkpoint, models.attention(),
                models.source_vocabulary().size(), models.target_vocabulary().size(), device.str());
+  if (!service.keys.empty()) {
+    spdlog::info("--api-key-file: {} keys; /translate and /metrics need one", service.keys.size());
+  }
   spdlog::info("listening on http://{}:{}/", options.host, port);
 
   serve_until_signal(server);

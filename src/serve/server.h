@@ -2,7 +2,11 @@
 //   POST /translate  {"text": [...], "beam_size", "n_best", "attention", "alignment"} (serve/request.h),
 //                    with Content-Type: application/json
 //   GET  /health     the model, vocabulary sizes, device, uptime, requests served
+//   GET  /ready      200 while new requests are taken, 503 while full or stopping (for a load balancer)
+//   GET  /metrics    counters and histograms in Prometheus' text format (serve/metrics.h)
 //   GET  /           a page to type sentences into and see each one's attention (serve/page.html)
+// With --api-key-file, /translate and /metrics need a key (serve/access.h); --allow-origin grants
+// pages on other sites CORS; --access-log writes a line per request (serve/access_log.h).
 // Requests from all connections are translated together (serve/batch_queue.h). Connections hold
 // no thread while they wait for a request, its body or its translation, and every limit holds
 // whatever a client sends (serve/http_server.h). SIGINT or SIGTERM stops accepting connections,
@@ -23,9 +27,13 @@ struct ServeOptions {
   // Host header names answered besides an address, the loopback names and `host` (host_allowed);
   // "*": any.
   std::vector<std::string> allow_hosts;
-  int port = 8080;         // 0: any free port (the log says which)
-  int max_batch = 64;      // sentences translated together, across requests
-  double max_wait_ms = 0;  // how long a request may wait for others to join its batch
+  std::string api_key_file;                // "": no key needed
+  std::vector<std::string> allow_origins;  // CORS: origins, or "*"; none: no CORS fields
+  std::string access_log;                  // "": none; "-": standard output
+  bool access_log_text = false;            // texts and translations in the access log too
+  int port = 8080;                         // 0: any free port (the log says which)
+  int max_batch = 64;                      // sentences translated together, across requests
+  double max_wait_ms = 0;                  // how long a request may wait for others to join its batch
   // How greedy requests are batched: "continuous" (joining the running batch between two decoder
   // steps), "static" (whole batches, as every other search), or "auto": continuous, static with a
   // shortlist (continuous_batching()).

@@ -10,9 +10,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +19,7 @@
 #include "train/rendezvous.h"
 #include "train/rendezvous_store.h"
 #include "util/device_rules.h"
+#include "util/private_file.h"
 
 namespace nmt {
 namespace {
@@ -88,23 +86,7 @@ std::string rendezvous_secret(const std::string& file) {
   std::string secret, source;
   if (!file.empty()) {
     source = "--rendezvous-secret-file " + file;
-    // The checks are made on the file as opened, so that it cannot be swapped in between.
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat info {};
-    if (fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-      if (fd >= 0) ::close(fd);
-      throw std::invalid_argument(source + ": cannot read it; give a file whose first line is the secret");
-    }
-    if (info.st_uid != ::getuid() || (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-      ::close(fd);
-      throw std::invalid_argument(source + ": other users can read or change it: make it yours and chmod 600 " + file);
-    }
-    char buffer[4096];
-    ssize_t count;
-    while ((count = ::read(fd, buffer, sizeof(buffer))) > 0 && secret.find('\n') == std::string::npos) {
-      secret.append(buffer, static_cast<size_t>(count));
-    }
-    ::close(fd);
+    secret = read_private_file(file, source, 4096);
     secret = secret.substr(0, secret.find('\n'));
   } else if (const char* value = std::getenv("NMT_RENDEZVOUS_SECRET"); value != nullptr && *value != '\0') {
     source = "NMT_RENDEZVOUS_SECRET";

@@ -20,6 +20,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr const char* kTensorboardDir = "tensorboard";  // the event files' default place, in model_dir
+
+// The event directory of --tensorboard: "" for "no", model_dir/tensorboard when not given.
+std::string tensorboard_directory(const TrainConfig& config) {
+  if (config.tensorboard == "no") return "";
+  if (config.tensorboard.empty()) return (fs::path(config.model_dir) / kTensorboardDir).string();
+  return config.tensorboard;
+}
+
 // Checks that model_dir fits the request (a new run, --resume or --overwrite) and clears what a new
 // run replaces.
 void prepare_model_dir(const TrainConfig& config, const TrainRunOptions& run) {
@@ -29,7 +38,7 @@ void prepare_model_dir(const TrainConfig& config, const TrainRunOptions& run) {
     // Any file a run writes (a run killed early may have best.ckpt but no last.ckpt; a user's folder
     // may have its own config.toml) is replaced only on request.
     std::vector<std::string> names = {kLastCheckpoint, kBestCheckpoint, kAveragedCheckpoint, "config.toml",
-                                      "train.log",     "metrics.jsonl", kReplacedRunDir};
+                                      "train.log",     "metrics.jsonl", kTensorboardDir,     kReplacedRunDir};
     for (const std::string& step : step_checkpoints(config.model_dir)) names.push_back(fs::path(step).filename());
     for (const std::string& name : names) {
       if (fs::exists(dir / name)) {
@@ -53,7 +62,7 @@ std::vector<std::string> move_run_aside(const TrainConfig& config) {
   const fs::path dir(config.model_dir);
   const fs::path aside = dir / kReplacedRunDir;
   std::vector<std::string> names = {kLastCheckpoint, kBestCheckpoint, kAveragedCheckpoint, "config.toml",
-                                    "train.log",     "metrics.jsonl", "shortlist.bin"};
+                                    "train.log",     "metrics.jsonl", "shortlist.bin",     kTensorboardDir};
   for (const std::string& step : step_checkpoints(config.model_dir)) names.push_back(fs::path(step).filename());
   const bool any_checkpoint = std::any_of(names.begin(), names.end(), [&](const std::string& name) {
     return fs::path(name).extension() == ".ckpt" && fs::exists(dir / name);
@@ -62,7 +71,7 @@ std::vector<std::string> move_run_aside(const TrainConfig& config) {
   if (fs::exists(aside) && !any_checkpoint) {
     // An earlier --overwrite that saved nothing: previous-run still holds the last model; what it
     // left here (its log, its config) goes.
-    for (const std::string& name : names) fs::remove(dir / name);
+    for (const std::string& name : names) fs::remove_all(dir / name);
     return moved;
   }
   if (!any_checkpoint && !fs::exists(dir / "config.toml")) return moved;  // nothing of a run here
@@ -100,7 +109,7 @@ TrainingSetup set_up_master(const TrainConfig& config, const TrainRunOptions& ru
   lock.emplace(config.model_dir);  // one run per model directory
   prepare_model_dir(config, run);
   const std::vector<std::string> moved = run.overwrite ? move_run_aside(config) : std::vector<std::string>{};
-  run_log.emplace(config.model_dir);
+  run_log.emplace(config.model_dir, tensorboard_directory(config));
   spdlog::logger& log = run_log->logger();
   if (!moved.empty()) {
     std::string list;

@@ -11,12 +11,18 @@
 #include "train/validator.h"
 #include "util/format.h"
 #include "util/log.h"
+#include "util/tensorboard.h"
 
 namespace nmt {
 
 namespace fs = std::filesystem;
 
-RunLog::RunLog(const std::string& model_dir) : metrics_path_((fs::path(model_dir) / "metrics.jsonl").string()) {
+namespace {
+constexpr int kHeatmapCell = 12;  // pixels a side of one attention weight in TensorBoard's images
+}  // namespace
+
+RunLog::RunLog(const std::string& model_dir, const std::string& tensorboard)
+    : metrics_path_((fs::path(model_dir) / "metrics.jsonl").string()), tensorboard_(tensorboard) {
   spdlog::sink_ptr console = console_sink();
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path(model_dir) / "train.log").string());
   logger_ = std::make_shared<spdlog::logger>("train", spdlog::sinks_init_list{console, file});
@@ -27,6 +33,19 @@ RunLog::RunLog(const std::string& model_dir) : metrics_path_((fs::path(model_dir
   file_only_->flush_on(spdlog::level::err);
   metrics_.open(metrics_path_, std::ios::app);
   if (!metrics_) throw std::runtime_error(metrics_path_ + ": cannot open the metrics file for writing");
+}
+
+RunLog::~RunLog() = default;
+
+template <typename Write>
+void RunLog::write_events(Write write) {
+  if (!events_) return;
+  try {
+    write(*events_);
+  } catch (const std::exception& error) {
+    logger_->warn("TensorBoard: {}; the run goes on without writing more events", error.what());
+    events_.reset();
+  }
 }
 
 void RunLog::fatal(const std::exception& error) {
@@ -44,13 +63,27 @@ void RunLog::start(int log_every, int64_t first_step, int64_t planned_steps) {
   log_every_ = log_every;
   first_step_ = first_step;
   planned_steps_ = planned_steps;
+  if (!tensorboard_.empty()) {
+    try {
+      // A resumed run logs again what the run it resumes logged after its checkpoint.
+      if (const size_t dropped = drop_events_after(tensorboard_, first_step); dropped > 0) {
+        logger_->info("TensorBoard: removed {} events after step {}, which this run writes again", dropped, first_step);
+      }
+      events_ = std::make_unique<EventWriter>(tensorboard_);
+      logger_->info("TensorBoard: events in {} (tensorboard --logdir {})", tensorboard_, tensorboard_);
+    } catch (const std::exception& error) {
+      logger_->warn("TensorBoard: {}; the run goes on without events", error.what());
+    }
+  }
   window_start_ = std::chrono::steady_clock::now();
 }
 
-void RunLog::update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double learning_rate,
-                    double elapsed_seconds) {
+void RunLog::update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double gradient_norm,
+                    double learning_rate, double elapsed_seconds) {
   window_loss_ += loss_sum;
   window_tokens_ += target_tokens;
+  window_gradient_norm_ += gradient_norm;
+  ++window_updates_;
   if (progress.step % log_every_ != 0) return;
   const auto now = std::chrono::steady_clock::now();
   const double window_seconds = std::chrono::duration<double>(now - window_start_).count();
@@ -58,6 +91,7 @@ void RunLog::update(const TrainingProgress& progress, double loss_sum, int64_t t
   const double seconds_per_step = elapsed_seconds / static_cast<double>(progress.step - first_step_);
   const double left = seconds_per_step * static_cast<double>(std::max<int64_t>(0, planned_steps_ - progress.step));
   const double mean_loss = window_loss_ / static_cast<double>(window_tokens_);
+  const double mean_gradient_norm = window_gradient_norm_ / static_cast<double>(window_updates_);
   logger_->info("epoch {} step {} loss {:.4f} lr {:.2e} {:.0f} target tok/s elapsed {} left <= {}", progress.epoch + 1,
                 progress.step, mean_loss, learning_rate, tokens_per_second, format_duration(elapsed_seconds),
                 format_duration(left));
@@ -67,16 +101,24 @@ void RunLog::update(const TrainingProgress& progress, double loss_sum, int64_t t
                                  {"loss", mean_loss},
                                  {"learning_rate", learning_rate},
                                  {"target_tokens_per_second", tokens_per_second},
+                                 {"gradient_norm", mean_gradient_norm},
                                  {"elapsed_seconds", elapsed_seconds}};
   write_metrics(line.dump());
-  window_loss_ = 0, window_tokens_ = 0;
+  write_events([&](EventWriter& events) {
+    events.scalar("train/loss", progress.step, mean_loss);
+    events.scalar("train/learning_rate", progress.step, learning_rate);
+    events.scalar("train/target_tokens_per_second", progress.step, tokens_per_second);
+    events.scalar("train/gradient_norm", progress.step, mean_gradient_norm);
+  });
+  window_loss_ = 0, window_tokens_ = 0, window_gradient_norm_ = 0, window_updates_ = 0;
   window_start_ = std::chrono::steady_clock::now();
 }
 
 void RunLog::validation(const TrainingProgress& progress, const ValidationResult& result, bool improved,
                         double old_learning_rate, double seconds, double elapsed_seconds) {
-  logger_->info("validation at step {}: loss {:.4f} perplexity {:.2f} BLEU {:.2f}{} ({:.1f} s)", progress.step,
-                result.loss, result.perplexity, result.bleu, improved ? " (new best)" : "", seconds);
+  logger_->info("validation at step {}: loss {:.4f} perplexity {:.2f} BLEU {:.2f} chrF {:.2f}{} ({:.1f} s)",
+                progress.step, result.loss, result.perplexity, result.bleu, result.chrf, improved ? " (new best)" : "",
+                seconds);
   if (progress.learning_rate < old_learning_rate) {
     logger_->info("learning rate decayed to {:.2e}", progress.learning_rate);
   }
@@ -86,11 +128,37 @@ void RunLog::validation(const TrainingProgress& progress, const ValidationResult
                                  {"dev_loss", result.loss},
                                  {"dev_perplexity", result.perplexity},
                                  {"dev_bleu", result.bleu},
+                                 {"dev_chrf", result.chrf},
                                  {"learning_rate", progress.learning_rate},
                                  {"best", improved ? 1 : 0},
                                  {"elapsed_seconds", elapsed_seconds}};
   write_metrics(line.dump());
+  write_events([&](EventWriter& events) {
+    events.scalar("dev/loss", progress.step, result.loss);
+    events.scalar("dev/perplexity", progress.step, result.perplexity);
+    events.scalar("dev/bleu", progress.step, result.bleu);
+    events.scalar("dev/chrf", progress.step, result.chrf);
+  });
+  write_samples(progress.step, result);
   window_start_ = std::chrono::steady_clock::now();
+}
+
+// Each sample as text (source, reference, translation) and its attention as a heat map: rows are
+// the output subwords and EOS, columns the source subwords and EOS.
+void RunLog::write_samples(int64_t step, const ValidationResult& result) {
+  write_events([&](EventWriter& events) {
+    for (size_t i = 0; i < result.samples.size(); ++i) {
+      const ValidationSample& sample = result.samples[i];
+      const std::string name = "dev_sentence_" + std::to_string(i + 1);
+      events.text("translation/" + name, step,
+                  "**source:** " + sample.source + "  \n**reference:** " + sample.reference + "  \n**translation:** " +
+                      sample.translation);
+      if (sample.attention.empty()) continue;
+      int width = 0, height = 0;
+      const std::vector<uint8_t> pixels = heatmap_pixels(sample.attention, kHeatmapCell, width, height);
+      events.image("attention/" + name, step, encode_png(pixels, width, height, 3), width, height, 3);
+    }
+  });
 }
 
 }  // namespace nmt

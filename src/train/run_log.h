@@ -1,5 +1,7 @@
 // What a training run reports: train.log (and the console) for people, metrics.jsonl (one JSON
-// object per line, appended and flushed at once) for scripts such as scripts/plot_training.py.
+// object per line, appended and flushed at once) for scripts such as scripts/plot_training.py, and
+// TensorBoard's event files (util/tensorboard.h): the same numbers as scalars, and at each
+// validation the attention of the first dev sentences as images and their translations as text.
 #pragma once
 
 #include <spdlog/logger.h>
@@ -13,23 +15,32 @@
 
 namespace nmt {
 
+class EventWriter;
 struct TrainingProgress;
 struct ValidationResult;
 
 class RunLog {
  public:
-  // Appends to model_dir/train.log and model_dir/metrics.jsonl.
-  explicit RunLog(const std::string& model_dir);
+  // Appends to model_dir/train.log and model_dir/metrics.jsonl, and writes a new event file into
+  // `tensorboard` ("" for none). An event directory that cannot be written is warned of, and the
+  // run goes on without it.
+  RunLog(const std::string& model_dir, const std::string& tensorboard);
+  ~RunLog();
+
+  // Dev sentences shown with their attention and translation at each validation (TensorBoard).
+  static constexpr size_t kSamples = 4;
 
   spdlog::logger& logger() { return *logger_; }
+  // Whether TensorBoard events are being written (validations then translate kSamples again).
+  bool writes_events() const { return events_ != nullptr; }
 
   // Before the first update: log every `log_every` steps; the time-left estimate counts from
   // `first_step` towards `planned_steps`. Starts the speed window.
   void start(int log_every, int64_t first_step, int64_t planned_steps);
 
   // Counts one update's loss; every `log_every` steps logs the window's mean loss and speed.
-  void update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double learning_rate,
-              double elapsed_seconds);
+  void update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double gradient_norm,
+              double learning_rate, double elapsed_seconds);
 
   // The error that ends the run, into train.log only (the console gets it from the caller): its
   // first line, a LibTorch backtrace left out.
@@ -41,16 +52,24 @@ class RunLog {
 
  private:
   void write_metrics(const std::string& line);
+  // Writes with the event writer; the first failure is warned of and ends the events.
+  template <typename Write>
+  void write_events(Write write);
+  void write_samples(int64_t step, const ValidationResult& result);
 
+  std::string tensorboard_;  // the event directory, or ""
   std::shared_ptr<spdlog::logger> logger_;
   std::shared_ptr<spdlog::logger> file_only_;  // train.log without the console
   std::ofstream metrics_;
   std::string metrics_path_;
+  std::unique_ptr<EventWriter> events_;  // null: none
   int log_every_ = 1;
   int64_t first_step_ = 0;
   int64_t planned_steps_ = 0;
   double window_loss_ = 0;
   int64_t window_tokens_ = 0;
+  double window_gradient_norm_ = 0;
+  int64_t window_updates_ = 0;
   std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
 };
 

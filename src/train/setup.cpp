@@ -486,6 +486,7 @@ StepResult train_step(Seq2Seq& model, torch::optim::Optimizer& optimizer, const 
   if (!reducer && loss_sum.defined()) values = torch::cat({values.to(loss_sum.device()), loss_sum.unsqueeze(0)});
   values = values.cpu();
   const double norm = values[0].item<double>();
+  result.gradient_norm = norm;
   if (!reducer && loss_sum.defined()) result.loss_sum = values[1].item<double>();
   const double mean_loss = result.loss_sum / static_cast<double>(update_tokens);
   if (!std::isfinite(mean_loss) || mean_loss > kDivergedLoss) {

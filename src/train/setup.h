@@ -90,9 +90,10 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
 constexpr double kDivergedLoss = 1000;
 
 struct StepResult {
-  double loss_sum = 0;  // the update's summed token loss (over every rank's batches)
-  double clock = 0;     // the `clock` passed in, summed over ranks
-  std::string skipped;  // why the update was skipped (the weights are unchanged), or "" when made
+  double loss_sum = 0;       // the update's summed token loss (over every rank's batches)
+  double clock = 0;          // the `clock` passed in, summed over ranks
+  double gradient_norm = 0;  // of the update's gradient (all ranks'), before clipping
+  std::string skipped;       // why the update was skipped (the weights are unchanged), or "" when made
 };
 
 // One update: for each of `batches` a teacher-forced forward pass, cross-entropy (label smoothing,

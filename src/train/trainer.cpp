@@ -252,7 +252,7 @@ double run_update(TrainingRun& run) {
   if (step.skipped.empty()) {
     run.skipped_in_a_row = 0;
     if (RunLog* run_log = run.processes.run_log()) {
-      run_log->update(progress, step.loss_sum, update_tokens, learning_rate, step.clock);
+      run_log->update(progress, step.loss_sum, update_tokens, step.gradient_norm, learning_rate, step.clock);
     }
   } else {
     check_divergence(++run.skipped_in_a_row, step.skipped, progress.step, config, run.processes.log());
@@ -269,7 +269,7 @@ ValidationDecision run_validation(TrainingRun& run) {
   TrainingProgress& progress = state.progress;
   const Metric metric = run.config.best_metric;
   const auto validation_start = std::chrono::steady_clock::now();
-  const ValidationResult result = run.validator->run();
+  const ValidationResult result = run.validator->run(run.processes.run_log()->writes_events() ? RunLog::kSamples : 0);
   const std::string broken = broken_weights(state, result);
   const double old_rate = progress.learning_rate;
   const bool improved = broken.empty() && record_validation(progress, result.metric(metric), metric, run.schedule);
