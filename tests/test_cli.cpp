@@ -1382,3 +1382,29 @@ TEST_CASE("cli: train --tensorboard no writes no events and an unwritable direct
                                 Catch::Contains("the run goes on without events"));
   CHECK(fs::exists(fs::path(second) / "best.ckpt"));
 }
+
+TEST_CASE("cli: --resume may change early stopping and says so and the metrics' counts go on", "[cli]") {
+  const std::string dir = (work_directory() / "early_stopping_resume").string();
+  fs::remove_all(dir);
+  CommandResult first = run_nmt(tiny_train_arguments(dir, 4, 2) + " --early-stopping-patience 0");
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  // No gain of 1000 BLEU points can come, so the first validation after the resume stalls, and
+  // patience 1 stops the run there, on both metrics it now watches.
+  CommandResult resumed =
+      run_nmt(tiny_train_arguments(dir, 40, 2) +
+              " --resume --early-stopping-patience 1 --min-improvement 1000 --early-stopping-metrics bleu,loss "
+              "--early-stopping-on all");
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("--resume: early-stopping-patience = 1 replaces the run's 0"));
+  CHECK_THAT(resumed.output, Catch::Contains("--resume: early-stopping-on = all replaces the run's first"));
+  CHECK_THAT(resumed.output, Catch::Contains("--resume: min-improvement = 1000.0 replaces the run's 0.0"));
+  CHECK_THAT(
+      resumed.output,
+      Catch::Contains("early stopping: 1 validations without improvement of bleu, loss (early-stopping-on all)"));
+  CHECK(metrics_lines(dir, "validation").back()["step"] == 6);
+  CommandResult refused = run_nmt(tiny_train_arguments(dir, 40, 2) + " --resume --early-stopping-on most");
+  CHECK(refused.status != 0);
+  CHECK_THAT(refused.output, Catch::Contains("early-stopping-on") && Catch::Contains("first, all or any"));
+}

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -27,6 +28,7 @@
 #include "train/optimizer_state.h"
 #include "train/schedule.h"
 #include "train/setup.h"
+#include "train/stop_rules.h"
 #include "train/trainer.h"
 #include "training_helpers.h"
 #include "util/io.h"
@@ -677,4 +679,55 @@ TEST_CASE("bf16 training on a CPU: the first steps' losses within 1% of fp32's",
   CHECK(differs);
   CHECK(last < first);           // and it learns
   CHECK_FALSE(bf16_products());  // the step's scope ended
+}
+
+TEST_CASE("a metric improves only by more than min-improvement and in its own direction", "[training]") {
+  MetricRecord bleu;
+  record_metric(bleu, 10.0, Metric::kBleu, 0.1);
+  CHECK((bleu.has_best && bleu.best == 10.0 && bleu.stalled == 0));
+  record_metric(bleu, 10.05, Metric::kBleu, 0.1);  // a gain, but not past min-improvement
+  CHECK((bleu.best == 10.0 && bleu.stalled == 1));
+  record_metric(bleu, std::nan(""), Metric::kBleu, 0.1);
+  CHECK(bleu.stalled == 2);
+  record_metric(bleu, 10.2, Metric::kBleu, 0.1);
+  CHECK((bleu.best == 10.2 && bleu.stalled == 0));
+  MetricRecord loss;
+  record_metric(loss, 3.0, Metric::kLoss, 0.0);
+  record_metric(loss, 3.5, Metric::kLoss, 0.0);  // higher: worse
+  CHECK((loss.best == 3.0 && loss.stalled == 1));
+  record_metric(loss, 2.9, Metric::kLoss, 0.0);
+  CHECK((loss.best == 2.9 && loss.stalled == 0));
+}
+
+TEST_CASE("early stopping stops when the first all or any of its metrics stalled for patience validations",
+          "[training]") {
+  TrainConfig config;
+  config.early_stopping_patience = 2;
+  config.early_stopping_metrics = "bleu,chrf";
+  TrainingProgress progress;
+  progress.metrics[static_cast<size_t>(Metric::kBleu)].stalled = 2;
+  progress.metrics[static_cast<size_t>(Metric::kChrf)].stalled = 1;
+  progress.metrics[static_cast<size_t>(Metric::kLoss)].stalled = 9;  // not watched
+  const auto reason = [&](const std::string& on, const std::string& metrics) {
+    config.early_stopping_on = on;
+    config.early_stopping_metrics = metrics;
+    return StopRules(config).after_validation(progress);
+  };
+  CHECK(reason("first", "bleu,chrf") ==
+        "early stopping: 2 validations without improvement of bleu (early-stopping-on first)");
+  CHECK(reason("first", "chrf,bleu").empty());
+  CHECK(reason("all", "bleu,chrf").empty());
+  CHECK(reason("any", "chrf,bleu") ==
+        "early stopping: 2 validations without improvement of bleu (early-stopping-on any)");
+  progress.metrics[static_cast<size_t>(Metric::kChrf)].stalled = 2;
+  CHECK(reason("all", "bleu,chrf") ==
+        "early stopping: 2 validations without improvement of bleu, chrf (early-stopping-on all)");
+  config.best_metric = Metric::kChrf;  // no list: best-metric alone
+  CHECK(reason("first", "") == "early stopping: 2 validations without improvement of chrf");
+  config.best_metric = Metric::kPerplexity;
+  CHECK(reason("any", "").empty());
+  config.early_stopping_patience = 0;
+  CHECK(reason("any", "bleu,chrf,loss").empty());  // off
+  config.early_stopping_metrics = "bleu,meteor";
+  CHECK_THROWS_WITH(early_stopping_metrics(config), Catch::Contains("early-stopping-metrics: 'meteor'"));
 }

@@ -2,6 +2,8 @@
 // vocabulary type is text/vocabulary.h's, the attention scorer the registry's).
 #pragma once
 
+#include <cstddef>
+
 #include <string>
 
 #include "util/enum_names.h"
@@ -10,6 +12,7 @@ namespace nmt {
 
 // Validation metric that selects the best checkpoint and drives the schedule.
 enum class Metric { kBleu, kChrf, kLoss, kPerplexity };
+inline constexpr size_t kMetrics = 4;  // the values of Metric, 0 to kMetrics - 1
 
 const EnumNames<Metric>& metric_names();
 

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -86,6 +87,14 @@ void visit_fields(Visitor& visit, Config& config) {
   visit("best-metric", config.best_metric, "validation metric that picks the best checkpoint");
   visit("early-stopping-patience", config.early_stopping_patience,
         "stop after this many validations without improvement (0 = off)");
+  visit("early-stopping-metrics", config.early_stopping_metrics,
+        "metrics early stopping watches, comma-separated from bleu, chrf, loss, perplexity (empty = best-metric)");
+  visit("early-stopping-on", config.early_stopping_on,
+        "stop when the first of early-stopping-metrics, all of them or any has not improved for "
+        "early-stopping-patience validations (first|all|any)");
+  visit("min-improvement", config.min_improvement,
+        "a validation improves a metric only when it beats the best so far by more than this (BLEU or chrF "
+        "points, nats for loss); for the best checkpoint, early stopping and the learning-rate decay");
   visit("dev-max-decode-ratio", config.dev_max_decode_ratio, "dev decoding stops at ratio * source length + 10 tokens");
   visit("dev-max-length", config.dev_max_length,
         "a dev line longer than this many subwords is an error (validation memory grows with the longest line)");
@@ -146,6 +155,16 @@ TrainConfig with_languages(TrainConfig config) {
   return config;
 }
 
+std::vector<Metric> early_stopping_metrics(const TrainConfig& config) {
+  if (config.early_stopping_metrics.empty()) return {config.best_metric};
+  std::vector<Metric> metrics;
+  for (const std::string& name : split_commas(config.early_stopping_metrics)) {
+    const Metric metric = parse_enum(metric_names(), "early-stopping-metrics", name);
+    if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
+  }
+  return metrics;
+}
+
 void validate(const TrainConfig& config) {
   const std::string unset = "is not set: give it in the config file or on the command line";
   require(!config.train_source.empty(), "train-source", unset);
@@ -182,6 +201,10 @@ void validate(const TrainConfig& config) {
   require(config.validate_every >= 1, "validate-every", "must be at least 1");
   require(config.log_every >= 1, "log-every", "must be at least 1");
   require(config.early_stopping_patience >= 0, "early-stopping-patience", "must be >= 0 (0 = off)");
+  require(config.early_stopping_on == "first" || config.early_stopping_on == "all" || config.early_stopping_on == "any",
+          "early-stopping-on", "must be first, all or any");
+  require(config.min_improvement >= 0 && std::isfinite(config.min_improvement), "min-improvement", "must be >= 0");
+  early_stopping_metrics(config);  // throws naming a metric that is none
   require(config.keep_checkpoints >= 0, "keep-checkpoints", "must be >= 0 (0 = none)");
   require(config.dev_max_length >= 1, "dev-max-length", "must be at least 1");
   require(config.dev_max_decode_ratio >= 1, "dev-max-decode-ratio", "must be at least 1");

@@ -70,11 +70,17 @@ struct TrainConfig {
   int log_every = 50;        // steps
   Metric best_metric = Metric::kBleu;
   int early_stopping_patience = 8;  // validations without improvement; 0 = off
-  int dev_max_decode_ratio = 2;     // greedy dev decoding stops at ratio * source length + 10
-  int dev_max_length = 1000;        // a longer dev line (subwords) is an error naming it
-  int keep_checkpoints = 0;         // keep the weights of the last N validations (for nmt average)
-  bool shortlist = false;           // at the end, write model_dir/shortlist.bin (nmt shortlist's defaults)
-  std::string tensorboard;          // TensorBoard's event files: "" = model_dir/tensorboard, "no" = none
+  // The metrics early stopping watches, comma-separated ("bleu,chrf"): "" = best_metric alone.
+  std::string early_stopping_metrics;
+  // Stop when the first of them (best_metric when they are not given), all, or any has not
+  // improved for early_stopping_patience validations (Marian's --early-stopping-on).
+  std::string early_stopping_on = "first";
+  double min_improvement = 0;    // a metric improves only by more than this
+  int dev_max_decode_ratio = 2;  // greedy dev decoding stops at ratio * source length + 10
+  int dev_max_length = 1000;     // a longer dev line (subwords) is an error naming it
+  int keep_checkpoints = 0;      // keep the weights of the last N validations (for nmt average)
+  bool shortlist = false;        // at the end, write model_dir/shortlist.bin (nmt shortlist's defaults)
+  std::string tensorboard;       // TensorBoard's event files: "" = model_dir/tensorboard, "no" = none
 
   // Run
   int seed = 1;
@@ -97,6 +103,10 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
 
 // Checks ranges and combinations; throws std::invalid_argument naming the key.
 void validate(const TrainConfig& config);
+
+// The metrics early stopping watches: those of early_stopping_metrics in their order (each once),
+// or best_metric alone. Throws std::invalid_argument naming a name that is no metric.
+std::vector<Metric> early_stopping_metrics(const TrainConfig& config);
 
 // `config` with an empty source-language (target-language) set to the extension of the first
 // train-source (train-target) entry when that is a language code (train.de: de); otherwise as is.

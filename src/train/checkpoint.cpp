@@ -17,6 +17,27 @@ constexpr const char* kCudaRandomStateRecord = "nmt.cuda_random_state";
 
 }  // namespace
 
+namespace {
+
+// Each metric's record; a checkpoint written before they were stored has the best metric's alone,
+// in best_score, has_best and validations_without_improvement.
+void read_metric_records(const TensorFile& file, Metric best_metric, TrainingProgress& progress) {
+  for (const auto& [name, metric] : metric_names()) {
+    const std::string key = "metric." + name;
+    if (!file.has_metadata(key + ".has_best")) continue;
+    MetricRecord& record = progress.metrics[static_cast<size_t>(metric)];
+    record.has_best = metadata_integer(file, key + ".has_best") != 0;
+    record.best = metadata_real(file, key + ".best");
+    record.stalled = metadata_integer(file, key + ".stalled");
+  }
+  if (!file.has_metadata("metric.bleu.has_best")) {
+    progress.metrics[static_cast<size_t>(best_metric)] = {progress.has_best, progress.best_score,
+                                                          progress.validations_without_improvement};
+  }
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint,
                      torch::optim::Optimizer* optimizer) {
   TensorFile file;
@@ -32,6 +53,12 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
   set_metadata_number(file, "validations_without_improvement", progress.validations_without_improvement);
   set_metadata_number(file, "plateau_count", progress.plateau_count);
   set_metadata_number(file, "learning_rate", progress.learning_rate);
+  for (const auto& [name, metric] : metric_names()) {
+    const MetricRecord& record = progress.metrics[static_cast<size_t>(metric)];
+    set_metadata_number(file, "metric." + name + ".has_best", static_cast<int64_t>(record.has_best));
+    set_metadata_number(file, "metric." + name + ".best", record.best);
+    set_metadata_number(file, "metric." + name + ".stalled", record.stalled);
+  }
   file.add(kRandomStateRecord, random_state());
   if (const torch::Device device = checkpoint.model.network->parameters().front().device(); has_own_generator(device)) {
     file.add(kCudaRandomStateRecord, random_state(device));
@@ -65,6 +92,7 @@ TrainingCheckpoint load_training_checkpoint(const std::string& path, const torch
         progress.validations_without_improvement = metadata_integer(file, "validations_without_improvement");
         progress.plateau_count = metadata_integer(file, "plateau_count");
         progress.learning_rate = metadata_real(file, "learning_rate");
+        read_metric_records(file, checkpoint.config.best_metric, progress);
         // Undefined in a checkpoint converted from one written before they were stored, and the
         // GPU's in a run's on the CPU.
         if (file.has(kRandomStateRecord)) checkpoint.random_state = file.tensor(kRandomStateRecord);

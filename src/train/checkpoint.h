@@ -6,6 +6,7 @@
 #include <torch/optim/adam.h>
 #include <torch/types.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,13 @@ class Optimizer;
 namespace nmt {
 
 // Where a run stands; stored in every checkpoint, so that --resume continues from it.
+// One validation metric's history: its best value so far and the validations since it improved.
+struct MetricRecord {
+  bool has_best = false;
+  double best = 0;
+  int64_t stalled = 0;
+};
+
 struct TrainingProgress {
   int64_t step = 0;            // updates done
   int64_t epoch = 0;           // current epoch (0-based)
@@ -29,6 +37,9 @@ struct TrainingProgress {
   int64_t validations_without_improvement = 0;
   int64_t plateau_count = 0;  // for the learning-rate schedule
   double learning_rate = 0;   // current base learning rate (after decays)
+  // Every metric's record (indexed by Metric), whichever the run watches, so that --resume may
+  // change best-metric and early stopping's metrics and find their histories.
+  std::array<MetricRecord, kMetrics> metrics{};
 };
 
 struct TrainingCheckpoint {

@@ -347,6 +347,27 @@ void log_training_pairs(const TrainConfig& config, const PreparedCorpus& prepare
   }
 }
 
+// --resume with other choices of the best checkpoint or of early stopping: each named in the log;
+// the metrics' records go on (TrainingProgress::metrics), the best one's read from its own.
+void log_changed_stopping(const TrainConfig& config, TrainingCheckpoint& state, spdlog::logger& log) {
+  const std::vector<std::string> keys = {"best-metric", "early-stopping-patience", "early-stopping-metrics",
+                                         "early-stopping-on", "min-improvement"};
+  const auto requested = config_entries(config), stored = config_entries(state.config);
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (std::find(keys.begin(), keys.end(), requested[i].first) == keys.end()) continue;
+    if (requested[i].second == stored[i].second) continue;
+    log.info("--resume: {} = {} replaces the run's {}", requested[i].first,
+             requested[i].second.empty() ? "\"\"" : requested[i].second,
+             stored[i].second.empty() ? "\"\"" : stored[i].second);
+  }
+  if (config.best_metric != state.config.best_metric) {
+    const MetricRecord& best = state.progress.metrics[static_cast<size_t>(config.best_metric)];
+    state.progress.has_best = best.has_best;
+    state.progress.best_score = best.best;
+    state.progress.validations_without_improvement = best.stalled;
+  }
+}
+
 }  // namespace
 
 TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::logger& log) {
@@ -381,6 +402,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
       state.progress.learning_rate = config.learning_rate;
       state.progress.plateau_count = 0;
     }
+    log_changed_stopping(config, state, log);
     prepared = open_training_corpus(config, {state.model.source_vocabulary, state.model.target_vocabulary},
                                     /*trained_on_this_text=*/false, log);
   } else if (!config.init_from.empty()) {

@@ -1,15 +1,28 @@
 // When a run stops: the step, epoch and wall-clock limits, and early stopping after `patience`
-// validations without improvement. Each rule gives the reason it stops for, or "" to go on.
+// validations without improvement of the first, all or any of the metrics it watches (as Marian's
+// --early-stopping-on). Each rule gives the reason it stops for, or "" to go on.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/train_config.h"
+#include "train/checkpoint.h"
 
 namespace nmt {
 
-struct TrainingProgress;
+// A validation's `value` of `metric` into its record: an improvement beats the best so far by more
+// than `min_improvement` (a value that is not finite never does).
+inline void record_metric(MetricRecord& record, double value, Metric metric, double min_improvement) {
+  const double gain = higher_is_better(metric) ? value - record.best : record.best - value;
+  if (std::isfinite(value) && (!record.has_best || gain > min_improvement)) {
+    record = {true, value, 0};
+  } else {
+    ++record.stalled;
+  }
+}
 
 class StopRules {
  public:
@@ -17,7 +30,9 @@ class StopRules {
       : max_steps_(config.max_steps),
         max_epochs_(config.max_epochs),
         max_minutes_(config.max_minutes),
-        patience_(config.early_stopping_patience) {}
+        patience_(config.early_stopping_patience),
+        watched_(early_stopping_metrics(config)),
+        on_(config.early_stopping_on) {}
 
   // Before an update: the step limit is already reached (a run resumed at its limit).
   std::string before_update(int64_t step) const {
@@ -36,12 +51,24 @@ class StopRules {
     return epoch + 1 == max_epochs_ && batch_in_epoch == batches_in_epoch;
   }
 
-  // After a validation: early stopping.
-  std::string after_validation(int64_t validations_without_improvement) const {
-    if (patience_ > 0 && validations_without_improvement >= patience_) {
-      return "early stopping: " + std::to_string(patience_) + " validations without improvement";
+  // After a validation: early stopping, when the first watched metric (early-stopping-on first),
+  // all of them or any has not improved for `patience` validations.
+  std::string after_validation(const TrainingProgress& progress) const {
+    if (patience_ <= 0) return "";
+    std::vector<std::string> stalled;
+    for (const Metric metric : watched_) {
+      if (progress.metrics[static_cast<size_t>(metric)].stalled >= patience_) stalled.push_back(to_string(metric));
     }
-    return "";
+    const bool stop = on_ == "all"   ? stalled.size() == watched_.size()
+                      : on_ == "any" ? !stalled.empty()
+                                     : !stalled.empty() && stalled.front() == to_string(watched_.front());
+    if (!stop) return "";
+    std::string names;
+    for (const std::string& name : on_ == "first" ? std::vector<std::string>{stalled.front()} : stalled) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return "early stopping: " + std::to_string(patience_) + " validations without improvement of " + names +
+           (watched_.size() > 1 ? " (early-stopping-on " + on_ + ")" : "");
   }
 
   // The most updates the run can make, for the time-left estimate.
@@ -55,6 +82,8 @@ class StopRules {
   int64_t max_epochs_;
   double max_minutes_;
   int64_t patience_;
+  std::vector<Metric> watched_;
+  std::string on_;
 };
 
 }  // namespace nmt

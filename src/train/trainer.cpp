@@ -37,18 +37,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A validation's bookkeeping: best score, patience, learning-rate decay. Returns whether it improved.
-bool record_validation(TrainingProgress& progress, double value, Metric metric, const LearningRateSchedule& schedule) {
-  const bool improved =
-      std::isfinite(value) &&
-      (!progress.has_best || (higher_is_better(metric) ? value > progress.best_score : value < progress.best_score));
-  if (improved) {
-    progress.best_score = value;
-    progress.has_best = true;
-    progress.validations_without_improvement = 0;
-  } else {
-    ++progress.validations_without_improvement;
+// A validation's bookkeeping: every metric's record (stop_rules.h), the best metric's best score
+// and patience, the learning-rate decay. Returns whether the best metric improved.
+bool record_validation(TrainingProgress& progress, const ValidationResult& result, const TrainConfig& config,
+                       const LearningRateSchedule& schedule) {
+  for (const auto& [name, metric] : metric_names()) {
+    record_metric(progress.metrics[static_cast<size_t>(metric)], result.metric(metric), metric, config.min_improvement);
   }
+  const MetricRecord& best = progress.metrics[static_cast<size_t>(config.best_metric)];
+  const bool improved = best.has_best && best.stalled == 0;
+  progress.best_score = best.best;
+  progress.has_best = best.has_best;
+  progress.validations_without_improvement = best.stalled;
   progress.learning_rate = schedule.after_validation(improved, progress.plateau_count, progress.learning_rate);
   return improved;
 }
@@ -267,18 +267,17 @@ double run_update(TrainingRun& run) {
 ValidationDecision run_validation(TrainingRun& run) {
   TrainingCheckpoint& state = run.setup.state;
   TrainingProgress& progress = state.progress;
-  const Metric metric = run.config.best_metric;
   const auto validation_start = std::chrono::steady_clock::now();
   const ValidationResult result = run.validator->run(run.processes.run_log()->writes_events() ? RunLog::kSamples : 0);
   const std::string broken = broken_weights(state, result);
   const double old_rate = progress.learning_rate;
-  const bool improved = broken.empty() && record_validation(progress, result.metric(metric), metric, run.schedule);
+  const bool improved = broken.empty() && record_validation(progress, result, run.config, run.schedule);
   run.processes.run_log()->validation(
       progress, result, improved, old_rate,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - validation_start).count(), run.elapsed());
   if (!broken.empty()) return {progress.learning_rate, "", divergence_message(state, broken)};
   save_checkpoints(state, *run.setup.optimizer, improved, run.processes.log());
-  return {progress.learning_rate, run.stop_rules.after_validation(progress.validations_without_improvement), ""};
+  return {progress.learning_rate, run.stop_rules.after_validation(progress), ""};
 }
 
 // A due validation: rank 0 validates, and its learning-rate decay, early stop and divergence hold
