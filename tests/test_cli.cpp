@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1407,4 +1409,65 @@ TEST_CASE("cli: --resume may change early stopping and says so and the metrics' 
   CommandResult refused = run_nmt(tiny_train_arguments(dir, 40, 2) + " --resume --early-stopping-on most");
   CHECK(refused.status != 0);
   CHECK_THAT(refused.output, Catch::Contains("early-stopping-on") && Catch::Contains("first, all or any"));
+}
+
+namespace {
+
+// `nmt ARGUMENTS` with its standard output and error on a new pseudo-terminal of 120 columns, as
+// in a terminal window: everything it wrote there, once it has exited, and its exit status.
+std::pair<std::string, int> run_on_terminal(const std::string& arguments) {
+  winsize size{};
+  size.ws_col = 120;
+  size.ws_row = 40;
+  int terminal = -1;
+  const pid_t child = ::forkpty(&terminal, nullptr, nullptr, &size);
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("TERM", "xterm", 1);
+    ::execl("/bin/sh", "sh", "-c", (std::string(NMT_BINARY) + " " + arguments).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string output;
+  char buffer[4096];
+  while (true) {
+    const ssize_t count = ::read(terminal, buffer, sizeof(buffer));
+    if (count > 0) {
+      output.append(buffer, static_cast<size_t>(count));
+    } else if (!(count < 0 && errno == EINTR)) {
+      break;  // EIO: the child's side closed
+    }
+  }
+  ::close(terminal);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return {output, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+}  // namespace
+
+TEST_CASE("cli: train draws a progress line on a terminal and plain lines elsewhere", "[cli]") {
+  const std::string dir = (work_directory() / "progress_line").string();
+  fs::remove_all(dir);
+  // Enough steps for several draws a quarter of a second apart.
+  const std::string arguments = tiny_train_arguments(dir, 400, 200) + " --log-every 100";
+  const auto [shown, status] = run_on_terminal(arguments);
+  INFO(shown);
+  REQUIRE(status == 0);
+  const size_t drawn = shown.find("\rstep ");
+  REQUIRE(drawn != std::string::npos);
+  const std::string line = shown.substr(drawn + 1, shown.find('\x1b', drawn) - drawn - 1);
+  CHECK_THAT(line, Catch::Matches(R"(step \d+/400 \| epoch \d+ \d+% \| \d+ target tok/s \| loss [0-9.]+ \| left <= )"
+                                  R"(\d+:\d\d:\d\d \(max-steps\)( \| early stopping in >= \d+:\d\d:\d\d)?)"));
+  CHECK(line.size() < 120);
+  // Cleared before the summary: the last line is the summary alone.
+  const size_t done = shown.rfind("done: max-steps reached");
+  REQUIRE(done != std::string::npos);
+  CHECK(shown.find("\rstep ", done) == std::string::npos);
+  CHECK(shown.rfind("\r\x1b[K", done) != std::string::npos);
+
+  fs::remove_all(dir);
+  CommandResult piped = run_nmt(arguments);  // output to a pipe: no progress line
+  REQUIRE(piped.status == 0);
+  CHECK(piped.output.find('\r') == std::string::npos);
+  CHECK_THAT(piped.output, Catch::Contains("done: max-steps reached"));
 }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "train/checkpoint.h"
+#include "train/stop_rules.h"
 #include "train/validator.h"
 #include "util/format.h"
 #include "util/log.h"
@@ -48,7 +49,47 @@ void RunLog::write_events(Write write) {
   }
 }
 
+void RunLog::end() { set_status_line(""); }
+
+void RunLog::draw_progress(const TrainingProgress& progress, double elapsed_seconds) {
+  if (!status_line_enabled()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - drawn_ < std::chrono::milliseconds(250)) return;
+  drawn_ = now;
+  const double window_seconds = std::chrono::duration<double>(now - window_start_).count();
+  const double seconds_per_step =
+      elapsed_seconds / static_cast<double>(std::max<int64_t>(1, progress.step - plan_.first_step));
+  std::string line = fmt::format("step {}/{}", progress.step, plan_.planned_steps);
+  if (plan_.batches_per_epoch > 0) {
+    line += fmt::format(
+        " | epoch {} {:.0f}%", progress.epoch + 1,
+        100.0 * static_cast<double>(progress.batch_in_epoch) / static_cast<double>(plan_.batches_per_epoch));
+  }
+  if (window_seconds > 0 && window_tokens_ > 0) {
+    line += fmt::format(" | {:.0f} target tok/s | loss {:.3f}", static_cast<double>(window_tokens_) / window_seconds,
+                        window_loss_ / static_cast<double>(window_tokens_));
+  }
+  // The run ends at the first of its limits; early stopping may come before, at the earliest after
+  // validations_left validations.
+  double left = seconds_per_step * static_cast<double>(std::max<int64_t>(0, plan_.planned_steps - progress.step));
+  std::string limit = "max-steps";
+  if (plan_.max_minutes > 0 && 60.0 * plan_.max_minutes - elapsed_seconds < left) {
+    left = std::max(0.0, 60.0 * plan_.max_minutes - elapsed_seconds);
+    limit = "max-minutes";
+  }
+  line += " | left <= " + format_duration(left) + " (" + limit + ")";
+  const int64_t validations = plan_.stop_rules ? plan_.stop_rules->validations_left(progress) : 0;
+  if (validations > 0 && plan_.validate_every > 0) {
+    const int64_t steps =
+        (validations - 1) * plan_.validate_every + plan_.validate_every - progress.step % plan_.validate_every;
+    const double early = seconds_per_step * static_cast<double>(steps);
+    if (early < left) line += " | early stopping in >= " + format_duration(early);
+  }
+  set_status_line(line);
+}
+
 void RunLog::fatal(const std::exception& error) {
+  set_status_line("");
   const std::string message = error.what();
   file_only_->error("{}", message.substr(0, message.find('\n')));
 }
@@ -59,10 +100,9 @@ void RunLog::write_metrics(const std::string& line) {
   if (!metrics_) throw std::runtime_error(metrics_path_ + ": write failed (disk full?)");
 }
 
-void RunLog::start(int log_every, int64_t first_step, int64_t planned_steps) {
-  log_every_ = log_every;
-  first_step_ = first_step;
-  planned_steps_ = planned_steps;
+void RunLog::start(const RunPlan& plan) {
+  plan_ = plan;
+  const int64_t first_step = plan.first_step;
   if (!tensorboard_.empty()) {
     try {
       // A resumed run logs again what the run it resumes logged after its checkpoint.
@@ -84,12 +124,13 @@ void RunLog::update(const TrainingProgress& progress, double loss_sum, int64_t t
   window_tokens_ += target_tokens;
   window_gradient_norm_ += gradient_norm;
   ++window_updates_;
-  if (progress.step % log_every_ != 0) return;
+  draw_progress(progress, elapsed_seconds);
+  if (progress.step % plan_.log_every != 0) return;
   const auto now = std::chrono::steady_clock::now();
   const double window_seconds = std::chrono::duration<double>(now - window_start_).count();
   const double tokens_per_second = static_cast<double>(window_tokens_) / window_seconds;
-  const double seconds_per_step = elapsed_seconds / static_cast<double>(progress.step - first_step_);
-  const double left = seconds_per_step * static_cast<double>(std::max<int64_t>(0, planned_steps_ - progress.step));
+  const double seconds_per_step = elapsed_seconds / static_cast<double>(progress.step - plan_.first_step);
+  const double left = seconds_per_step * static_cast<double>(std::max<int64_t>(0, plan_.planned_steps - progress.step));
   const double mean_loss = window_loss_ / static_cast<double>(window_tokens_);
   const double mean_gradient_norm = window_gradient_norm_ / static_cast<double>(window_updates_);
   logger_->info("epoch {} step {} loss {:.4f} lr {:.2e} {:.0f} target tok/s elapsed {} left <= {}", progress.epoch + 1,

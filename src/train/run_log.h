@@ -16,8 +16,20 @@
 namespace nmt {
 
 class EventWriter;
+class StopRules;
 struct TrainingProgress;
 struct ValidationResult;
+
+// What the log's estimates read of the run's plan (RunLog::start).
+struct RunPlan {
+  int log_every = 1;
+  int64_t first_step = 0;         // where this run starts (a resumed run's step)
+  int64_t planned_steps = 0;      // the most it can reach (max-steps, max-epochs)
+  int64_t batches_per_epoch = 0;  // of the epoch it starts in, for the epoch's share done
+  int validate_every = 0;
+  double max_minutes = 0;                 // 0: no limit
+  const StopRules* stop_rules = nullptr;  // early stopping; outlives the run's updates
+};
 
 class RunLog {
  public:
@@ -36,9 +48,14 @@ class RunLog {
 
   // Before the first update: log every `log_every` steps; the time-left estimate counts from
   // `first_step` towards `planned_steps`. Starts the speed window.
-  void start(int log_every, int64_t first_step, int64_t planned_steps);
+  void start(const RunPlan& plan);
+  // After the last update: the progress line goes (the summary follows as a plain line).
+  void end();
 
-  // Counts one update's loss; every `log_every` steps logs the window's mean loss and speed.
+  // Counts one update's loss; every `log_every` steps logs the window's mean loss and speed. On a
+  // terminal a progress line under the log shows, at most four times a second, the step, the
+  // epoch's share done, the speed and the time left to the first of max-steps and max-minutes,
+  // and to early stopping where it could come first (util/log.h, set_status_line).
   void update(const TrainingProgress& progress, double loss_sum, int64_t target_tokens, double gradient_norm,
               double learning_rate, double elapsed_seconds);
 
@@ -56,6 +73,7 @@ class RunLog {
   template <typename Write>
   void write_events(Write write);
   void write_samples(int64_t step, const ValidationResult& result);
+  void draw_progress(const TrainingProgress& progress, double elapsed_seconds);
 
   std::string tensorboard_;  // the event directory, or ""
   std::shared_ptr<spdlog::logger> logger_;
@@ -63,9 +81,8 @@ class RunLog {
   std::ofstream metrics_;
   std::string metrics_path_;
   std::unique_ptr<EventWriter> events_;  // null: none
-  int log_every_ = 1;
-  int64_t first_step_ = 0;
-  int64_t planned_steps_ = 0;
+  RunPlan plan_;
+  std::chrono::steady_clock::time_point drawn_{};  // the progress line, last
   double window_loss_ = 0;
   int64_t window_tokens_ = 0;
   double window_gradient_norm_ = 0;

@@ -3,6 +3,7 @@
 // --early-stopping-on). Each rule gives the reason it stops for, or "" to go on.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -69,6 +70,21 @@ class StopRules {
     }
     return "early stopping: " + std::to_string(patience_) + " validations without improvement of " + names +
            (watched_.size() > 1 ? " (early-stopping-on " + on_ + ")" : "");
+  }
+
+  // The fewest validations after which early stopping can stop the run (1: the next may), or 0
+  // when it is off: for the progress line's estimate.
+  int64_t validations_left(const TrainingProgress& progress) const {
+    if (patience_ <= 0) return 0;
+    int64_t least = patience_, most = 0;
+    for (const Metric metric : watched_) {
+      const int64_t stalled = progress.metrics[static_cast<size_t>(metric)].stalled;
+      least = std::min(least, stalled);
+      most = std::max(most, stalled);
+    }
+    const int64_t first = progress.metrics[static_cast<size_t>(watched_.front())].stalled;
+    const int64_t stalled = on_ == "all" ? least : on_ == "any" ? most : first;
+    return std::max<int64_t>(1, patience_ - stalled);
   }
 
   // The most updates the run can make, for the time-left estimate.

@@ -341,13 +341,17 @@ TrainSummary train_with(const TrainConfig& config, const TrainRunOptions& option
   TrainSummary summary;
   const int64_t first_step = progress.step;
   run.setup.state.model.network->train();
-  if (RunLog* run_log = processes->run_log()) run_log->start(config.log_every, progress.step, planned_steps);
+  if (RunLog* run_log = processes->run_log()) {
+    run_log->start({config.log_every, progress.step, planned_steps, batches_per_epoch, config.validate_every,
+                    config.max_minutes, &run.stop_rules});
+  }
   for (const int64_t first_epoch = progress.epoch; progress.epoch < config.max_epochs;
        ++progress.epoch, progress.batch_in_epoch = 0) {
     if (progress.epoch != first_epoch) run.plan_epoch(progress.epoch);
     if (summary.stop_reason = run_epoch(run); !summary.stop_reason.empty()) break;
   }
   if (summary.stop_reason.empty()) summary.stop_reason = "max-epochs reached";
+  if (RunLog* run_log = processes->run_log()) run_log->end();
   summary.steps = progress.step;
   summary.best_score = progress.best_score;
   save_last_checkpoint(run);

@@ -24,4 +24,11 @@ void set_console_sinks(std::function<spdlog::sink_ptr()> make);
 // process may run the work more than once.
 std::shared_ptr<spdlog::logger> make_console_logger(const std::string& name);
 
+// A status line under the console's messages, redrawn in place (training's progress): only when
+// standard error is a terminal and the console is standard error; elsewhere these do nothing, and
+// messages stay plain lines. A message printed meanwhile clears it, prints, and draws it again.
+bool status_line_enabled();
+// Draws `text` (one line, cut to the terminal's width) as the status line; "" removes it.
+void set_status_line(const std::string& text);
+
 }  // namespace nmt
