@@ -41,15 +41,24 @@ RunLog::~RunLog() = default;
 template <typename Write>
 void RunLog::write_events(Write write) {
   if (!events_) return;
+  const auto start = std::chrono::steady_clock::now();
   try {
     write(*events_);
   } catch (const std::exception& error) {
     logger_->warn("TensorBoard: {}; the run goes on without writing more events", error.what());
+    events_written_ += events_->events();
     events_.reset();
   }
+  events_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void RunLog::end() { set_status_line(""); }
+void RunLog::end(double elapsed_seconds) {
+  set_status_line("");
+  const size_t events = events_written_ + (events_ ? events_->events() : 0);
+  if (events == 0 || elapsed_seconds <= 0) return;
+  logger_->info("TensorBoard: {} events in {:.3f} s, writing them and translating their samples: {:.2f}% of {}", events,
+                events_seconds_, 100.0 * events_seconds_ / elapsed_seconds, format_duration(elapsed_seconds));
+}
 
 void RunLog::draw_progress(const TrainingProgress& progress, double elapsed_seconds) {
   if (!status_line_enabled()) return;
@@ -181,6 +190,7 @@ void RunLog::validation(const TrainingProgress& progress, const ValidationResult
     events.scalar("dev/chrf", progress.step, result.chrf);
   });
   write_samples(progress.step, result);
+  if (events_) events_seconds_ += result.samples_seconds;
   window_start_ = std::chrono::steady_clock::now();
 }
 

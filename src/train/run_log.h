@@ -49,8 +49,10 @@ class RunLog {
   // Before the first update: log every `log_every` steps; the time-left estimate counts from
   // `first_step` towards `planned_steps`. Starts the speed window.
   void start(const RunPlan& plan);
-  // After the last update: the progress line goes (the summary follows as a plain line).
-  void end();
+  // After the last update: the progress line goes (the summary follows as a plain line), and the
+  // log says what the TensorBoard events cost: their count, and the seconds spent writing them
+  // and translating the samples, against the run's `elapsed_seconds`.
+  void end(double elapsed_seconds);
 
   // Counts one update's loss; every `log_every` steps logs the window's mean loss and speed. On a
   // terminal a progress line under the log shows, at most four times a second, the step, the
@@ -81,6 +83,8 @@ class RunLog {
   std::ofstream metrics_;
   std::string metrics_path_;
   std::unique_ptr<EventWriter> events_;  // null: none
+  size_t events_written_ = 0;            // by writers that failed and went, and by events_
+  double events_seconds_ = 0;            // writing events and translating their samples
   RunPlan plan_;
   std::chrono::steady_clock::time_point drawn_{};  // the progress line, last
   double window_loss_ = 0;

@@ -351,7 +351,7 @@ TrainSummary train_with(const TrainConfig& config, const TrainRunOptions& option
     if (summary.stop_reason = run_epoch(run); !summary.stop_reason.empty()) break;
   }
   if (summary.stop_reason.empty()) summary.stop_reason = "max-epochs reached";
-  if (RunLog* run_log = processes->run_log()) run_log->end();
+  if (RunLog* run_log = processes->run_log()) run_log->end(run.elapsed());
   summary.steps = progress.step;
   summary.best_score = progress.best_score;
   save_last_checkpoint(run);

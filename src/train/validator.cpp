@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "eval/bleu.h"
@@ -70,7 +71,11 @@ ValidationResult Validator::run(size_t samples) {
   const auto hypotheses = best_texts(translator_.translate(dev_text_.source));
   result.bleu = eval::corpus_bleu(hypotheses, {dev_text_.target}).score;
   result.chrf = eval::corpus_chrf(hypotheses, {dev_text_.target}).score;
-  if (samples > 0) result.samples = translate_samples(std::min(samples, dev_text_.source.size()));
+  if (samples > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    result.samples = translate_samples(std::min(samples, dev_text_.source.size()));
+    result.samples_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   model_->train();
   return result;
 }

@@ -26,6 +26,7 @@ struct ValidationResult {
   double bleu = 0;                        // corpus BLEU of greedy translations against the dev references
   double chrf = 0;                        // corpus chrF2 of the same translations
   std::vector<ValidationSample> samples;  // the first dev sentences, when asked (Validator::run)
+  double samples_seconds = 0;             // translating them
 
   double metric(Metric which) const;
 };

@@ -376,6 +376,7 @@ void EventWriter::write_event(const std::string& serialized_event) {
     data += written;
     left -= static_cast<size_t>(written);
   }
+  ++events_;
 }
 
 namespace {

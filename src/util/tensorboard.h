@@ -65,12 +65,15 @@ class EventWriter {
   void text(const std::string& tag, int64_t step, const std::string& markdown);
 
   const std::filesystem::path& path() const { return path_; }
+  // Events written, the file_version included.
+  size_t events() const { return events_; }
 
  private:
   void write_event(const std::string& serialized_event);
 
   std::filesystem::path path_;
   int descriptor_ = -1;
+  size_t events_ = 0;
 };
 
 // One summary value (or the file_version) of an event file, for tests.
