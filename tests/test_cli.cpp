@@ -1383,6 +1383,16 @@ TEST_CASE("cli: train --tensorboard no writes no events and an unwritable direct
   CHECK_THAT(warned.output, Catch::Contains("TensorBoard: ") && Catch::Contains(blocked + "/events") &&
                                 Catch::Contains("the run goes on without events"));
   CHECK(fs::exists(fs::path(second) / "best.ckpt"));
+
+  // A new run's directory is left as it is: only --resume removes what comes after its step.
+  const fs::path shared = work_directory() / "tensorboard_shared";
+  fs::remove_all(shared);
+  { EventWriter(shared).scalar("train/loss", 50, 1.0); }
+  const std::string third = (work_directory() / "tensorboard_fresh").string();
+  fs::remove_all(third);
+  REQUIRE(run_nmt(tiny_train_arguments(third, 4, 2) + " --tensorboard " + shared.string()).status == 0);
+  const std::vector<EventRecord> kept = all_events(shared);
+  CHECK(std::any_of(kept.begin(), kept.end(), [](const EventRecord& event) { return event.step == 50; }));
 }
 
 TEST_CASE("cli: --resume may change early stopping and says so and the metrics' counts go on", "[cli]") {

@@ -1,7 +1,6 @@
 #include "cli/program.h"
 
 #include <spdlog/cfg/env.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -13,6 +12,7 @@
 #include "config/train_config.h"
 #include "kernels/dispatch.h"
 #include "util/cuda_graph.h"
+#include "util/log.h"
 #include "util/runtime.h"
 
 namespace nmt::cli {
@@ -70,8 +70,7 @@ void warn_if_slow_blas() {
 
 void set_up_process() {
   guard_standard_streams();
-  spdlog::set_default_logger(
-      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("", console_sink()));
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows, for one, which kernel each operation runs
 }
 

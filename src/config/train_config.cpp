@@ -93,8 +93,9 @@ void visit_fields(Visitor& visit, Config& config) {
         "stop when the first of early-stopping-metrics, all of them or any has not improved for "
         "early-stopping-patience validations (first|all|any)");
   visit("min-improvement", config.min_improvement,
-        "a validation improves a metric only when it beats the best so far by more than this (BLEU or chrF "
-        "points, nats for loss); for the best checkpoint, early stopping and the learning-rate decay");
+        "a validation improves a metric only when it beats the best so far by more than this, in each metric's "
+        "own units (BLEU or chrF points, nats for loss, perplexity as it is); for the best checkpoint, early "
+        "stopping and the learning-rate decay");
   visit("dev-max-decode-ratio", config.dev_max_decode_ratio, "dev decoding stops at ratio * source length + 10 tokens");
   visit("dev-max-length", config.dev_max_length,
         "a dev line longer than this many subwords is an error (validation memory grows with the longest line)");

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 namespace nmt::serve {
 
@@ -49,37 +50,74 @@ std::string access_log_line(const HttpExchange& exchange, double unix_seconds) {
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-AccessLog::AccessLog(const std::string& path) : path_(path) {
+AccessLog::AccessLog(const std::string& path, bool private_texts) : path_(path) {
   if (path == "-") {
     fd_ = STDOUT_FILENO;
-    return;
+  } else {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, private_texts ? 0600 : 0640);
+    if (fd_ < 0) {
+      throw std::runtime_error("--access-log " + path + ": cannot open it for appending (" + std::strerror(errno) +
+                               "): give a file in a directory you can write, or - for standard output");
+    }
+    owned_ = true;
   }
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
-  if (fd_ < 0) {
-    throw std::runtime_error("--access-log " + path + ": cannot open it for appending (" + std::strerror(errno) +
-                             "): give a file in a directory you can write, or - for standard output");
-  }
-  owned_ = true;
+  writer_ = std::thread([this] { drain(); });
 }
 
 AccessLog::~AccessLog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_one();
+  writer_.join();
   if (owned_) ::close(fd_);
 }
 
 void AccessLog::write(const HttpExchange& exchange) {
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const std::string line = access_log_line(exchange, now);
-  size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t count = ::write(fd_, line.data() + written, line.size() - written);
-    if (count < 0 && errno == EINTR) continue;
-    if (count <= 0) {
-      if (!warned_.exchange(true)) {
-        spdlog::warn("--access-log {}: cannot write ({}); lines are lost until it can", path_, std::strerror(errno));
-      }
+  std::string line = access_log_line(exchange, now);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (lines_.size() >= kQueuedLines) {
+      ++dropped_;
       return;
     }
-    written += static_cast<size_t>(count);
+    lines_.push_back(std::move(line));
+  }
+  queued_.notify_one();
+}
+
+size_t AccessLog::dropped() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dropped_;
+}
+
+void AccessLog::drain() {
+  bool warned = false;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    queued_.wait(lock, [this] { return stopping_ || !lines_.empty(); });
+    if (lines_.empty()) return;  // stopping, and every line written
+    const std::string line = std::move(lines_.front());
+    lines_.pop_front();
+    lock.unlock();
+    size_t written = 0;
+    while (written < line.size()) {
+      const ssize_t count = ::write(fd_, line.data() + written, line.size() - written);
+      if (count < 0 && errno == EINTR) continue;
+      if (count <= 0) break;
+      written += static_cast<size_t>(count);
+    }
+    const int error = errno;
+    lock.lock();
+    if (written < line.size()) {
+      ++dropped_;
+      if (!warned) {
+        warned = true;
+        spdlog::warn("--access-log {}: cannot write ({}); lines are lost until it can", path_, std::strerror(error));
+      }
+    }
   }
 }
 

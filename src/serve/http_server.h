@@ -99,7 +99,7 @@ using Respond = std::function<void(HttpAnswer answer)>;
 
 struct HttpRoutes {
   // For a request whose headers are in (body still empty): an answer that refuses it before its
-  // body is read (401, 404, 405, 415), or none.
+  // body is read (401, 404, 405, 415, 421), or none. A refusal closes the connection.
   std::function<std::optional<HttpAnswer>(const HttpRequest& head)> refuse;
   // A whole request: answers it through `respond`, now or later. Called on a network thread for a
   // request without a body (nothing of the client's to parse), on a worker otherwise. An

@@ -219,7 +219,8 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       cutter(text_cutter(options.translate.text, models.ensemble(), models.source_vocabulary())),
       keys(options.api_key_file.empty() ? ApiKeys() : ApiKeys::from_file(options.api_key_file)),
       origins(options.allow_origins),
-      access_log(options.access_log.empty() ? nullptr : std::make_unique<AccessLog>(options.access_log)),
+      access_log(options.access_log.empty() ? nullptr
+                                            : std::make_unique<AccessLog>(options.access_log, options.access_log_text)),
       queue(models, batch_queue_options(options, device, metrics), device) {}
 
 HttpLimits http_limits(const ServeOptions& options) {
@@ -458,12 +459,7 @@ std::optional<HttpAnswer> refusal(const Service& service, const HttpRequest& hea
                                  " (the endpoints are GET /, GET /health, GET /ready, GET /metrics and POST "
                                  "/translate)");
   }
-  if (head.method == "OPTIONS") {
-    if (!head.origin.empty()) return service.origins.preflight(head.origin, method);
-    HttpAnswer answer{204, kJson, ""};
-    answer.headers.emplace_back("Allow", method + ", OPTIONS");
-    return answer;
-  }
+  if (head.method == "OPTIONS") return std::nullopt;  // answered by options_answer
   if (head.method != method) {
     return error_answer(405, method == "POST" ? "/translate takes POST with a JSON body like {\"text\": [\"...\"]}"
                                               : head.path + " takes GET");
@@ -481,6 +477,16 @@ std::optional<HttpAnswer> refusal(const Service& service, const HttpRequest& hea
   return std::nullopt;
 }
 
+// OPTIONS: a browser's preflight (with an Origin), granted to --allow-origin's origins, or what a
+// path allows.
+HttpAnswer options_answer(const Service& service, const HttpRequest& request) {
+  const std::string method = endpoint_method(request.path);
+  if (!request.origin.empty()) return service.origins.preflight(request.origin, method);
+  HttpAnswer answer{204, kJson, ""};
+  answer.headers.emplace_back("Allow", method + ", OPTIONS");
+  return answer;
+}
+
 // The CORS fields of an answer to a page on an allowed origin.
 HttpAnswer with_origin(const Service& service, const std::string& origin, HttpAnswer answer) {
   for (auto& field : service.origins.answer_headers(origin)) answer.headers.push_back(std::move(field));
@@ -491,21 +497,27 @@ HttpRoutes routes(Service& service) {
   HttpRoutes routes;
   routes.refuse = [&service](const HttpRequest& head) -> std::optional<HttpAnswer> {
     std::optional<HttpAnswer> refused = refusal(service, head);
-    if (refused && head.method != "OPTIONS") *refused = with_origin(service, head.origin, std::move(*refused));
+    if (refused) *refused = with_origin(service, head.origin, std::move(*refused));
     return refused;
   };
   routes.answer = [&service](HttpRequest request, Respond respond) {
+    if (request.method == "OPTIONS") return respond(options_answer(service, request));
     if (!request.origin.empty()) {
       Respond plain = std::move(respond);
       respond = [&service, origin = request.origin, plain = std::move(plain)](HttpAnswer answer) {
         plain(with_origin(service, origin, std::move(answer)));
       };
     }
-    if (request.path == "/") return respond({200, "text/html; charset=utf-8", page_html()});
-    if (request.path == "/health") return respond(health(service));
-    if (request.path == "/ready") return respond(ready(service));
-    if (request.path == "/metrics") return respond(metrics(service));
-    answer_translate(service, request, respond);
+    try {
+      if (request.path == "/") return respond({200, "text/html; charset=utf-8", page_html()});
+      if (request.path == "/health") return respond(health(service));
+      if (request.path == "/ready") return respond(ready(service));
+      if (request.path == "/metrics") return respond(metrics(service));
+      answer_translate(service, request, respond);
+    } catch (const std::exception& error) {  // a 500 that a page on an allowed origin can read
+      spdlog::error("{} {} failed: {}", request.method, request.path, error.what());
+      respond(error_answer(500, error.what()));
+    }
   };
   routes.refused = [&service] { ++service.requests_refused; };
   routes.done = [&service](const HttpExchange& exchange) {
@@ -603,6 +615,10 @@ void serve(const ServeOptions& options) {
   service.queue.stop();
   spdlog::info("stopped: {} served, {} refused; {} sentences translated in {} batches", service.requests_served.load(),
                service.requests_refused.load(), service.queue.sentences_done(), service.queue.batches_done());
+  if (service.access_log && service.access_log->dropped() > 0) {
+    spdlog::warn("--access-log {}: {} lines lost (the log did not keep up, or could not be written)",
+                 options.access_log, service.access_log->dropped());
+  }
 }
 
 }  // namespace nmt::serve

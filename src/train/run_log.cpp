@@ -19,7 +19,8 @@ namespace nmt {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int kHeatmapCell = 12;  // pixels a side of one attention weight in TensorBoard's images
+constexpr size_t kHeatmapCell = 13;    // pixels a side of one attention weight and its grid line
+constexpr size_t kHeatmapSide = 4096;  // at most, of an image
 }  // namespace
 
 RunLog::RunLog(const std::string& model_dir, const std::string& tensorboard)
@@ -89,8 +90,9 @@ void RunLog::draw_progress(const TrainingProgress& progress, double elapsed_seco
   line += " | left <= " + format_duration(left) + " (" + limit + ")";
   const int64_t validations = plan_.stop_rules ? plan_.stop_rules->validations_left(progress) : 0;
   if (validations > 0 && plan_.validate_every > 0) {
-    const int64_t steps =
-        (validations - 1) * plan_.validate_every + plan_.validate_every - progress.step % plan_.validate_every;
+    // Drawn before this step's validation: at a multiple of validate-every, the next is this one.
+    const int64_t to_next = (plan_.validate_every - progress.step % plan_.validate_every) % plan_.validate_every;
+    const int64_t steps = (validations - 1) * plan_.validate_every + to_next;
     const double early = seconds_per_step * static_cast<double>(steps);
     if (early < left) line += " | early stopping in >= " + format_duration(early);
   }
@@ -113,11 +115,19 @@ void RunLog::start(const RunPlan& plan) {
   plan_ = plan;
   const int64_t first_step = plan.first_step;
   if (!tensorboard_.empty()) {
-    try {
-      // A resumed run logs again what the run it resumes logged after its checkpoint.
-      if (const size_t dropped = drop_events_after(tensorboard_, first_step); dropped > 0) {
-        logger_->info("TensorBoard: removed {} events after step {}, which this run writes again", dropped, first_step);
+    // A resumed run (one that starts past step 0) logs again what the run it resumes logged after
+    // its checkpoint. A new run's directory is its own: nothing in it is touched.
+    if (first_step > 0) {
+      try {
+        if (const size_t dropped = drop_events_after(tensorboard_, first_step); dropped > 0) {
+          logger_->info("TensorBoard: removed {} events after step {}, which this run writes again", dropped,
+                        first_step);
+        }
+      } catch (const std::exception& error) {
+        logger_->warn("TensorBoard: {}; its events after step {} stay, and may show twice", error.what(), first_step);
       }
+    }
+    try {
       events_ = std::make_unique<EventWriter>(tensorboard_);
       logger_->info("TensorBoard: events in {} (tensorboard --logdir {})", tensorboard_, tensorboard_);
     } catch (const std::exception& error) {
@@ -205,8 +215,13 @@ void RunLog::write_samples(int64_t step, const ValidationResult& result) {
                   "**source:** " + sample.source + "  \n**reference:** " + sample.reference + "  \n**translation:** " +
                       sample.translation);
       if (sample.attention.empty()) continue;
+      // Cells shrink so that a long sentence's image stays within kHeatmapSide pixels a side; past
+      // kHeatmapSide / 2 subwords it has none.
+      const size_t cells = std::max(sample.attention.size(), sample.attention.front().size());
+      const size_t cell = std::min(kHeatmapCell, kHeatmapSide / cells) - 1;
+      if (cell < 1) continue;
       int width = 0, height = 0;
-      const std::vector<uint8_t> pixels = heatmap_pixels(sample.attention, kHeatmapCell, width, height);
+      const std::vector<uint8_t> pixels = heatmap_pixels(sample.attention, static_cast<int>(cell), width, height);
       events.image("attention/" + name, step, encode_png(pixels, width, height, 3), width, height, 3);
     }
   });

@@ -322,6 +322,22 @@ void save_last_checkpoint(TrainingRun& run) {
   discard_replaced_run(run.config.model_dir, run.processes.log());
 }
 
+// min-improvement is one threshold in each metric's own units: BLEU and chrF points beside nats of
+// loss (or perplexity) make one of them stall, or never.
+void warn_of_mixed_units(const TrainConfig& config, spdlog::logger& log) {
+  if (config.min_improvement <= 0) return;
+  std::vector<Metric> watched = early_stopping_metrics(config);
+  watched.push_back(config.best_metric);
+  const bool points = std::any_of(watched.begin(), watched.end(), higher_is_better);
+  const bool nats = !std::all_of(watched.begin(), watched.end(), higher_is_better);
+  if (points && nats) {
+    log.warn(
+        "min-improvement {:g} applies to each metric in its own units: BLEU and chrF points, and the loss "
+        "or perplexity as they are; watch metrics of one kind, or set it for the one that matters",
+        config.min_improvement);
+  }
+}
+
 // The run itself, once its processes are made.
 TrainSummary train_with(const TrainConfig& config, const TrainRunOptions& options,
                         const std::unique_ptr<TrainingProcesses>& processes) {
@@ -337,6 +353,7 @@ TrainSummary train_with(const TrainConfig& config, const TrainRunOptions& option
   const auto batches_per_epoch = static_cast<int64_t>(run.batches.size());
   const int64_t planned_steps = run.stop_rules.planned_steps((batches_per_epoch + run.per_update - 1) / run.per_update);
   log.info("{} batches per epoch, {} per update; at most {} steps", batches_per_epoch, run.per_update, planned_steps);
+  warn_of_mixed_units(config, log);
 
   TrainSummary summary;
   const int64_t first_step = progress.step;

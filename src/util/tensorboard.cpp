@@ -419,21 +419,32 @@ size_t drop_events_after(const fs::path& directory, int64_t step) {
   std::error_code error;
   if (!fs::is_directory(directory, error)) return 0;
   size_t dropped = 0;
+  std::string first_damage;
   for (const auto& entry : fs::directory_iterator(directory)) {
     if (!entry.is_regular_file() || entry.path().filename().string().rfind("events.out.tfevents.", 0) != 0) continue;
     std::string kept;
     size_t later = 0;
-    for_each_event(entry.path(), [&](const tensorboard::Event& event, std::string_view payload) {
-      if (event.what_case() != tensorboard::Event::kFileVersion && event.step() > step) {
-        ++later;
-      } else {
-        kept += tfrecord(payload);
-      }
-    });
+    try {
+      for_each_event(entry.path(), [&](const tensorboard::Event& event, std::string_view payload) {
+        if (event.what_case() != tensorboard::Event::kFileVersion && event.step() > step) {
+          ++later;
+        } else {
+          kept += tfrecord(payload);
+        }
+      });
+    } catch (const std::runtime_error& damaged) {  // left as it is; the others are trimmed
+      if (first_damage.empty()) first_damage = damaged.what();
+      continue;
+    }
     if (later == 0) continue;
-    write_file_atomic(entry.path().string(), kept, Durability::kNoSync);
+    // Through a name without "tfevents", which TensorBoard would read as an event file if a kill
+    // left it behind.
+    const fs::path trimmed = directory / (".nmt-trim." + std::to_string(::getpid()));
+    write_file_atomic(trimmed.string(), kept, Durability::kNoSync);
+    fs::rename(trimmed, entry.path());
     dropped += later;
   }
+  if (!first_damage.empty()) throw std::runtime_error(first_damage);
   return dropped;
 }
 

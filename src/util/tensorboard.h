@@ -95,7 +95,8 @@ std::vector<EventRecord> read_events(const std::filesystem::path& file);
 // Removes the events after `step` from every event file of `directory` (each file rewritten through
 // a temporary file and a rename, so that it is whole before or after): what an interrupted run
 // wrote past the checkpoint that a resumed run continues from, and will write again. Returns how
-// many went. Throws as read_events for a damaged file, which is then left as it is.
+// many went. A damaged file (see read_events) is left as it is, the others trimmed, and then the
+// first damage is thrown.
 size_t drop_events_after(const std::filesystem::path& directory, int64_t step);
 
 }  // namespace nmt
