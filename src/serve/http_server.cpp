@@ -116,7 +116,7 @@ class RequestParser : public http::basic_parser<true> {
   std::string content_encoding;   // the first that is not "identity", or ""
   std::string transfer_encoding;  // the first that is not "chunked", or ""
   std::string expect;
-  std::string forwarded_for;  // X-Forwarded-For, its first field, cut at kForwardedBytes
+  std::string forwarded_for;  // the first X-Forwarded-For header's value, cut at kForwardedBytes
   std::string body;
   bool too_many_fields = false;
   bool out_of_memory = false;  // `grow` found no room
