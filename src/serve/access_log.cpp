@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "util/io.h"
+
 namespace nmt::serve {
 
 namespace {
@@ -102,20 +104,13 @@ void AccessLog::drain() {
     const std::string line = std::move(lines_.front());
     lines_.pop_front();
     lock.unlock();
-    size_t written = 0;
-    while (written < line.size()) {
-      const ssize_t count = ::write(fd_, line.data() + written, line.size() - written);
-      if (count < 0 && errno == EINTR) continue;
-      if (count <= 0) break;
-      written += static_cast<size_t>(count);
-    }
-    const int error = errno;
+    const std::string failed = write_fully(fd_, line.data(), line.size());
     lock.lock();
-    if (written < line.size()) {
+    if (!failed.empty()) {
       ++dropped_;
       if (!warned) {
         warned = true;
-        spdlog::warn("--access-log {}: cannot write ({}); lines are lost until it can", path_, std::strerror(error));
+        spdlog::warn("--access-log {}: cannot write ({}); lines are lost until it can", path_, failed);
       }
     }
   }

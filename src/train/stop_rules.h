@@ -60,14 +60,11 @@ class StopRules {
     for (const Metric metric : watched_) {
       if (progress.metrics[static_cast<size_t>(metric)].stalled >= patience_) stalled.push_back(to_string(metric));
     }
-    const bool stop = on_ == "all"   ? stalled.size() == watched_.size()
-                      : on_ == "any" ? !stalled.empty()
-                                     : !stalled.empty() && stalled.front() == to_string(watched_.front());
+    const bool first = progress.metrics[static_cast<size_t>(watched_.front())].stalled >= patience_;
+    const bool stop = on_ == "all" ? stalled.size() == watched_.size() : on_ == "any" ? !stalled.empty() : first;
     if (!stop) return "";
-    std::string names;
-    for (const std::string& name : on_ == "first" ? std::vector<std::string>{stalled.front()} : stalled) {
-      names += (names.empty() ? "" : ", ") + name;
-    }
+    std::string names = on_ == "first" ? to_string(watched_.front()) : "";
+    for (size_t i = 0; on_ != "first" && i < stalled.size(); ++i) names += (i == 0 ? "" : ", ") + stalled[i];
     return "early stopping: " + std::to_string(patience_) + " validations without improvement of " + names +
            (watched_.size() > 1 ? " (early-stopping-on " + on_ + ")" : "");
   }

@@ -70,16 +70,20 @@ OutputFile::~OutputFile() {
   if (descriptor_ >= 0) ::close(descriptor_);
 }
 
-void OutputFile::write(const char* data, size_t size) {
+std::string write_fully(int descriptor, const char* data, size_t size) {
   while (size > 0) {
-    const ssize_t written = ::write(descriptor_, data, size);
+    const ssize_t written = ::write(descriptor, data, size);
     if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      const std::string reason = written < 0 ? std::strerror(errno) : "nothing written";
-      throw std::runtime_error(name_ + ": write failed (" + reason + "); free some disk space and try again");
-    }
+    if (written <= 0) return written < 0 ? std::strerror(errno) : "nothing written";
     data += written;
     size -= static_cast<size_t>(written);
+  }
+  return "";
+}
+
+void OutputFile::write(const char* data, size_t size) {
+  if (const std::string reason = write_fully(descriptor_, data, size); !reason.empty()) {
+    throw std::runtime_error(name_ + ": write failed (" + reason + "); free some disk space and try again");
   }
 }
 

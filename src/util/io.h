@@ -32,6 +32,10 @@ void write_via_temporary(const std::string& path, const std::function<void(const
 
 // A file written with POSIX calls, so that every failure (a full disk: ENOSPC; a file-size limit:
 // EFBIG) is a std::runtime_error naming `name` and the reason, never a silent short write.
+// Writes all `size` bytes to `descriptor`, going on after short writes and EINTR. Returns "" when
+// they are written, else why not (strerror, or "nothing written").
+std::string write_fully(int descriptor, const char* data, size_t size);
+
 class OutputFile {
  public:
   // Creates (or truncates) `path`; `name` is the path the messages give (the final name of a

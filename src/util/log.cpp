@@ -9,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "util/io.h"
+
 namespace nmt {
 
 namespace {
@@ -33,14 +35,8 @@ bool stderr_is_terminal() {
   return terminal;
 }
 
-void write_stderr(const std::string& text) {
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t count = ::write(STDERR_FILENO, text.data() + written, text.size() - written);
-    if (count <= 0) return;  // a console that went away: nothing to do about it here
-    written += static_cast<size_t>(count);
-  }
-}
+// A console that went away: nothing to do about it here.
+void write_stderr(const std::string& text) { write_fully(STDERR_FILENO, text.data(), text.size()); }
 
 // "\r", the line, and the rest of the terminal's row cleared.
 std::string status_drawing(const std::string& text) {

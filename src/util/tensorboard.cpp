@@ -363,18 +363,9 @@ void EventWriter::text(const std::string& tag, int64_t step, const std::string& 
 // failing write, which read_events and TensorBoard stop at).
 void EventWriter::write_event(const std::string& serialized_event) {
   const std::string record = tfrecord(serialized_event);
-  const char* data = record.data();
-  size_t left = record.size();
-  while (left > 0) {
-    const ssize_t written = ::write(descriptor_, data, left);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      const std::string reason = written < 0 ? std::strerror(errno) : "nothing written";
-      throw std::runtime_error(path_.string() + ": cannot write a TensorBoard event (" + reason +
-                               "); free some disk space, or run with --tensorboard no");
-    }
-    data += written;
-    left -= static_cast<size_t>(written);
+  if (const std::string reason = write_fully(descriptor_, record.data(), record.size()); !reason.empty()) {
+    throw std::runtime_error(path_.string() + ": cannot write a TensorBoard event (" + reason +
+                             "); free some disk space, or run with --tensorboard no");
   }
   ++events_;
 }
