@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Puts the Multi30k German-English corpus (task 1, raw text) under data/multi30k/:
 # train.{de,en} (29000), val.{de,en} (1014), test_2016_flickr.{de,en} (1000).
+# With --languages cs,de,en,fr, those languages' files instead (Czech, German, English, French:
+# line i of each describes the same image, so any two are a parallel corpus).
 # With --mono, also Multi30k's monolingual captions of the training images (task 2, as published):
 # data/multi30k/task2/train.{1..5}.{de,en}.gz, five English and five German descriptions of each
 # of the 29,000 training images, written independently (material for back-translation).
@@ -14,9 +16,37 @@ shared="$root/../shared/data/multi30k"
 base_url="https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 declare -A expected=([train]=29000 [val]=1014 [test_2016_flickr]=1000)
 
+languages="de,en"
+mono=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --mono) mono=1 ;;
+    --languages)
+      languages=${2:-}
+      shift
+      ;;
+    --languages=*) languages=${1#--languages=} ;;
+    *)
+      echo "get_multi30k: unknown option '$1' (--languages cs,de,en,fr picks the languages; --mono also gets the monolingual captions)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+IFS=, read -r -a language_list <<< "$languages"
+for language in "${language_list[@]}"; do
+  case $language in
+    cs | de | en | fr) ;;
+    *)
+      echo "get_multi30k: --languages: '$language' is not one of Multi30k's cs, de, en, fr" >&2
+      exit 2
+      ;;
+  esac
+done
+
 mkdir -p "$target"
 for split in train val test_2016_flickr; do
-  for language in de en; do
+  for language in "${language_list[@]}"; do
     file="$split.$language"
     if [ -s "$target/$file" ]; then continue; fi
     if [ -s "$shared/$file" ]; then
@@ -32,7 +62,7 @@ for split in train val test_2016_flickr; do
 done
 
 for split in "${!expected[@]}"; do
-  for language in de en; do
+  for language in "${language_list[@]}"; do
     lines=$(wc -l < "$target/$split.$language")
     if [ "$lines" -ne "${expected[$split]}" ]; then
       echo "get_multi30k: $target/$split.$language has $lines lines, expected ${expected[$split]}; delete it and rerun" >&2
@@ -40,9 +70,9 @@ for split in "${!expected[@]}"; do
     fi
   done
 done
-echo "get_multi30k: data/multi30k ready (train 29000, val 1014, test_2016_flickr 1000 pairs)"
+echo "get_multi30k: data/multi30k ready in ${languages} (train 29000, val 1014, test_2016_flickr 1000 lines each)"
 
-if [[ ${1:-} == --mono ]]; then
+if [[ $mono == 1 ]]; then
   mkdir -p "$target/task2"
   for part in 1 2 3 4 5; do
     for language in de en; do
@@ -64,7 +94,4 @@ if [[ ${1:-} == --mono ]]; then
     done
   done
   echo "get_multi30k: data/multi30k/task2 ready (5 x 29000 English and German captions)"
-elif [[ -n ${1:-} ]]; then
-  echo "get_multi30k: unknown option '$1' (--mono also gets the monolingual captions)" >&2
-  exit 2
 fi

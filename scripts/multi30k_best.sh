@@ -17,7 +17,9 @@
 #
 # Usage: scripts/multi30k_best.sh [OUTPUT_DIR]          (default models/multi30k_best)
 # Environment: BEST_MINUTES, the wall-clock budget of steps 1-3 (default 60); BEST_PRECISION, the
-# members' precision (fp32, the default, or bf16 on a CPU with bfloat16 products: docs/usage.md).
+# members' precision (fp32, the default, or bf16 on a CPU with bfloat16 products: docs/usage.md);
+# BEST_SUBWORD_ALPHA, the members' subword-alpha (default 0: no subword regularisation; the
+# recipe's BPE vocabularies make it BPE-dropout).
 # Writes OUTPUT_DIR/corpus (the encoded corpus and vocabularies), OUTPUT_DIR/MEMBER (each run),
 # OUTPUT_DIR/val.tsv (every dev score), OUTPUT_DIR/test.hyp, OUTPUT_DIR/test.txt (the test
 # scores), OUTPUT_DIR/summary.txt, OUTPUT_DIR/prepare.log and OUTPUT_DIR/MEMBER.out (each
@@ -33,7 +35,9 @@ name=best
 out="${1:-models/multi30k_best}"
 budget="${BEST_MINUTES:-60}"
 precision="${BEST_PRECISION:-fp32}"
+subword_alpha="${BEST_SUBWORD_ALPHA:-0}"
 [[ $precision == fp32 || $precision == bf16 ]] || { echo "best: BEST_PRECISION must be fp32 or bf16, not '$precision'" >&2; exit 2; }
+[[ $subword_alpha =~ ^(0|0?[.][0-9]+|1)$ ]] || { echo "best: BEST_SUBWORD_ALPHA must be a number in [0, 1], not '$subword_alpha'" >&2; exit 2; }
 [[ $budget =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "best: BEST_MINUTES must be a number of minutes, not '$budget'" >&2; exit 2; }
 # What steps 2-3 need after training stops: each member's last validation and checkpoint, the
 # averages, and five dev translations (the last by the ensemble).
@@ -56,7 +60,7 @@ if awk -v t="$train_minutes" 'BEGIN { exit !(t < 1) }'; then
   exit 2
 fi
 echo "best: $(date +%H:%M:%S) training ${members[*]} side by side, $train_minutes minutes each"
-train_members "$train_minutes" "${recipe[@]}" "${sizes[@]}" --precision "$precision"
+train_members "$train_minutes" "${recipe[@]}" "${sizes[@]}" --precision "$precision" --subword-alpha "$subword_alpha"
 
 choose_on_val
 used=$(awk -v l="$(minutes_left)" -v b="$budget" 'BEGIN { printf "%.1f", b - l }')

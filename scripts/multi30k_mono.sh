@@ -26,7 +26,8 @@
 # probability 0.1 and the words shuffled by up to 3 places, as Edunov et al. 2018); MONO_TAG (yes,
 # the default, or no); MONO_REVERSE_MODEL, a reverse model directory to use instead of training
 # one (for studies that vary only later steps); MONO_PRECISION (fp32, or bf16 on a CPU with
-# bfloat16 products).
+# bfloat16 products); MONO_SUBWORD_ALPHA, the members' subword-alpha (default 0: none; BPE-dropout
+# with the recipe's BPE vocabularies).
 # Writes OUTPUT_DIR/mono.en (the English text), OUTPUT_DIR/reverse (the reverse run),
 # OUTPUT_DIR/bt.{de,en} and bt.de.origin.json (the synthetic corpus), OUTPUT_DIR/corpus (the
 # forward corpus and vocabularies), OUTPUT_DIR/MEMBER (each run), OUTPUT_DIR/val.tsv,
@@ -48,6 +49,7 @@ mono_lines="${MONO_LINES:-all}"
 bt_search="${MONO_BT:-sample}"
 tag="${MONO_TAG:-yes}"
 precision="${MONO_PRECISION:-fp32}"
+subword_alpha="${MONO_SUBWORD_ALPHA:-0}"
 number='^[0-9]+([.][0-9]+)?$'
 for setting in "MONO_MINUTES=$budget" "MONO_REVERSE_MINUTES=$reverse_minutes" "MONO_REAL_WEIGHT=$real_weight"; do
   [[ ${setting#*=} =~ $number ]] || { echo "mono: ${setting%%=*} must be a number, not '${setting#*=}'" >&2; exit 2; }
@@ -62,6 +64,7 @@ case $tag in
   *) echo "mono: MONO_TAG must be yes or no, not '$tag'" >&2; exit 2 ;;
 esac
 [[ $precision == fp32 || $precision == bf16 ]] || { echo "mono: MONO_PRECISION must be fp32 or bf16, not '$precision'" >&2; exit 2; }
+[[ $subword_alpha =~ ^(0|0?[.][0-9]+|1)$ ]] || { echo "mono: MONO_SUBWORD_ALPHA must be a number in [0, 1], not '$subword_alpha'" >&2; exit 2; }
 # What step 5 needs after training stops: each member's last validation and checkpoint, the
 # averages, and five dev translations (the last by the ensemble).
 reserve_minutes=2
@@ -118,7 +121,7 @@ if awk -v t="$train_minutes" 'BEGIN { exit !(t < 1) }'; then
 fi
 log "training ${members[*]} side by side, $train_minutes minutes each"
 train_members "$train_minutes" --config configs/multi30k_de_en.toml "${sizes[@]}" "${vocab[@]}" "${corpora[@]}" \
-  --precision "$precision"
+  --precision "$precision" --subword-alpha "$subword_alpha"
 
 # 5. The choice on val.
 choose_on_val

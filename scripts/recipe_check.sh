@@ -2,8 +2,10 @@
 # The Multi30k pipelines end to end at tiny budgets (one of scripts/check_all.sh's deep checks):
 # scripts/multi30k_best.sh in 4 minutes; scripts/multi30k_mono.sh in 6, with a reverse model of
 # half a minute and 300 captions; scripts/multi30k_distill.sh with that system as its teacher, 300
-# training sources and a student of half a minute. Each must finish and write the summary it
-# promises; the BLEU of models this young is not judged. Exits with 77 (skipped) when Multi30k
+# training sources and a student of half a minute; scripts/multi30k_multilingual.sh with German to
+# English and English to French for a minute and a half, German to French scored zero-shot and
+# through English. Each must finish and write the summary it promises; the BLEU of models this
+# young is not judged. Exits with 77 (skipped) when Multi30k
 # cannot be fetched.
 # Usage: scripts/recipe_check.sh [WORK_DIR]      (default: a temporary directory, removed after)
 set -euo pipefail
@@ -39,4 +41,9 @@ DISTILL_TEACHER="$(sed -n 's/^system: //p' "$work/mono/summary.txt")" DISTILL_BT
 expect "$work/distill/summary.txt" '^test BLEU: teacher [0-9.]+, student [0-9.]+'
 expect "$work/distill/summary.txt" '^whole-command seconds \(median of 3\): teacher [0-9.]+, student [0-9.]+, ratio [0-9.]+'
 [[ $(grep -c . "$work/distill/times.tsv") == 7 ]] || { echo "recipe_check: $work/distill/times.tsv is not 6 timed runs" >&2; exit 1; }
-echo "recipe_check: multi30k_best.sh, multi30k_mono.sh and multi30k_distill.sh ran end to end"
+
+MULTI_MINUTES=1.5 MULTI_ZERO_SHOT=de-fr scripts/multi30k_multilingual.sh de-en,en-fr "$work/multilingual"
+for line in 'de-en	val	direct' 'en-fr	test_2016_flickr	direct' 'de-fr	val	zero-shot' 'de-fr	test_2016_flickr	pivot'; do
+  expect "$work/multilingual/results.tsv" "^$line	[0-9.]+	[0-9.]+$"
+done
+echo "recipe_check: multi30k_best.sh, multi30k_mono.sh, multi30k_distill.sh and multi30k_multilingual.sh ran end to end"

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "text/corpus_mix.h"
 #include "text/prepared_corpus.h"
 #include "text/special_tokens.h"
+#include "text/subword_sampling.h"
 #include "text/token_corpus.h"
 #include "text/vocabulary.h"
 #include "util/io.h"
@@ -309,8 +311,133 @@ TEST_CASE("a tagged corpus: its sources start with the reserved tag, which no te
   CHECK(why_stale(path, recipe, tagged, tagged) == "the corpora's tags changed");
   const Vocabulary plain = toy_vocabulary(recipe);
   CHECK_THROWS_WITH(prepare_corpus(path, recipe, plain, plain, 1),
-                    Catch::StartsWith("train-tags: <bt> is not reserved in the source vocabulary"));
+                    Catch::StartsWith("train-tags or train-languages: <bt> is not reserved in the source vocabulary"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("target-language tokens: each corpus's sources start with its language's token, then its tag", "[corpus]") {
+  const fs::path dir = scratch("languages");
+  CorpusRecipe recipe = toy_recipe(dir, 40);
+  write_file_atomic((dir / "bt.src").string(), "a dog runs\nthe cat\n");
+  write_file_atomic((dir / "bt.tgt").string(), "ein Hund\ndie Katze\n");
+  recipe.source_files.push_back((dir / "bt.src").string());
+  recipe.target_files.push_back((dir / "bt.tgt").string());
+  const CorpusSpec real{{}, {}, 1, "", "de"}, back{{}, {}, 1, "<bt>", "en"};
+  CHECK(real.source_tokens() == "<2de>");
+  CHECK(back.source_tokens() == "<2en> <bt>");
+  CHECK(vocabulary_tags({real, back}, "<2fr>") == std::vector<std::string>{"<2de>", "<2en>", "<bt>", "<2fr>"});
+  recipe.tags = {real.source_tokens(), back.source_tokens()};
+
+  ParallelText text;
+  CorpusStats stats;
+  for_each_pair(recipe.source_files, recipe.target_files, stats, [&](std::string& source, std::string& target) {
+    text.source.push_back(source);
+    text.target.push_back(target);
+  });
+  const VocabularyTrainingOptions options{
+      VocabType::kUnigram, 150, 1, 1, false, vocabulary_tags({real, back}, "<2fr>")};
+  const Vocabulary vocabulary =
+      Vocabulary::from_serialized(train_vocabulary({&text.source, &text.target}, options), "languages");
+  const int64_t de = vocabulary.tag_id("<2de>"), en = vocabulary.tag_id("<2en>"), bt = vocabulary.tag_id("<bt>");
+  REQUIRE(de > kEosId);
+  REQUIRE(en > kEosId);
+  REQUIRE(bt > kEosId);
+  CHECK(vocabulary.decode({de, en, bt}).empty());  // control symbols: never in an output
+
+  const std::string path = (dir / "train.corpus").string();
+  prepare_corpus(path, recipe, vocabulary, vocabulary, 2);
+  std::string why;
+  const std::optional<PreparedCorpus> prepared = open_prepared_corpus(path, recipe, vocabulary, vocabulary, why);
+  REQUIRE(prepared);
+  const int64_t first_back = prepared->file_pairs[0];
+  REQUIRE(prepared->corpus.size() == first_back + 2);
+  for (int64_t pair = 0; pair < prepared->corpus.size(); ++pair) {
+    const std::vector<int64_t> source = prepared->corpus.source(pair);
+    const std::string& line = text.source[static_cast<size_t>(pair)];
+    std::vector<int64_t> expected = vocabulary.encode(line);
+    if (pair < first_back) {
+      expected.insert(expected.begin(), de);
+    } else {
+      expected.insert(expected.begin(), {en, bt});
+    }
+    CHECK(source == expected);
+    CHECK(prepared->corpus.target(pair) == vocabulary.encode(text.target[static_cast<size_t>(pair)]));
+  }
+  recipe.tags = {"<2fr>", back.source_tokens()};  // another language: another corpus
+  CHECK(why_stale(path, recipe, vocabulary, vocabulary) == "the corpora's tags changed");
+  fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "subword sampling: each draw segments anew, decodes to the same text, keeps the tokens and repeats for a seed",
+    "[corpus]") {
+  const fs::path dir = scratch("sampling");
+  const CorpusRecipe recipe = toy_recipe(dir, 80);
+  ParallelText text;
+  CorpusStats stats;
+  for_each_pair(recipe.source_files, recipe.target_files, stats, [&](std::string& source, std::string& target) {
+    text.source.push_back(source);
+    text.target.push_back(target);
+  });
+  for (const VocabType type : {VocabType::kUnigram, VocabType::kBpe}) {
+    INFO(to_string(type));
+    const VocabularyTrainingOptions options{type, 150, 1, 1, false, {"<2de>"}};
+    const Vocabulary vocabulary =
+        Vocabulary::from_serialized(train_vocabulary({&text.source, &text.target}, options), "sampling");
+    const int64_t tag = vocabulary.tag_id("<2de>");
+    REQUIRE(tag > kEosId);
+    std::vector<Example> examples;
+    for (size_t i = 0; i < text.source.size(); ++i) {
+      Example example{vocabulary.encode(text.source[i]), vocabulary.encode(text.target[i])};
+      example.source.insert(example.source.begin(), tag);
+      examples.push_back(std::move(example));
+    }
+    const TokenCorpus corpus = corpus_in_memory(examples, 2);
+    std::vector<int64_t> pairs = all_pairs(corpus);
+    pairs.pop_back();  // the last pair is not drawn: it stays as it is
+    const SubwordSampling sampling{type == VocabType::kUnigram ? 0.2 : 0.3, -1};
+    const TokenCorpus first = sample_segmentations(corpus, pairs, vocabulary, vocabulary, sampling, 7).get().corpus;
+    const TokenCorpus again = sample_segmentations(corpus, pairs, vocabulary, vocabulary, sampling, 7).get().corpus;
+    const TokenCorpus other = sample_segmentations(corpus, pairs, vocabulary, vocabulary, sampling, 8).get().corpus;
+    REQUIRE(first.size() == corpus.size());
+    int64_t changed = 0, differ = 0;
+    for (int64_t pair = 0; pair < corpus.size(); ++pair) {
+      const std::vector<int64_t> source = first.source(pair), target = first.target(pair);
+      CHECK(source.front() == tag);
+      CHECK(vocabulary.decode(source) == vocabulary.decode(corpus.source(pair)));
+      CHECK(vocabulary.decode(target) == vocabulary.decode(corpus.target(pair)));
+      CHECK(source == again.source(pair));
+      CHECK(target == again.target(pair));
+      if (source != corpus.source(pair) || target != corpus.target(pair)) ++changed;
+      if (source != other.source(pair) || target != other.target(pair)) ++differ;
+    }
+    CHECK(first.source(corpus.size() - 1) == corpus.source(corpus.size() - 1));
+    CHECK(changed > corpus.size() / 2);  // most pairs get another segmentation than the best one
+    CHECK(differ > corpus.size() / 2);   // and another seed (another epoch) another one again
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train-temperature: corpus shares n^(1/T) of an epoch as long as all corpora", "[corpus]") {
+  const std::vector<int64_t> sizes = {9000, 1000};
+  const std::vector<double> as_they_are = temperature_weights(sizes, 1);
+  CHECK(as_they_are[0] == Approx(1));
+  CHECK(as_they_are[1] == Approx(1));
+  // T = 2: shares sqrt(9000) : sqrt(1000) = 3 : 1 of 10000 pairs.
+  const std::vector<double> tempered = temperature_weights(sizes, 2);
+  CHECK(tempered[0] * 9000 == Approx(7500));
+  CHECK(tempered[1] * 1000 == Approx(2500));
+  // A large T: nearly the same share each.
+  const std::vector<double> flat = temperature_weights(sizes, 1000);
+  CHECK(flat[0] * 9000 == Approx(5000).epsilon(0.01));
+  CHECK(flat[1] * 1000 == Approx(5000).epsilon(0.01));
+  CHECK(temperature_weights({5, 0}, 5)[1] == 1);
+  // mix_epoch takes those shares.
+  std::vector<int64_t> big(9000), small(1000);
+  std::iota(big.begin(), big.end(), 0);
+  std::iota(small.begin(), small.end(), 9000);
+  const EpochMix mix = mix_epoch({{"big", tempered[0], "", big}, {"small", tempered[1], "", small}}, 3);
+  CHECK(mix.taken == std::vector<int64_t>{7500, 2500});
 }
 
 TEST_CASE("corpus lists: each entry is a corpus, and a bad weight, tag or count names its key", "[corpus]") {
@@ -320,7 +447,7 @@ TEST_CASE("corpus lists: each entry is a corpus, and a bad weight, tag or count 
   }
   const std::string a = (dir / "a").string(), b = (dir / "b").string();
   const std::vector<CorpusSpec> corpora =
-      corpus_specs(a + ".de," + b + "*.de", a + ".en," + b + "*.en", "2,0.25", ",<bt>");
+      corpus_specs({a + ".de," + b + "*.de", a + ".en," + b + "*.en", "2,0.25", ",<bt>"});
   REQUIRE(corpora.size() == 2);
   CHECK(corpora[0].source_files == std::vector<std::string>{a + ".de"});
   CHECK(corpora[1].target_files == std::vector<std::string>{b + "1.en", b + "2.en"});
@@ -331,18 +458,27 @@ TEST_CASE("corpus lists: each entry is a corpus, and a bad weight, tag or count 
   CHECK(vocabulary_tags(corpora, "<ft>,<bt>") == std::vector<std::string>{"<bt>", "<ft>"});
 
   const std::string sources = a + ".de," + b + "*.de", targets = a + ".en," + b + "*.en";
-  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1,-2", ""), Catch::StartsWith("train-weights: '-2'"));
-  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1,x", ""), Catch::StartsWith("train-weights: 'x'"));
-  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1,2.5e9", ""), Catch::StartsWith("train-weights"));
-  CHECK_THROWS_WITH(corpus_specs(sources, targets, "1", ""),
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "1,-2", ""}), Catch::StartsWith("train-weights: '-2'"));
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "1,x", ""}), Catch::StartsWith("train-weights: 'x'"));
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "1,2.5e9", ""}), Catch::StartsWith("train-weights"));
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "1", ""}),
                     Catch::StartsWith("train-weights: 1 weight for 2 corpora"));
-  CHECK_THROWS_WITH(corpus_specs(sources, targets, "", "<bt>"), Catch::StartsWith("train-tags: 1 item for 2"));
-  CHECK_THROWS_WITH(corpus_specs(sources, targets, "", ",bt"), Catch::StartsWith("train-tags: 'bt' is not a tag"));
-  CHECK_THROWS_WITH(corpus_specs(sources, targets, "", ",<b t>"), Catch::StartsWith("train-tags: '<b t>'"));
-  CHECK_THROWS_WITH(corpus_specs(sources, a + ".en", "", ""), Catch::StartsWith("train-target: 1 entry but"));
-  CHECK_THROWS_WITH(corpus_specs(sources, a + ".en," + b + "1.en", "", ""),
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "", "<bt>"}), Catch::StartsWith("train-tags: 1 item for 2"));
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "", ",bt"}), Catch::StartsWith("train-tags: 'bt' is not a tag"));
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "", ",<b t>"}), Catch::StartsWith("train-tags: '<b t>'"));
+  CHECK_THROWS_WITH(corpus_specs({sources, a + ".en", "", ""}), Catch::StartsWith("train-target: 1 entry but"));
+  CHECK_THROWS_WITH(corpus_specs({sources, a + ".en," + b + "1.en", "", ""}),
                     Catch::StartsWith("train-target: '" + b + "1.en' names 1 file but"));
-  CHECK_THROWS_WITH(corpus_specs(a + ".de," + b + "*.xx", targets, "", ""),
+  const std::vector<CorpusSpec> multilingual = corpus_specs({sources, targets, "", ",<bt>", "en,pt-BR"});
+  CHECK(multilingual[0].language == "en");
+  CHECK(multilingual[1].source_tokens() == "<2pt-BR> <bt>");
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "", "", "en"}),
+                    Catch::StartsWith("train-languages: 1 language for 2 corpora"));
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "", "", "en,"}),
+                    Catch::StartsWith("train-languages: a corpus without a language"));
+  CHECK_THROWS_WITH(corpus_specs({sources, targets, "", "", "en,English"}),
+                    Catch::StartsWith("train-languages: \"English\" is not an ISO 639 language code"));
+  CHECK_THROWS_WITH(corpus_specs({a + ".de," + b + "*.xx", targets, "", ""}),
                     Catch::StartsWith("train-source: '" + b + "*.xx' matches no file"));
   fs::remove_all(dir);
 }

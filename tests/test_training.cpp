@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -541,6 +542,70 @@ TEST_CASE("two corpora, weighted and tagged: a run stopped and resumed ends as a
   CHECK_THROWS_WITH(train(config, {}), Catch::StartsWith("init-from: train-tags gives <ft>, which the vocabulary of"));
   config.train_tags = ",<bt>";
   CHECK(train(config, {false, /*overwrite=*/true, {}, {}}).steps == 1);  // the refused run left its train.log
+  fs::remove_all(dir);
+}
+
+TEST_CASE("two languages at a temperature, subwords sampled: validated per dev set, a stopped run resumes exactly",
+          "[training]") {
+  const fs::path dir = fresh_directory("two_languages");
+  TrainConfig config = tiny_config(dir);
+  // 60 pairs into the toy language and 20 back into English: temperature 2 gives the small corpus
+  // about sqrt(20) / (sqrt(60) + sqrt(20)) of each epoch. Epochs of a few batches: the run crosses
+  // epochs and their draws.
+  const std::string toy = head_of("train.src", 60, dir), english = head_of("train.tgt", 60, dir);
+  fs::create_directories(dir / "back");
+  config.train_source = toy + "," + head_of("train.tgt", 20, dir / "back");
+  config.train_target = english + "," + head_of("train.src", 20, dir / "back");
+  config.train_languages = "eo,en";
+  config.train_temperature = 2;
+  config.dev_source = config.dev_source + "," + config.dev_target;
+  config.dev_target = config.dev_target + "," + config.dev_source.substr(0, config.dev_source.find(','));
+  config.dev_languages = "eo,en";
+  config.subword_alpha = 0.3;  // each epoch its own segmentations, drawn again on --resume
+  config.max_steps = 24;
+  config.model_dir = (dir / "whole").string();
+  train(config, {});
+  TrainingCheckpoint whole = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  REQUIRE(whole.progress.epoch >= 1);  // the run crossed into a second epoch
+  CHECK(whole.model.options.target_languages == std::vector<std::string>{"eo", "en"});
+  const int64_t eo = whole.model.source_vocabulary.tag_id("<2eo>"), en = whole.model.source_vocabulary.tag_id("<2en>");
+  CHECK(eo > kEosId);
+  CHECK(en > kEosId);
+  const std::string log = read_file((fs::path(config.model_dir) / "train.log").string());
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("corpus " + toy + ": ") && Catch::Contains(", into eo") &&
+                      Catch::Contains(", into en") && !Catch::Contains("weight 1, into") &&
+                      Catch::Contains("  dev1: loss ") && Catch::Contains("  dev2: loss "));
+
+  config.model_dir = (dir / "stopped").string();
+  config.max_steps = 4;
+  train(config, {});
+  config.max_steps = 24;
+  train(config, {/*resume=*/true, false, {}, {}});
+  TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
+  CHECK(resumed.progress.step == 24);
+  CHECK(resumed.progress.best_score == whole.progress.best_score);
+  auto pa = whole.model.network->parameters(), pb = resumed.model.network->parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+
+  // The languages stay; best-pair names a dev set, and picks by its numbers alone.
+  config.train_languages = "en,eo";
+  CHECK_THROWS_WITH(train(config, {true, false, {}, {}}), Catch::StartsWith("train-languages: is en,eo but"));
+  config.train_languages = "eo,en";
+  config.best_pair = "dev3";
+  CHECK_THROWS_WITH(train(config, {}), Catch::StartsWith("best-pair: 'dev3' is not a dev set; they are dev1, dev2"));
+  config.best_pair = "dev2";
+  config.max_steps = 4;
+  config.model_dir = (dir / "best_pair").string();
+  train(config, {});
+  const std::string metrics = read_file((fs::path(config.model_dir) / "metrics.jsonl").string());
+  const size_t validation = metrics.find("\"event\":\"validation\"");
+  REQUIRE(validation != std::string::npos);
+  const nlohmann::json line = nlohmann::json::parse(metrics.substr(
+      metrics.rfind('\n', validation) + 1, metrics.find('\n', validation) - metrics.rfind('\n', validation) - 1));
+  CHECK(line.at("dev_bleu") == line.at("dev_sets").at("dev2").at("bleu"));
+  CHECK(line.at("dev_loss") == line.at("dev_sets").at("dev2").at("loss"));
   fs::remove_all(dir);
 }
 

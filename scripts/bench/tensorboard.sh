@@ -23,14 +23,7 @@ threads="${NMT_BENCH_THREADS:-0}"
 for value in "$steps" "$validate_every" "$rounds"; do
   [[ "$value" =~ ^[1-9][0-9]*$ ]] || { echo "bench: $value is not a positive number" >&2; exit 1; }
 done
-[ -x build/nmt ] || { echo "bench: build/nmt not found; run scripts/build.sh nmt" >&2; exit 1; }
-[ -s data/multi30k/train.de ] || { echo "bench: data/multi30k not found; run scripts/get_multi30k.sh" >&2; exit 1; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
-build/nmt prepare --config "$config" --corpus-dir "$work/corpus" --model-dir "$work/unused" --threads "$threads" \
-  > "$work/prepare.log" 2>&1 || { tail -5 "$work/prepare.log"; exit 1; }
+source scripts/lib/recipe_bench.sh
 
 # run NAME TENSORBOARD: one training run; prints its training seconds, and the seconds it spent on
 # events (0 without).

@@ -234,7 +234,7 @@ Row bench_train(TrainConfig config, int steps, int warmup, double mm_gflops, con
 // The lines in their order through one continuous batch (search/continuous.h) of `capacity`
 // sentences, all waiting from the start: a saturated server's decoding, without HTTP.
 std::vector<Translation> translate_continuously(const TranslationModels& models, const std::vector<std::string>& lines,
-                                                const SearchOptions& search, size_t capacity) {
+                                                const SearchOptions& search, size_t capacity, int64_t language_tag) {
   torch::InferenceMode inference_mode;
   const Vocabulary& source_vocabulary = models.source_vocabulary();
   ContinuousGreedy running(models.ensemble(), search, models.shortlist);
@@ -247,7 +247,7 @@ std::vector<Translation> translate_continuously(const TranslationModels& models,
       std::vector<std::vector<int64_t>> sources;
       std::vector<int64_t> tags;
       for (size_t taken = 0; next < lines.size() && taken < fitting; ++next, ++taken) {
-        std::vector<int64_t> ids = source_ids(lines[next], source_vocabulary, translations[next]);
+        std::vector<int64_t> ids = source_ids(lines[next], source_vocabulary, translations[next], language_tag);
         if (ids.empty()) continue;
         sources.push_back(std::move(ids));
         tags.push_back(static_cast<int64_t>(next));
@@ -281,6 +281,7 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
         "--continuous takes greedy search without attention weights, on the CPU, with --batch-size in sentences");
   }
   const auto capacity = static_cast<size_t>(batching.batch_size);
+  const int64_t language_tag = target_language_tag(options.text, models.ensemble(), model.source_vocabulary);
   // Continuous: as nmt serve --workers N with N threads, one batch per thread, the lines dealt out.
   const auto workers = static_cast<size_t>(torch::get_num_threads());
   const auto translate = [&](const std::vector<std::string>& some) {
@@ -289,7 +290,7 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
     run_in_parallel(workers, workers, [&](size_t worker) {
       std::vector<std::string> own;
       for (size_t i = worker; i < some.size(); i += workers) own.push_back(some[i]);
-      std::vector<Translation> done = translate_continuously(models, own, search, capacity);
+      std::vector<Translation> done = translate_continuously(models, own, search, capacity, language_tag);
       for (size_t k = 0; k < done.size(); ++k) translations[worker + k * workers] = std::move(done[k]);
     });
     return translations;

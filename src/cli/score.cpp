@@ -14,6 +14,9 @@ void add_forced_decoding_options(CLI::App& command, TranslateOptions& options) {
   adder("length-penalty", options.search.length_penalty,
         "GNMT length penalty alpha of the scores, as translate scores (0 = none)");
   adder("batch-size", options.batching.batch_size, "sentence pairs per batch");
+  adder("target-language", options.text.target_language,
+        "the target language of the translations, for a multilingual model (trained with train-languages; \"\": "
+        "its only one)");
   adder("threads", options.threads, "CPU threads (0 = number of cores)");
   adder("device", options.device, "cpu, cuda, or cuda:N (GPU N of those CUDA_VISIBLE_DEVICES shows)");
   check_device_option(command);

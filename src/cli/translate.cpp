@@ -39,6 +39,9 @@ Command add_translate(CLI::App& program) {
   command->add_option("--constraints", job->constraints_file,
                       "terminology constraints, one line per input line, phrases separated by tabs (empty: none): "
                       "each output contains all its line's phrases (beam search)");
+  command->add_flag("--list-languages", job->list_languages,
+                    "print the target languages of a multilingual model (one a line, for --target-language) and "
+                    "translate nothing");
   add_translate_options(*command, job->options);
   return {command, [job] {
             warn_if_slow_blas();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "text/languages.h"
 #include "text/sentences.h"
 
 namespace nmt {
@@ -19,6 +20,7 @@ ModelOptions model_options_from_entries(const std::vector<std::pair<std::string,
   }
   parse_entries(app, model_entries);
   for (const auto& [key, value] : entries) {
+    if (key == "train-languages") model.target_languages = distinct_languages(value);
     if (key != "max-length") continue;
     try {
       model.trained_length = std::max<int64_t>(0, std::stoll(value));

@@ -12,15 +12,16 @@
 #include "config/fields.h"
 #include "config/model_fields.h"
 #include "text/corpus_mix.h"
+#include "text/languages.h"
 #include "text/sentences.h"
 #include "util/runtime.h"
 
 namespace nmt {
 namespace {
 
-// The single list of configuration keys: visit(key, field, help, on_resume) for each.
+// The keys of the data: corpora, dev sets, files, vocabulary and segmentation.
 template <typename Visitor, typename Config>
-void visit_fields(Visitor& visit, Config& config) {
+void visit_data_fields(Visitor& visit, Config& config) {
   constexpr OnResume fixed = OnResume::kFixed;
   visit("train-source", config.train_source,
         "training corpora, source side: comma-separated entries, each a file or a glob and each one corpus", fixed);
@@ -35,10 +36,29 @@ void visit_fields(Visitor& visit, Config& config) {
         "one tag per corpus, comma-separated, empty for none (',<bt>' tags the second): a token such as <bt> "
         "prepended to every source sentence of the corpus (tagged back-translation); translating needs no tag",
         fixed);
+  visit("train-languages", config.train_languages,
+        "one target language per corpus, comma-separated ('en,en,de'): a multilingual model, each source sentence "
+        "starting with its corpus's token <2xx>, and translate choosing one with --target-language (empty: one "
+        "target language, no token)",
+        fixed);
+  visit("train-temperature", config.train_temperature,
+        "corpus shares by size instead of train-weights: corpus i takes n_i^(1/T) / sum n_j^(1/T) of each epoch "
+        "and of the vocabulary's sample, T in [1, 1000] (1 = as they are, 5 = a small corpus gets more; 0 = off)",
+        fixed);
   visit("reserved-tags", config.reserved_tags,
-        "tags the vocabulary also reserves, comma-separated, for a later init-from run to give to train-tags", fixed);
-  visit("dev-source", config.dev_source, "development set, source side");
-  visit("dev-target", config.dev_target, "development set, target side");
+        "tags the vocabulary also reserves, comma-separated, for a later init-from run to give to train-tags or "
+        "train-languages (<2it> for it)",
+        fixed);
+  visit("dev-source", config.dev_source,
+        "development sets, source side: comma-separated, one per language pair, each validated on its own");
+  visit("dev-target", config.dev_target, "development sets, target side: one per dev-source entry");
+  visit("dev-languages", config.dev_languages,
+        "the target language of each development set, comma-separated (empty: each dev-target file's extension, "
+        "when train-languages is set)");
+  visit("best-pair", config.best_pair,
+        "the development set (de-en, from its files' extensions) whose metrics pick the best checkpoint, decay the "
+        "learning rate and stop early (empty: the mean over all of them)",
+        fixed);
   visit("model-dir", config.model_dir, "directory for vocabularies, checkpoints and logs");
   visit("corpus-dir", config.corpus_dir,
         "directory of the prepared training corpus and its vocabularies (nmt prepare; empty: model-dir)");
@@ -59,7 +79,21 @@ void visit_fields(Visitor& visit, Config& config) {
         "protected spans (0: none, and the vocabulary has no tokens)",
         fixed);
   visit("max-length", config.max_length, "skip training pairs longer than this many subwords", fixed);
+  visit("subword-alpha", config.subword_alpha,
+        "subword regularisation: each epoch's pairs segmented anew, never validation's or translation's; unigram: "
+        "drawn with P(x)^alpha (0.1 to 0.5 are usual), BPE: each merge dropped with probability alpha "
+        "(BPE-dropout; 0.1 is usual); 0 = off",
+        fixed);
+  visit("subword-nbest", config.subword_nbest,
+        "unigram subword-alpha: draw among this many best segmentations of each sentence (2..512; -1 = all of them)",
+        fixed);
+}
 
+// The single list of configuration keys: visit(key, field, help, on_resume) for each.
+template <typename Visitor, typename Config>
+void visit_fields(Visitor& visit, Config& config) {
+  constexpr OnResume fixed = OnResume::kFixed;
+  visit_data_fields(visit, config);
   visit_model_fields(visit, config.model);
 
   visit("batch-tokens", config.batch_tokens, "padded source+target tokens per batch", fixed);
@@ -140,20 +174,108 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
   CLI::App app;
   add_train_options(app, config);
   parse_entries(app, entries);
+  config.model.target_languages = distinct_languages(config.train_languages);  // as the run had them
   return config;
 }
+
+namespace {
+
+// The language code a file's extension gives (train.de: de), or "".
+std::string extension_language(const std::string& file) {
+  const std::string extension = std::filesystem::path(file).extension().string();
+  return extension.size() > 1 && is_language_code(std::string_view(extension).substr(1)) ? extension.substr(1) : "";
+}
+
+std::vector<std::string> list_items(const std::string& list) {
+  std::vector<std::string> items;
+  for (const std::string& item : split_commas(list)) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+}  // namespace
 
 TrainConfig with_languages(TrainConfig config) {
   const auto from_extension = [](std::string& language, const std::string& corpora) {
     if (!language.empty() || corpora.empty()) return;
-    const std::string extension = std::filesystem::path(split_commas(corpora).front()).extension().string();
-    if (extension.size() > 1 && is_language_code(std::string_view(extension).substr(1))) {
-      language = extension.substr(1);
+    const std::vector<std::string> entries = list_items(corpora);
+    if (entries.empty()) return;
+    const std::string first = extension_language(entries.front());
+    for (const std::string& entry : entries) {
+      if (extension_language(entry) != first) return;  // several languages: none of them
     }
+    language = first;
   };
   from_extension(config.model.source_language, config.train_source);
+  config.model.target_languages = distinct_languages(config.train_languages);
+  if (config.model.target_languages.size() > 1) return config;
+  if (config.model.target_languages.size() == 1 && config.model.target_language.empty()) {
+    config.model.target_language = config.model.target_languages.front();
+  }
   from_extension(config.model.target_language, config.train_target);
   return config;
+}
+
+std::vector<DevSetSpec> dev_sets(const TrainConfig& config) {
+  const std::vector<std::string> sources = list_items(config.dev_source), targets = list_items(config.dev_target);
+  if (targets.size() != sources.size()) {
+    throw std::invalid_argument("dev-target: " + std::to_string(targets.size()) + " entries but dev-source has " +
+                                std::to_string(sources.size()) + "; give each dev set's target file at its position");
+  }
+  const std::vector<std::string> known = distinct_languages(config.train_languages);
+  std::vector<std::string> languages;
+  if (!config.dev_languages.empty()) {
+    languages = split_commas(config.dev_languages);
+    if (known.empty()) {
+      throw std::invalid_argument(
+          "dev-languages: the training corpora name no target languages (train-languages); leave it empty");
+    }
+    if (languages.size() != sources.size()) {
+      throw std::invalid_argument("dev-languages: " + std::to_string(languages.size()) + " for " +
+                                  std::to_string(sources.size()) +
+                                  " dev sets in dev-source; give each one's target language, in order");
+    }
+  }
+  std::vector<DevSetSpec> sets;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    DevSetSpec set{sources[i], targets[i], languages.empty() ? "" : languages[i], ""};
+    if (!known.empty()) {
+      if (set.language.empty()) set.language = extension_language(set.target);
+      if (set.language.empty()) {
+        throw std::invalid_argument("dev-languages: " + set.target +
+                                    " has no language code for an extension; give the target language of each dev "
+                                    "set (train-languages names " +
+                                    language_list(known) + ")");
+      }
+      if (std::find(known.begin(), known.end(), set.language) == known.end()) {
+        throw std::invalid_argument("dev-languages: " + set.language + " (of " + set.target +
+                                    ") is not among the languages of train-languages, " + language_list(known) +
+                                    "; the model can translate into those only");
+      }
+    }
+    const std::string from = extension_language(set.source);
+    const std::string into = set.language.empty() ? extension_language(set.target) : set.language;
+    std::string name = !from.empty() && !into.empty() ? from + "-" + into : "dev" + std::to_string(i + 1);
+    const auto taken = [&sets](const std::string& candidate) {
+      return std::any_of(sets.begin(), sets.end(), [&](const DevSetSpec& other) { return other.name == candidate; });
+    };
+    if (taken(name)) {
+      int copy = 2;
+      while (taken(name + "#" + std::to_string(copy))) ++copy;
+      name += "#" + std::to_string(copy);
+    }
+    set.name = name;
+    sets.push_back(std::move(set));
+  }
+  if (!config.best_pair.empty() &&
+      std::none_of(sets.begin(), sets.end(), [&](const DevSetSpec& set) { return set.name == config.best_pair; })) {
+    std::string names;
+    for (const DevSetSpec& set : sets) names += (names.empty() ? "" : ", ") + set.name;
+    throw std::invalid_argument("best-pair: '" + config.best_pair + "' is not a dev set; they are " + names +
+                                " (empty: their mean)");
+  }
+  return sets;
 }
 
 std::vector<Metric> early_stopping_metrics(const TrainConfig& config) {
@@ -170,12 +292,18 @@ void validate(const TrainConfig& config) {
   const std::string unset = "is not set: give it in the config file or on the command line";
   require(!config.train_source.empty(), "train-source", unset);
   require(!config.train_target.empty(), "train-target", unset);
-  check_corpus_lists(config.train_source, config.train_target, config.train_weights, config.train_tags);
+  check_corpus_lists(
+      {config.train_source, config.train_target, config.train_weights, config.train_tags, config.train_languages});
+  require(config.train_temperature == 0 || (config.train_temperature >= 1 && config.train_temperature <= 1000),
+          "train-temperature", "must be 0 (off) or in [1, 1000]");
+  require(config.train_temperature == 0 || config.train_weights.empty(), "train-temperature",
+          "and train-weights both set the corpora's shares: give one of them");
   if (!config.reserved_tags.empty()) {
     for (const std::string& tag : split_commas(config.reserved_tags)) check_tag(tag, "reserved-tags");
   }
   require(!config.dev_source.empty(), "dev-source", unset);
   require(!config.dev_target.empty(), "dev-target", unset);
+  dev_sets(config);  // throws naming a dev set's key
   require(!config.model_dir.empty(), "model-dir", unset);
   require(config.vocab_size >= 8 && config.vocab_size <= kMaxVocabularySize, "vocab-size",
           "must be in 8.." + std::to_string(kMaxVocabularySize));
@@ -184,6 +312,9 @@ void validate(const TrainConfig& config) {
               " (256 of its pieces are the bytes): raise vocab-size, or set byte-fallback = false");
   require(config.placeholder_share >= 0 && config.placeholder_share <= 1, "placeholder-share", "must be in 0..1");
   require(config.max_length >= 1, "max-length", "must be at least 1");
+  require(config.subword_alpha >= 0 && config.subword_alpha <= 1, "subword-alpha", "must be in [0, 1] (0 = off)");
+  require(config.subword_nbest == -1 || (config.subword_nbest >= 2 && config.subword_nbest <= 512), "subword-nbest",
+          "must be -1 (all segmentations) or in 2..512");
   validate(config.model);
   require(config.batch_tokens >= 2, "batch-tokens", "must be at least 2");
   require(config.accumulate >= 1, "accumulate", "must be at least 1");

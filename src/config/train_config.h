@@ -26,9 +26,18 @@ struct TrainConfig {
   std::string train_target;   // target side
   std::string train_weights;  // one weight per corpus, comma-separated: epochs take its pairs that many times; "": 1s
   std::string train_tags;     // one tag per corpus, comma-separated, "" for none: prepended to its source sentences
+  // One target language per corpus, comma-separated ("" for a model of one target language): its
+  // token <2xx> starts each of the corpus's source sentences (text/languages.h).
+  std::string train_languages;
+  // Corpus shares by size at this temperature instead of train-weights (text/corpus_mix.h); 0 = off.
+  double train_temperature = 0;
   std::string reserved_tags;  // more tags for the vocabulary to reserve, for later runs (init-from) to use
-  std::string dev_source;     // development set, source side
-  std::string dev_target;     // development set, target side
+  // Development sets, comma-separated, one per language pair: each validated on its own
+  // (dev_sets()); the mean of their metrics, or best_pair's, picks checkpoints.
+  std::string dev_source;     // source side
+  std::string dev_target;     // target side
+  std::string dev_languages;  // target language of each; "": each target file's extension
+  std::string best_pair;      // the dev set whose metrics pick checkpoints; "": their mean
   std::string model_dir;      // where vocabularies, checkpoints and logs go
   std::string corpus_dir;     // the prepared corpus (train.corpus) and its vocabularies; empty: model_dir
   std::string init_from;      // fine-tuning: a checkpoint, or a model directory (its best.ckpt); empty: none
@@ -45,6 +54,11 @@ struct TrainConfig {
   // copy them, and translate gives it protected spans as tokens. 0: none, no tokens.
   double placeholder_share = 0.0;
   int max_length = 100;  // training pairs longer than this (subwords) are skipped
+  // Subword regularisation (text/subword_sampling.h): each epoch's pairs segmented anew. Unigram:
+  // draws with P(x)^alpha among the subword-nbest best (-1: all); BPE: merges dropped with
+  // probability alpha. 0: off.
+  double subword_alpha = 0;
+  int subword_nbest = -1;
 
   // Model
   ModelOptions model;
@@ -104,12 +118,27 @@ TrainConfig config_from_entries(const std::vector<std::pair<std::string, std::st
 // Checks ranges and combinations; throws std::invalid_argument naming the key.
 void validate(const TrainConfig& config);
 
+// One development set of dev-source, dev-target and dev-languages.
+struct DevSetSpec {
+  std::string source, target;
+  std::string language;  // the target language (train-languages' token), "" for a model of none
+  std::string name;      // "de-en" from the files' extensions (or the language), else "devN"; unique
+};
+
+// The development sets of `config`. Throws std::invalid_argument naming the key: lists of
+// different lengths, a language that is no ISO 639 code or that train-languages lacks, a language
+// for a model without languages, none for one with them (where the target file's extension is no
+// language code), a best-pair that names no dev set.
+std::vector<DevSetSpec> dev_sets(const TrainConfig& config);
+
 // The metrics early stopping watches: those of early_stopping_metrics in their order (each once),
 // or best_metric alone. Throws std::invalid_argument naming a name that is no metric.
 std::vector<Metric> early_stopping_metrics(const TrainConfig& config);
 
-// `config` with an empty source-language (target-language) set to the extension of the first
-// train-source (train-target) entry when that is a language code (train.de: de); otherwise as is.
+// `config` with an empty source-language (target-language) set to the extension of the
+// train-source (train-target) entries when they all share it and it is a language code (train.de:
+// de); otherwise as is. The model's target languages are train-languages' (ModelOptions::
+// target_languages); with more than one, target-language stays as it is.
 TrainConfig with_languages(TrainConfig config);
 
 // The keys a resumed run must keep (OnResume::kFixed): the corpus, vocabulary and batching keys,

@@ -37,6 +37,9 @@ void visit_translate_fields(Visitor& visit, TranslateOptions& options) {
         "translations with the line's spacing; no: a line is one sentence");
   visit("source-language", options.text.source_language,
         "ISO 639 code of the input's language, for the sentence rules (\"\": the model's source-language key)");
+  visit("target-language", options.text.target_language,
+        "the language a multilingual model (trained with train-languages) translates into, by its ISO 639 code; "
+        "\"\": its only one (nmt translate --model DIR --list-languages lists them)");
   visit("markup", Choice<std::string>{options.text.markup, {"none", "html", "xml"}},
         "inline tags and entities taken out before translation and put back around the words the attention ties "
         "to those they enclosed; the output is well-formed when the input is");

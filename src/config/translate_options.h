@@ -59,11 +59,14 @@ struct TextOptions {
   // back where it writes them: "auto" (when the vocabulary has them) or "no" (always taken out and
   // placed by the attention).
   std::string placeholder_tokens = "auto";
+  // The language a multilingual model translates into (its token, text/languages.h, in front of
+  // each sentence); "": a model's only one. A model trained without languages takes none.
+  std::string target_language;
 };
 
 // Lines translated as they are: no splitting, no markup, no protected spans (validation during
 // training, and the server's queue, whose lines come split and framed).
-inline TextOptions whole_lines() { return TextOptions{false, "", "none", "none", {}, "no", "no"}; }
+inline TextOptions whole_lines() { return TextOptions{false, "", "none", "none", {}, "no", "no", ""}; }
 
 // Everything that says how a model translates: which checkpoint, search, batching, threads.
 struct TranslateOptions {

@@ -201,11 +201,13 @@ std::vector<ForcedScore> score_pairs(const TranslationModels& models, const Tran
   // it gets 0 here too. Every other pair goes through the model.
   std::vector<std::vector<int64_t>> source_ids, target_ids;
   std::vector<size_t> scored;
+  const int64_t tag = target_language_tag(options.text, models.ensemble(), models.source_vocabulary());
   for (size_t i = 0; i < sources.size(); ++i) {
     std::vector<int64_t> source = models.source_vocabulary().encode(sources[i]);
     std::vector<int64_t> target = models.target_vocabulary().encode(targets[i]);
     if (source.empty() && target.empty()) continue;
     source.push_back(kEosId);
+    if (tag >= 0) source.insert(source.begin(), tag);
     source_ids.push_back(std::move(source));
     target_ids.push_back(std::move(target));
     scored.push_back(i);
@@ -225,6 +227,7 @@ std::vector<TokenLogProbabilities> best_token_log_probabilities(const Translatio
   std::vector<std::vector<int64_t>> sources, targets;
   std::vector<std::pair<size_t, size_t>> owners;  // (line, sentence) of each pair
   std::vector<TokenLogProbabilities> result(translations.size());
+  const int64_t tag = target_language_tag(options.text, models.ensemble(), models.source_vocabulary());
   for (size_t i = 0; i < translations.size(); ++i) {
     const Translation& translation = translations[i];
     if (translation.hypotheses.empty()) continue;
@@ -237,6 +240,7 @@ std::vector<TokenLogProbabilities> best_token_log_probabilities(const Translatio
       std::vector<int64_t> source = models.source_vocabulary().encode(translation.sentences[j]);
       if (source.empty()) continue;
       source.push_back(kEosId);
+      if (tag >= 0) source.insert(source.begin(), tag);
       std::vector<int64_t> target(begin, tokens.begin() + static_cast<std::ptrdiff_t>(offset));
       if (backwards) std::reverse(target.begin(), target.end());
       sources.push_back(std::move(source));
@@ -383,6 +387,18 @@ void translate_inputs(const TranslateJob& job, const TranslationModels& models, 
 }
 
 void translate_files(TranslateJob job, std::ostream& out) {
+  if (job.list_languages) {
+    const TranslationModels models = load(job.options);
+    const ModelOptions& model = models.members.front().options;
+    for (const std::string& language : model.target_languages) out << language << "\n";
+    if (model.target_languages.empty()) {
+      spdlog::info(
+          "{} was trained without train-languages: it translates into its one target language{}, and "
+          "--target-language stays empty",
+          job.options.models.front(), model.target_language.empty() ? "" : " (" + model.target_language + ")");
+    }
+    return;
+  }
   check_translate_job(job);
   translate_inputs(job, load(job.options), out);
 }

@@ -28,6 +28,7 @@ struct TranslateJob {
   std::string prefix_file;          // target prefixes, one line per input line (search/translator.h)
   std::string constraints_file;     // terminology constraints, one line per input line (ditto)
   OutputOptions outputs;
+  bool list_languages = false;  // print the model's target languages, one a line, and translate nothing
   // Called after each batch with the sentences of the input done so far; an exception from it ends
   // the translation, nothing written (the Python module's Ctrl-C). Empty: a progress line on a
   // terminal, unless options.quiet.

@@ -11,6 +11,7 @@
 #include "eval/bleu.h"
 #include "inference/model.h"
 #include "search/forced_decoding.h"
+#include "search/translator.h"
 #include "text/corpus.h"
 #include "text/special_tokens.h"
 #include "util/io.h"
@@ -43,9 +44,14 @@ Features score_lists(const RerankJob& job, const std::vector<TranslationModels>&
   const torch::Device device = parse_device(job.options.device);
   for (const TranslationModels& model : models) {
     std::vector<std::vector<int64_t>> source_ids, target_ids;
+    // --target-language is for the multilingual models among them; the others take no token.
+    const int64_t tag = model.members.front().options.target_languages.empty()
+                            ? -1
+                            : target_language_tag(job.options.text, model.ensemble(), model.source_vocabulary());
     for (size_t i = 0; i < lists.size(); ++i) {
       std::vector<int64_t> source = model.source_vocabulary().encode(sources[i]);
       source.push_back(kEosId);
+      if (tag >= 0) source.insert(source.begin(), tag);
       for (const std::string& hypothesis : lists[i]) {
         source_ids.push_back(source);
         target_ids.push_back(model.target_vocabulary().encode(hypothesis));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace nmt {
 
@@ -72,6 +73,10 @@ struct ModelOptions {
   // The training key max-length (subwords) the model was trained within, read from the checkpoint's
   // configuration; 0 when not known. Not a model key: fixed by training, not by the network.
   int64_t trained_length = 0;
+  // The target languages of a multilingual model (train-languages, each once; text/languages.h):
+  // translation puts the token of one of them in front of each source sentence. Empty for a model
+  // of one target language. Not a model key either.
+  std::vector<std::string> target_languages;
 
   EncoderOptions encoder(int64_t source_vocab_size) const {
     EncoderOptions options;

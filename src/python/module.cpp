@@ -227,7 +227,8 @@ void bind_translator(py::module_& module) {
                .c_str())
       .def("score_batch", &PyTranslator::score_batch, "sources"_a, "targets"_a,
            "Scores each (source, target) pair by forced decoding, as nmt score does; returns a ScoreResult each. "
-           "Options: length_penalty (1.0), batch_size (64, pairs per batch).")
+           "Options: length_penalty (1.0), batch_size (64, pairs per batch), target_language (\"\": a multilingual "
+           "model's only one).")
       .def("translate_file", &PyTranslator::translate_file, "input"_a, "output"_a, py::kw_only(), "n_best"_a = 1,
            "with_scores"_a = false, "alignment"_a = false, "attention_dir"_a = py::none(), "prefix_file"_a = py::none(),
            "constraints_file"_a = py::none(),
@@ -245,7 +246,10 @@ void bind_translator(py::module_& module) {
       .def_property_readonly(
           "device", [](const PyTranslator& t) { return t.options().device; }, "cpu, cuda or cuda:N")
       .def_property_readonly(
-          "attention", [](const PyTranslator& t) { return t.models().attention(); }, "the members' attention scorers");
+          "attention", [](const PyTranslator& t) { return t.models().attention(); }, "the members' attention scorers")
+      .def_property_readonly(
+          "target_languages", [](const PyTranslator& t) { return t.models().members.front().options.target_languages; },
+          "the languages a multilingual model translates into (target_language picks one); [] for a model of one");
 }
 
 }  // namespace

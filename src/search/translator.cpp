@@ -11,6 +11,7 @@
 #include "model/options.h"
 #include "search/memory.h"
 #include "text/batching.h"
+#include "text/languages.h"
 #include "text/special_tokens.h"
 #include "util/device_rules.h"
 #include "util/format.h"
@@ -226,11 +227,28 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
   splitter_ = text_splitter(text, model_);
   framer_ = text_framer(text, source_vocabulary_);
   cutter_ = text_cutter(text, model_, source_vocabulary_);
+  source_tag_ = target_language_tag(text, model_, source_vocabulary_);
+}
+
+int64_t target_language_tag(const TextOptions& text, const Ensemble& model, const Vocabulary& source_vocabulary,
+                            const std::string& name) {
+  const std::vector<std::string>& known = model.members().front()->options().target_languages;
+  for (const auto& member : model.members()) {
+    if (member->options().target_languages != known) {
+      throw std::invalid_argument("the models of this ensemble translate into different languages (" +
+                                  language_list(known) + "; " + language_list(member->options().target_languages) +
+                                  "): ensemble models trained with the same train-languages");
+    }
+  }
+  return target_language_id(known, source_vocabulary, text.target_language, name);
 }
 
 std::shared_ptr<const ClauseCutter> text_cutter(const TextOptions& text, const Ensemble& model,
                                                 const Vocabulary& source_vocabulary) {
-  const size_t most = cut_length(text, model.members().front()->options().trained_length);
+  const ModelOptions& options = model.members().front()->options();
+  size_t most = cut_length(text, options.trained_length);
+  // A multilingual model's target-language token counted in max-length when it trained.
+  if (text.cut_sentences == "auto" && most > 1 && !options.target_languages.empty()) --most;
   if (most == 0) return nullptr;
   return std::make_shared<const ClauseCutter>(
       most, [source_vocabulary](std::string_view part) { return source_vocabulary.encode(std::string(part)).size(); });
@@ -480,8 +498,9 @@ std::vector<Translation> Translator::translate_sentences(const std::vector<std::
   BatchConstraints constraints(constrained ? lines.size() : 0);
   std::vector<int64_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
-    sources[i] = subwords.empty() ? source_ids(lines[i], source_vocabulary_, translations[i])
-                                  : source_ids(std::move(subwords[i]), source_vocabulary_, translations[i]);
+    sources[i] = subwords.empty()
+                     ? source_ids(lines[i], source_vocabulary_, translations[i], source_tag_)
+                     : source_ids(std::move(subwords[i]), source_vocabulary_, translations[i], source_tag_);
     if (sources[i].empty()) continue;  // empty in, empty out
     order.push_back(static_cast<int64_t>(i));
     const int64_t limit = max_output_length(static_cast<int64_t>(sources[i].size()), search_options);
@@ -548,30 +567,38 @@ std::vector<Translation> Translator::translate_sentences(const std::vector<std::
   return translations;
 }
 
-std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary,
-                                Translation& translation) {
-  return source_ids(source_vocabulary.encode(line), source_vocabulary, translation);
+std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary, Translation& translation,
+                                int64_t tag) {
+  return source_ids(source_vocabulary.encode(line), source_vocabulary, translation, tag);
 }
 
-std::vector<int64_t> source_ids(std::vector<int64_t> ids, const Vocabulary& source_vocabulary,
-                                Translation& translation) {
+std::vector<int64_t> source_ids(std::vector<int64_t> ids, const Vocabulary& source_vocabulary, Translation& translation,
+                                int64_t tag) {
   if (ids.empty()) return ids;
   for (int64_t id : ids) translation.source_pieces.push_back(source_vocabulary.piece(id));
   ids.push_back(kEosId);
+  if (tag >= 0) {
+    ids.insert(ids.begin(), tag);
+    translation.source_tags = 1;
+  }
   return ids;
 }
 
 void finish_translation(Translation& translation, const std::string& sentence, const Vocabulary& target_vocabulary,
                         const SearchOptions& search, bool backwards) {
+  const auto tags = static_cast<int64_t>(translation.source_tags);
   for (auto& hypothesis : translation.hypotheses) {
     if (backwards) turn_around(hypothesis);
     translation.texts.push_back(target_vocabulary.decode(hypothesis.tokens));
+    if (tags > 0 && hypothesis.attention.defined()) {
+      hypothesis.attention = hypothesis.attention.narrow(1, tags, hypothesis.attention.size(1) - tags);
+    }
   }
   if (translation.hypotheses.empty()) return;  // an empty line
   translation.sentences = {sentence};
   translation.sentence_tokens = {translation.hypotheses[0].tokens.size()};
   // A search ends at its cap with `limit` tokens and no EOS; one that ends by itself, sooner.
-  const int64_t limit = max_output_length(static_cast<int64_t>(translation.source_pieces.size()) + 1, search);
+  const int64_t limit = max_output_length(static_cast<int64_t>(translation.source_pieces.size()) + tags + 1, search);
   if (static_cast<int64_t>(translation.hypotheses[0].tokens.size()) >= limit) translation.capped = {0};
 }
 

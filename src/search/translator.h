@@ -25,9 +25,13 @@ namespace nmt {
 // line's spacing.
 struct Translation {
   std::vector<std::string> source_pieces;  // the source subwords (attention columns, without EOS)
-  std::vector<Hypothesis> hypotheses;      // n-best, best first; empty for an empty input line
-  std::vector<std::string> texts;          // detokenized text of each hypothesis
-  std::vector<std::string> sentences;      // what was translated: the line's sentences, or the line
+  // Tokens the search saw in front of the source subwords, which are not pieces of the text: a
+  // multilingual model's target-language token (text/languages.h). finish_translation takes their
+  // columns out of the attention, so that its columns are the source pieces' and EOS.
+  size_t source_tags = 0;
+  std::vector<Hypothesis> hypotheses;  // n-best, best first; empty for an empty input line
+  std::vector<std::string> texts;      // detokenized text of each hypothesis
+  std::vector<std::string> sentences;  // what was translated: the line's sentences, or the line
   // Indices into `sentences` of those whose best translation stopped at an output cap
   // (--max-length-ratio, --max-output-length) instead of ending by itself.
   std::vector<size_t> capped;
@@ -75,6 +79,8 @@ class Translator {
   // `text`: whether lines are split into sentences, and by which language's rules (the model's
   // source-language when text.source_language is empty; the rules all languages share when
   // neither names one); its markup and protected spans (text/protect.h), put back into each text.
+  // text.target_language picks the target-language token put in front of each sentence (a
+  // multilingual model's, text/languages.h: target_language_id).
   // Throws std::invalid_argument naming the option of a value of `text` that is wrong.
   Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary target_vocabulary, SearchOptions search,
              BatchingOptions batching, const TextOptions& text, torch::Device device,
@@ -115,7 +121,14 @@ class Translator {
   std::shared_ptr<const SentenceSplitter> splitter_;
   std::shared_ptr<const Framer> framer_;        // null: lines are translated as text, nothing protected
   std::shared_ptr<const ClauseCutter> cutter_;  // null: no sentence is cut
+  int64_t source_tag_ = -1;                     // the target-language token's id, or -1 for none
 };
+
+// The id of the target-language token `text` asks of `model` (text/languages.h:
+// target_language_id, its errors naming `name`), or -1 for a model of one target language. The
+// members of an ensemble must know the same languages.
+int64_t target_language_tag(const TextOptions& text, const Ensemble& model, const Vocabulary& source_vocabulary,
+                            const std::string& name = "--target-language");
 
 // One line's Translation from its sentences' (as Translation's comment says), the texts joined
 // with `split`'s gaps; `sentences` holds one Translation per sentence of `split`, each with its
@@ -177,14 +190,17 @@ std::shared_ptr<const ClauseCutter> text_cutter(const TextOptions& text, const E
 SentenceConstraints encode_constraints(const std::string& line, const Vocabulary& target_vocabulary, bool backwards,
                                        int64_t prefix_tokens, int64_t limit, const std::string& where);
 
-// A line as the search takes it: its source subwords' ids and EOS, or none for an empty line (or
-// only whitespace); the subwords go into `translation`'s source_pieces.
-std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary, Translation& translation);
+// A line as the search takes it: the target-language token `tag` (unless -1), its source subwords'
+// ids and EOS, or none for an empty line (or only whitespace); the subwords go into
+// `translation`'s source_pieces, and the token into its source_tags.
+std::vector<int64_t> source_ids(const std::string& line, const Vocabulary& source_vocabulary, Translation& translation,
+                                int64_t tag = -1);
 // The same from the line's subwords as source_vocabulary.encode() gave them.
 std::vector<int64_t> source_ids(std::vector<int64_t> subwords, const Vocabulary& source_vocabulary,
-                                Translation& translation);
+                                Translation& translation, int64_t tag = -1);
 // Fills `translation`'s texts from its hypotheses, turning a right-to-left model's (`backwards`)
-// around first, and its `sentences` ({sentence}) and `capped` (the caps of `search`).
+// around first, and its `sentences` ({sentence}) and `capped` (the caps of `search`); takes the
+// columns of its source_tags out of each hypothesis's attention.
 void finish_translation(Translation& translation, const std::string& sentence, const Vocabulary& target_vocabulary,
                         const SearchOptions& search, bool backwards);
 

@@ -66,7 +66,8 @@ void BatchQueue::stop() {
 }
 
 void BatchQueue::submit(std::vector<std::string> lines, const SearchOptions& search, std::vector<std::string> prefixes,
-                        std::vector<std::string> constraints, std::vector<std::vector<int64_t>> subwords, Done done) {
+                        std::vector<std::string> constraints, std::vector<std::vector<int64_t>> subwords, Done done,
+                        std::string target_language) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) throw std::runtime_error("the server is stopping");
@@ -76,6 +77,7 @@ void BatchQueue::submit(std::vector<std::string> lines, const SearchOptions& sea
     request.constraints = std::move(constraints);
     request.subwords = std::move(subwords);
     request.search = search;
+    request.target_language = std::move(target_language);
     request.arrival = std::chrono::steady_clock::now();
     request.done = std::move(done);
   }
@@ -84,17 +86,20 @@ void BatchQueue::submit(std::vector<std::string> lines, const SearchOptions& sea
 
 std::vector<Translation> BatchQueue::translate(std::vector<std::string> lines, const SearchOptions& search,
                                                std::vector<std::string> prefixes, std::vector<std::string> constraints,
-                                               std::vector<std::vector<int64_t>> subwords) {
+                                               std::vector<std::vector<int64_t>> subwords,
+                                               std::string target_language) {
   std::promise<std::vector<Translation>> result;
   std::future<std::vector<Translation>> answer = result.get_future();
-  submit(std::move(lines), search, std::move(prefixes), std::move(constraints), std::move(subwords),
-         [&result](std::vector<Translation> translations, std::exception_ptr error) {
-           if (error) {
-             result.set_exception(error);
-           } else {
-             result.set_value(std::move(translations));
-           }
-         });
+  submit(
+      std::move(lines), search, std::move(prefixes), std::move(constraints), std::move(subwords),
+      [&result](std::vector<Translation> translations, std::exception_ptr error) {
+        if (error) {
+          result.set_exception(error);
+        } else {
+          result.set_value(std::move(translations));
+        }
+      },
+      std::move(target_language));
   return answer.get();
 }
 
@@ -142,7 +147,7 @@ std::vector<BatchQueue::Request> BatchQueue::take_batch() {
     size_t bytes = 0;
     for (const std::string& line : request.lines) bytes += line.size();
     const double per_line = request.lines.empty() ? 0.0 : static_cast<double>(bytes) / request.lines.size();
-    waiting.push_back({request.lines.size(), per_line, same_search(request.search, queue_.front().search)});
+    waiting.push_back({request.lines.size(), per_line, same_batch(request, queue_.front())});
   }
   const std::vector<bool> chosen = choose_batch(waiting, options_.max_batch_sentences);
   std::vector<Request> batch;
@@ -156,6 +161,16 @@ std::vector<BatchQueue::Request> BatchQueue::take_batch() {
   }
   queue_ = std::move(left);
   return batch;
+}
+
+int64_t BatchQueue::language_tag(const Request& request) const {
+  TextOptions text;
+  text.target_language = request.target_language;
+  return target_language_tag(text, ensemble_, models_.source_vocabulary());
+}
+
+bool BatchQueue::same_batch(const Request& a, const Request& b) {
+  return same_search(a.search, b.search) && a.target_language == b.target_language;
 }
 
 bool BatchQueue::runs_continuously(const Request& request, const SearchOptions& search) const {
@@ -221,12 +236,13 @@ void BatchQueue::run_continuously(std::unique_lock<std::mutex>& lock) {
         Running& each = requests.at(number);
         const std::vector<std::string>& lines = each.request.lines;
         each.translations.resize(lines.size());
+        const int64_t tag = language_tag(each.request);  // requests into several languages share the search
         for (size_t line = 0; line < lines.size(); ++line) {
           Translation& translation = each.translations[line];
           std::vector<int64_t> ids =
               each.request.subwords.empty()
-                  ? source_ids(lines[line], source_vocabulary, translation)
-                  : source_ids(std::move(each.request.subwords[line]), source_vocabulary, translation);
+                  ? source_ids(lines[line], source_vocabulary, translation, tag)
+                  : source_ids(std::move(each.request.subwords[line]), source_vocabulary, translation, tag);
           if (ids.empty()) continue;  // empty in, empty out
           sources.push_back(std::move(ids));
           tags.push_back(number * lines_per_request + static_cast<int64_t>(line));
@@ -284,7 +300,7 @@ void BatchQueue::work() {
       if (stopping_ || queue_.empty()) return true;
       size_t sentences = 0;
       for (const Request& request : queue_) {
-        if (same_search(request.search, queue_.front().search)) sentences += request.lines.size();
+        if (same_batch(request, queue_.front())) sentences += request.lines.size();
       }
       return sentences >= options_.max_batch_sentences;
     });
@@ -309,8 +325,10 @@ void BatchQueue::work() {
     std::exception_ptr error;
     try {
       // Lines arrive already split into sentences (serve/server.cpp, answer_translate).
+      TextOptions text = whole_lines();
+      text.target_language = batch.front().target_language;  // the same for the batch (same_batch)
       Translator translator(ensemble_, models_.source_vocabulary(), models_.target_vocabulary(), batch.front().search,
-                            options_.batching, whole_lines(), device_, models_.shortlist);
+                            options_.batching, text, device_, models_.shortlist);
       if (options_.on_batch) options_.on_batch(lines.size());
       translations = translator.translate(lines, {}, guides, std::move(subwords));
     } catch (...) {

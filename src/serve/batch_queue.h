@@ -72,14 +72,16 @@ class BatchQueue {
   // prefixes, constraints: one line per line (search/translator.h, TargetGuides), or none.
   // subwords: each line's source ids as the caller encoded them to check the request, which the
   // search takes instead of encoding the line again; or none.
+  // target_language: a multilingual model's (TextOptions::target_language), checked by the caller.
   // Throws std::runtime_error once the queue is stopping.
   void submit(std::vector<std::string> lines, const SearchOptions& search, std::vector<std::string> prefixes,
-              std::vector<std::string> constraints, std::vector<std::vector<int64_t>> subwords, Done done);
+              std::vector<std::string> constraints, std::vector<std::vector<int64_t>> subwords, Done done,
+              std::string target_language = "");
 
   // submit() that blocks until `lines` are translated, and rethrows the search's exception.
   std::vector<Translation> translate(std::vector<std::string> lines, const SearchOptions& search,
                                      std::vector<std::string> prefixes = {}, std::vector<std::string> constraints = {},
-                                     std::vector<std::vector<int64_t>> subwords = {});
+                                     std::vector<std::vector<int64_t>> subwords = {}, std::string target_language = "");
 
   // Sentences translated and batches run so far (with continuous batching, each group of requests
   // that joined a running batch counts as one).
@@ -98,10 +100,15 @@ class BatchQueue {
     std::vector<std::string> constraints;        // one per line, or none
     std::vector<std::vector<int64_t>> subwords;  // one per line, or none
     SearchOptions search;
+    std::string target_language;
     std::chrono::steady_clock::time_point arrival;
     Done done;
   };
   void work();
+  // The id of the target-language token `request`'s sentences start with, or -1.
+  int64_t language_tag(const Request& request) const;
+  // Whether two requests can share a static batch: the same search, into the same language.
+  static bool same_batch(const Request& a, const Request& b);
   // Whether `request` can join a continuous batch of `search`.
   bool runs_continuously(const Request& request, const SearchOptions& search) const;
   // Translates the oldest request and those that join it continuously, until none is left running

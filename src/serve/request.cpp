@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kFields =
-    "text, prefix, constraints, beam_size, n_best, attention, alignment, confidence, markup";
+    "text, prefix, constraints, beam_size, n_best, attention, alignment, confidence, markup, target_language";
 
 [[noreturn]] void refuse(const std::string& message, int status = 400) { throw RequestError(status, message); }
 
@@ -218,6 +218,11 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
         refuse("markup must be \"none\", \"html\" or \"xml\"");
       }
       request.markup = value.get<std::string>();
+    } else if (name == "target_language") {
+      if (!value.is_string() || value.get<std::string>().size() > 32) {
+        refuse("target_language must be a language code such as \"de\" (the model's languages: GET /health)");
+      }
+      request.target_language = value.get<std::string>();
     } else {
       refuse("unknown field " + quoted_name(name) + " (the fields are " + kFields + ")");
     }
@@ -233,7 +238,8 @@ TranslateRequest parse_translate_request(std::string_view body, const SearchOpti
 void check_guides(const TranslateRequest& request, const std::vector<std::vector<int64_t>>& source_subwords,
                   const Vocabulary& target_vocabulary, bool backwards) {
   const auto limit = [&](size_t i) {
-    const auto source_length = static_cast<int64_t>(source_subwords[i].size()) + 1;  // EOS
+    const auto source_length =
+        static_cast<int64_t>(source_subwords[i].size() + request.source_tags) + 1;  // the tag and EOS
     return max_output_length(source_length, request.search);
   };
   const auto prefix_length = [&](size_t i) {
@@ -281,8 +287,8 @@ size_t answer_bytes_bound(const TranslateRequest& request, const SentencePlan& p
     // A line's attention spans all its sentences' pieces (and one EOS), and its rows their caps.
     size_t columns = 1, rows = 1, sentence_bytes = 0;
     for (size_t sentence = plan.first[line]; sentence < plan.first[line + 1]; ++sentence) {
-      const auto length = static_cast<int64_t>(plan.subwords[sentence].size()) + 1;  // and EOS
-      columns += static_cast<size_t>(length) - 1;
+      const auto length = static_cast<int64_t>(plan.subwords[sentence].size() + request.source_tags) + 1;  // EOS
+      columns += plan.subwords[sentence].size();
       rows += static_cast<size_t>(max_output_length(length, request.search));
       sentence_bytes += plan.sentences[sentence].size() * kTextByte + 3 + 2 * kIndex;
     }

@@ -47,11 +47,15 @@ struct TranslateRequest {
   bool alignment = false;                // add each sentence's hard alignment ("i-j" pairs)
   bool confidence = false;               // add each text's confidence and words (inference/outputs.h)
   std::string markup;                    // none | html | xml; "": the server's --markup
+  std::string target_language;           // a multilingual model's (text/languages.h); "": the server's
+  // Tokens in front of each sentence's subwords (the target-language token: 1 for a multilingual
+  // model), which the output caps count; set by the server once it knows the model.
+  size_t source_tags = 0;
 };
 
 // {"text": "..." | ["...", ...], "prefix": as text, "constraints": [phrase, ...] | [[phrase, ...], ...],
 //  "beam_size": int, "n_best": int, "attention": bool, "alignment": bool, "confidence": bool,
-//  "markup": "none" | "html" | "xml"}; only
+//  "markup": "none" | "html" | "xml", "target_language": "de"}; only
 // "text" is required,
 // and any other field is refused by name. "prefix" gives each sentence the start of its translation
 // ("" for none); "constraints" the phrases its translation contains: a list for a string text, a

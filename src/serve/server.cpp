@@ -221,7 +221,13 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
       origins(options.allow_origins),
       access_log(options.access_log.empty() ? nullptr
                                             : std::make_unique<AccessLog>(options.access_log, options.access_log_text)),
-      queue(models, batch_queue_options(options, device, metrics), device) {}
+      queue(models, batch_queue_options(options, device, metrics), device) {
+  // A wrong --target-language stops the server before it listens; an empty one leaves the choice to
+  // each request (or to the model's only language).
+  if (!options.translate.text.target_language.empty()) {
+    target_language_tag(options.translate.text, models.ensemble(), models.source_vocabulary());
+  }
+}
 
 HttpLimits http_limits(const ServeOptions& options) {
   HttpLimits limits;
@@ -275,6 +281,7 @@ HttpAnswer health(const Service& service) {
                            {"sentences_cut", service.sentences_cut.load()},
                            {"split_sentences", service.splitter != nullptr},
                            {"source_language", service.splitter ? service.splitter->language() : ""},
+                           {"target_languages", service.models.members.front().options.target_languages},
                            {"markup", service.options.translate.text.markup},
                            {"placeholders", service.options.translate.text.placeholders},
                            {"placeholder_tokens", service.framer ? service.framer->placeholder_tokens() : 0},
@@ -316,7 +323,7 @@ void check_search_memory(const Service& service, const TranslateRequest& request
   const Ensemble model = service.models.ensemble();
   for (size_t sentence = 0; sentence < plan.sentences.size(); ++sentence) {
     const size_t i = plan.line_of(sentence);
-    const auto length = static_cast<int64_t>(plan.subwords[sentence].size()) + 1;
+    const auto length = static_cast<int64_t>(plan.subwords[sentence].size() + request.source_tags) + 1;
     const int64_t bytes =
         sentence_search_bytes(model, length, service.models.target_vocabulary().size(), request.search);
     if (bytes > bound) {
@@ -370,6 +377,16 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
     if (request->search.return_attention && !service.models.has_attention()) {
       throw RequestError(400, "attention/alignment: this model was trained with attention none");
     }
+    if (request->target_language.empty()) request->target_language = options.translate.text.target_language;
+    try {
+      TextOptions text;
+      text.target_language = request->target_language;
+      const int64_t tag =
+          target_language_tag(text, service.models.ensemble(), service.models.source_vocabulary(), "target_language");
+      request->source_tags = tag >= 0 ? 1 : 0;
+    } catch (const std::invalid_argument& error) {
+      throw RequestError(400, error.what());
+    }
     std::vector<std::vector<int64_t>> subwords;  // encoded once: checked here, translated by the queue
     for (const std::string& text : request->text) subwords.push_back(service.models.source_vocabulary().encode(text));
     check_guides(*request, subwords, service.models.target_vocabulary(),
@@ -411,8 +428,10 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
         std::vector<Translation> lines = join_lines(*plan, std::move(translations), service.models.source_vocabulary(),
                                                     service.models.target_vocabulary());
         for (const Translation& line : lines) service.sentences_cut += line.cut.size();
+        TranslateOptions scoring = service.options.translate;  // the request's language
+        scoring.text.target_language = request->target_language;
         const std::vector<TokenLogProbabilities> log_probabilities =
-            request->confidence ? best_token_log_probabilities(service.models, service.options.translate, lines)
+            request->confidence ? best_token_log_probabilities(service.models, scoring, lines)
                                 : std::vector<TokenLogProbabilities>{};
         HttpAnswer answer =
             json_answer(200, translations_json(*request, lines, service.models.target_vocabulary(), log_probabilities));
@@ -426,7 +445,7 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
       }
     };
     service.queue.submit(plan->sentences, request->search, plan->guides.prefixes.lines, plan->guides.constraints.lines,
-                         std::move(plan->subwords), std::move(done));
+                         std::move(plan->subwords), std::move(done), request->target_language);
   } catch (const RequestError& error) {
     ++service.requests_refused;
     respond(error_answer(error.status(), error.what()));

@@ -5,7 +5,9 @@
 #include <random>
 #include <stdexcept>
 
+#include "text/languages.h"
 #include "text/prepared_corpus.h"
+#include "text/sentences.h"
 #include "util/format.h"
 
 namespace nmt {
@@ -63,17 +65,21 @@ void check_tag(const std::string& tag, const std::string& key) {
   }
 }
 
-void check_corpus_lists(const std::string& sources, const std::string& targets, const std::string& weights,
-                        const std::string& tags) {
-  const size_t corpora = non_empty(split_commas(sources)).size();
-  const size_t target_entries = non_empty(split_commas(targets)).size();
+std::string CorpusSpec::source_tokens() const {
+  if (language.empty()) return tag;
+  return language_token(language) + (tag.empty() ? "" : " " + tag);
+}
+
+void check_corpus_lists(const CorpusLists& lists) {
+  const size_t corpora = non_empty(split_commas(lists.sources)).size();
+  const size_t target_entries = non_empty(split_commas(lists.targets)).size();
   if (target_entries != corpora) {
     throw std::invalid_argument("train-target: " + count_of(target_entries, "entry", "entries") +
                                 " but train-source has " + std::to_string(corpora) +
                                 "; give each corpus's target files at its position");
   }
-  if (!weights.empty()) {
-    const std::vector<std::string> items = split_commas(weights);
+  if (!lists.weights.empty()) {
+    const std::vector<std::string> items = split_commas(lists.weights);
     if (items.size() != corpora) {
       throw std::invalid_argument("train-weights: " + count_of(items.size(), "weight", "weights") + " for " +
                                   count_of(corpora, "corpus", "corpora") +
@@ -81,8 +87,8 @@ void check_corpus_lists(const std::string& sources, const std::string& targets, 
     }
     for (const std::string& item : items) parse_weight(item);
   }
-  if (!tags.empty()) {
-    const std::vector<std::string> items = split_commas(tags);
+  if (!lists.tags.empty()) {
+    const std::vector<std::string> items = split_commas(lists.tags);
     if (items.size() != corpora) {
       throw std::invalid_argument("train-tags: " + count_of(items.size(), "item", "items") + " for " +
                                   count_of(corpora, "corpus", "corpora") +
@@ -92,16 +98,36 @@ void check_corpus_lists(const std::string& sources, const std::string& targets, 
       if (!item.empty()) check_tag(item, "train-tags");
     }
   }
+  if (!lists.languages.empty()) {
+    const std::vector<std::string> items = split_commas(lists.languages);
+    if (items.size() != corpora) {
+      throw std::invalid_argument("train-languages: " + count_of(items.size(), "language", "languages") + " for " +
+                                  count_of(corpora, "corpus", "corpora") +
+                                  " in train-source; give each corpus's target language, in order (e.g. 'en,en,de')");
+    }
+    for (const std::string& item : items) {
+      if (item.empty()) {
+        throw std::invalid_argument(
+            "train-languages: a corpus without a language; a multilingual model needs the target language of "
+            "every corpus (translate then picks one with --target-language)");
+      }
+      if (const std::string problem = language_problem(item); !problem.empty()) {
+        throw std::invalid_argument("train-languages: " + problem);
+      }
+    }
+  }
 }
 
-std::vector<CorpusSpec> corpus_specs(const std::string& sources, const std::string& targets, const std::string& weights,
-                                     const std::string& tags) {
-  check_corpus_lists(sources, targets, weights, tags);
-  const std::vector<std::string> source_entries = non_empty(split_commas(sources));
-  const std::vector<std::string> target_entries = non_empty(split_commas(targets));
+std::vector<CorpusSpec> corpus_specs(const CorpusLists& lists) {
+  check_corpus_lists(lists);
+  const std::vector<std::string> source_entries = non_empty(split_commas(lists.sources));
+  const std::vector<std::string> target_entries = non_empty(split_commas(lists.targets));
   if (source_entries.empty()) throw std::invalid_argument("train-source: no file given");
-  const std::vector<std::string> weight_items = weights.empty() ? std::vector<std::string>{} : split_commas(weights);
-  const std::vector<std::string> tag_items = tags.empty() ? std::vector<std::string>{} : split_commas(tags);
+  const auto items = [](const std::string& list) {
+    return list.empty() ? std::vector<std::string>{} : split_commas(list);
+  };
+  const std::vector<std::string> weight_items = items(lists.weights), tag_items = items(lists.tags),
+                                 language_items = items(lists.languages);
   std::vector<CorpusSpec> corpora;
   for (size_t i = 0; i < source_entries.size(); ++i) {
     CorpusSpec corpus;
@@ -115,6 +141,7 @@ std::vector<CorpusSpec> corpus_specs(const std::string& sources, const std::stri
     }
     if (!weight_items.empty()) corpus.weight = parse_weight(weight_items[i]);
     if (!tag_items.empty()) corpus.tag = tag_items[i];
+    if (!language_items.empty()) corpus.language = language_items[i];
     corpora.push_back(std::move(corpus));
   }
   return corpora;
@@ -125,9 +152,26 @@ std::vector<std::string> vocabulary_tags(const std::vector<CorpusSpec>& corpora,
   const auto add = [&tags](const std::string& tag) {
     if (!tag.empty() && std::find(tags.begin(), tags.end(), tag) == tags.end()) tags.push_back(tag);
   };
-  for (const CorpusSpec& corpus : corpora) add(corpus.tag);
+  for (const CorpusSpec& corpus : corpora) {
+    if (!corpus.language.empty()) add(language_token(corpus.language));
+    add(corpus.tag);
+  }
   for (const std::string& tag : split_commas(reserved)) add(tag);
   return tags;
+}
+
+std::vector<double> temperature_weights(const std::vector<int64_t>& sizes, double temperature) {
+  double total = 0, tempered_total = 0;
+  for (const int64_t size : sizes) {
+    total += static_cast<double>(size);
+    tempered_total += std::pow(static_cast<double>(size), 1 / temperature);
+  }
+  std::vector<double> weights;
+  for (const int64_t size : sizes) {
+    const double share = std::pow(static_cast<double>(size), 1 / temperature) / tempered_total;
+    weights.push_back(size == 0 ? 1 : share * total / static_cast<double>(size));
+  }
+  return weights;
 }
 
 EpochMix mix_epoch(const std::vector<CorpusShare>& corpora, uint64_t seed) {
@@ -159,7 +203,8 @@ std::string describe_mix(const std::vector<CorpusShare>& corpora, const EpochMix
   for (size_t i = 0; i < corpora.size(); ++i) {
     const CorpusShare& corpus = corpora[i];
     text += (i == 0 ? "" : ", ") + std::to_string(mix.taken[i]) + " of " + corpus.name + " (weight " +
-            format_significant(corpus.weight) + (corpus.tag.empty() ? "" : ", tag " + corpus.tag) + ")";
+            format_significant(corpus.weight) + (corpus.language.empty() ? "" : ", into " + corpus.language) +
+            (corpus.tag.empty() ? "" : ", tag " + corpus.tag) + ")";
   }
   return text;
 }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include "text/masking.h"
@@ -188,24 +189,30 @@ uint64_t vocabulary_checksum(const Vocabulary& vocabulary) {
 
 namespace {
 
-// The source vocabulary's id of each file pair's tag (-1 for none), after checking that the recipe
-// fits the vocabularies: as many target files as source files, every tag reserved, and the
-// placeholder tokens there when pairs are to be masked.
-std::vector<int64_t> checked_tag_ids(const CorpusRecipe& recipe, const std::vector<std::string>& tags,
-                                     const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary) {
+// The source vocabulary's ids of each file pair's tags (none for ""; several separated by spaces,
+// as CorpusSpec::source_tokens gives them), after checking that the recipe fits the vocabularies:
+// as many target files as source files, every tag reserved, and the placeholder tokens there when
+// pairs are to be masked.
+std::vector<std::vector<int64_t>> checked_tag_ids(const CorpusRecipe& recipe, const std::vector<std::string>& tags,
+                                                  const Vocabulary& source_vocabulary,
+                                                  const Vocabulary& target_vocabulary) {
   if (recipe.source_files.size() != recipe.target_files.size()) {
     throw std::invalid_argument("train-source lists " + std::to_string(recipe.source_files.size()) +
                                 " files but train-target " + std::to_string(recipe.target_files.size()) +
                                 "; list the same number, pairs matched by position");
   }
-  std::vector<int64_t> tag_ids;
-  for (const std::string& tag : tags) {
-    tag_ids.push_back(tag.empty() ? -1 : source_vocabulary.tag_id(tag));
-    if (tag_ids.back() == -1 && !tag.empty()) {
-      throw std::invalid_argument("train-tags: " + tag +
-                                  " is not reserved in the source vocabulary; tags go into a vocabulary when it is "
-                                  "trained (train-tags or reserved-tags of the first run), so train a new model or "
-                                  "leave the tag out");
+  std::vector<std::vector<int64_t>> tag_ids;
+  for (const std::string& tokens : tags) {
+    tag_ids.emplace_back();
+    std::istringstream words(tokens);
+    for (std::string tag; words >> tag;) {
+      tag_ids.back().push_back(source_vocabulary.tag_id(tag));
+      if (tag_ids.back().back() == -1) {
+        throw std::invalid_argument("train-tags or train-languages: " + tag +
+                                    " is not reserved in the source vocabulary; tags and language tokens go into a "
+                                    "vocabulary when it is trained (train-tags, train-languages or reserved-tags of "
+                                    "the first run), so train a new model or leave the tag out");
+      }
     }
   }
   if (recipe.placeholder_share > 0 && (source_vocabulary.placeholder_tokens() < kPlaceholderTokens ||
@@ -223,7 +230,7 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
                     const Vocabulary& target_vocabulary, int threads) {
   const int token_width = token_width_for(std::max(source_vocabulary.size(), target_vocabulary.size()));
   const std::vector<std::string> tags = file_tags(recipe);
-  const std::vector<int64_t> tag_ids = checked_tag_ids(recipe, tags, source_vocabulary, target_vocabulary);
+  const std::vector<std::vector<int64_t>> tag_ids = checked_tag_ids(recipe, tags, source_vocabulary, target_vocabulary);
   // Before the files are read: one changed while it is read no longer matches what is recorded.
   const nlohmann::json source_files = files_record(recipe.source_files);
   const nlohmann::json target_files = files_record(recipe.target_files);
@@ -263,7 +270,7 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
       encoders.push_back({WordCachedEncoder(source_vocabulary), WordCachedEncoder(target_vocabulary)});
     }
     std::vector<int64_t> file_pairs;  // kept per file pair
-    const auto encode_and_emit = [&](int64_t tag_id) {
+    const auto encode_and_emit = [&](const std::vector<int64_t>& file_tag_ids) {
       encode_chunk(chunk, encoders, encoded);
       chunk.clear();
       for (Example& pair : encoded) {
@@ -271,7 +278,7 @@ void prepare_corpus(const std::string& path, const CorpusRecipe& recipe, const V
           ++stats.empty;
           continue;
         }
-        if (tag_id >= 0) pair.source.insert(pair.source.begin(), tag_id);
+        pair.source.insert(pair.source.begin(), file_tag_ids.begin(), file_tag_ids.end());
         pending.push_back(std::move(pair));
         ++file_pairs.back();
       }

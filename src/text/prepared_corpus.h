@@ -33,8 +33,9 @@ struct CorpusRecipe {
   std::vector<std::string> source_files;
   std::vector<std::string> target_files;
   std::string vocabulary_settings;
-  // Per file pair, the tag (text/corpus_mix.h) prepended to each of its sources by its id in the
-  // source vocabulary, or ""; an empty list tags none.
+  // Per file pair, the tags (text/corpus_mix.h: a language token and a tag, separated by a space)
+  // prepended to each of its sources by their ids in the source vocabulary, or ""; an empty list
+  // tags none.
   std::vector<std::string> tags;
   // The share of pairs given placeholder tokens for masked spans (text/masking.h), and the seed
   // that picks them; the vocabularies must hold the tokens when the share is above 0.

@@ -83,6 +83,15 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids, std::vector<Byte
   return pieces.text();
 }
 
+std::vector<int64_t> Vocabulary::sample_encode(const std::string& text, int nbest, double alpha) const {
+  std::vector<int> drawn;
+  const auto status = processor_->SampleEncode(text, nbest, static_cast<float>(alpha), &drawn);
+  if (!status.ok()) throw std::runtime_error("sentencepiece: " + status.ToString());
+  return {drawn.begin(), drawn.end()};
+}
+
+bool Vocabulary::is_control(int64_t id) const { return processor_->IsControl(static_cast<int>(id)); }
+
 bool Vocabulary::is_fallback(int64_t id) const { return id == kUnkId || processor_->IsByte(static_cast<int>(id)); }
 
 namespace {

@@ -35,6 +35,13 @@ class Vocabulary {
   std::string decode(const std::vector<int64_t>& ids) const;
   // decode(), and the bytes of the text each id gave (*spans, one per id; empty for a dropped one).
   std::string decode(const std::vector<int64_t>& ids, std::vector<ByteSpan>* spans) const;
+  // One segmentation of `text` drawn at random (subword regularisation, text/subword_sampling.h):
+  // a unigram model's from its `nbest` best (-1: from all, over the whole lattice) with
+  // probabilities P(x)^alpha, a BPE model's with each merge dropped with probability alpha
+  // (BPE-dropout). sentencepiece draws from its generator of the calling thread.
+  std::vector<int64_t> sample_encode(const std::string& text, int nbest, double alpha) const;
+  // Whether `id` is a control symbol (a tag, a language token; BOS, EOS): no text encodes to it.
+  bool is_control(int64_t id) const;
   // Whether `id` stands for text the vocabulary has no subword for: <unk>, or one of byte
   // fallback's bytes.
   bool is_fallback(int64_t id) const;

@@ -179,6 +179,12 @@ void RunLog::validation(const TrainingProgress& progress, const ValidationResult
   logger_->info("validation at step {}: loss {:.4f} perplexity {:.2f} BLEU {:.2f} chrF {:.2f}{} ({:.1f} s)",
                 progress.step, result.loss, result.perplexity, result.bleu, result.chrf, improved ? " (new best)" : "",
                 seconds);
+  if (result.sets.size() > 1) {  // each dev set's own numbers, after the line of the ones that count
+    for (const DevScores& set : result.sets) {
+      logger_->info("  {}: loss {:.4f} perplexity {:.2f} BLEU {:.2f} chrF {:.2f}", set.name, set.loss, set.perplexity,
+                    set.bleu, set.chrf);
+    }
+  }
   if (progress.learning_rate < old_learning_rate) {
     logger_->info("learning rate decayed to {:.2e}", progress.learning_rate);
   }
@@ -192,12 +198,25 @@ void RunLog::validation(const TrainingProgress& progress, const ValidationResult
                                  {"learning_rate", progress.learning_rate},
                                  {"best", improved ? 1 : 0},
                                  {"elapsed_seconds", elapsed_seconds}};
+  if (result.sets.size() > 1) {
+    nlohmann::ordered_json sets = nlohmann::ordered_json::object();
+    for (const DevScores& set : result.sets) {
+      sets[set.name] = {{"loss", set.loss}, {"perplexity", set.perplexity}, {"bleu", set.bleu}, {"chrf", set.chrf}};
+    }
+    line["dev_sets"] = sets;
+  }
   write_metrics(line.dump());
   write_events([&](EventWriter& events) {
     events.scalar("dev/loss", progress.step, result.loss);
     events.scalar("dev/perplexity", progress.step, result.perplexity);
     events.scalar("dev/bleu", progress.step, result.bleu);
     events.scalar("dev/chrf", progress.step, result.chrf);
+    if (result.sets.size() < 2) return;
+    for (const DevScores& set : result.sets) {
+      events.scalar("dev/" + set.name + "/loss", progress.step, set.loss);
+      events.scalar("dev/" + set.name + "/bleu", progress.step, set.bleu);
+      events.scalar("dev/" + set.name + "/chrf", progress.step, set.chrf);
+    }
   });
   write_samples(progress.step, result);
   if (events_) events_seconds_ += result.samples_seconds;

@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <tuple>
@@ -17,6 +19,7 @@
 #include "model/linear/bf16_products.h"
 #include "text/batching.h"
 #include "text/corpus_mix.h"
+#include "text/languages.h"
 #include "text/special_tokens.h"
 #include "train/gradient_reducer.h"
 #include "train/loss.h"
@@ -32,7 +35,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<CorpusSpec> training_corpora(const TrainConfig& config) {
-  return corpus_specs(config.train_source, config.train_target, config.train_weights, config.train_tags);
+  return corpus_specs(
+      {config.train_source, config.train_target, config.train_weights, config.train_tags, config.train_languages});
 }
 
 // The tags the source vocabulary reserves.
@@ -45,7 +49,9 @@ std::string vocabulary_settings(const TrainConfig& config) {
   for (const std::string& tag : source_tags(config)) tags += (tags.empty() ? ", tags " : " ") + tag;
   return to_string(config.vocab_type) + " vocabulary of up to " + std::to_string(config.vocab_size) + " pieces, " +
          (config.joint_vocab ? "joint" : "source and target") + (config.byte_fallback ? ", byte fallback" : "") +
-         (config.placeholder_share > 0 ? ", placeholder tokens" : "") + ", seed " + std::to_string(config.seed) + tags;
+         (config.placeholder_share > 0 ? ", placeholder tokens" : "") +
+         (config.train_temperature > 0 ? ", temperature " + format_significant(config.train_temperature) : "") +
+         ", seed " + std::to_string(config.seed) + tags;
 }
 
 CorpusRecipe training_recipe(const TrainConfig& config) {
@@ -53,7 +59,7 @@ CorpusRecipe training_recipe(const TrainConfig& config) {
   for (const CorpusSpec& corpus : training_corpora(config)) {
     recipe.source_files.insert(recipe.source_files.end(), corpus.source_files.begin(), corpus.source_files.end());
     recipe.target_files.insert(recipe.target_files.end(), corpus.target_files.begin(), corpus.target_files.end());
-    recipe.tags.insert(recipe.tags.end(), corpus.source_files.size(), corpus.tag);
+    recipe.tags.insert(recipe.tags.end(), corpus.source_files.size(), corpus.source_tokens());
   }
   recipe.vocabulary_settings = vocabulary_settings(config);
   recipe.placeholder_share = config.placeholder_share;
@@ -122,12 +128,50 @@ ParallelText vocabulary_sample(const CorpusRecipe& recipe, int64_t limit, int se
   return sample;
 }
 
+// With train-temperature: a sample in which each corpus has its share of an epoch (text/
+// corpus_mix.h, temperature_weights over the pairs each corpus has), at most `limit` pairs in all:
+// the corpora's pairs counted first, then as many of each as its share asks (vocabulary_sample,
+// shuffled), repeated where the share is larger than the corpus.
+ParallelText tempered_vocabulary_sample(const TrainConfig& config, int64_t limit) {
+  const std::vector<CorpusSpec> corpora = training_corpora(config);
+  std::vector<int64_t> sizes;
+  for (const CorpusSpec& corpus : corpora) {
+    CorpusStats stats;
+    for_each_pair(corpus.source_files, corpus.target_files, stats, [](std::string&, std::string&) {});
+    sizes.push_back(stats.lines - stats.empty);
+  }
+  const std::vector<double> weights = temperature_weights(sizes, config.train_temperature);
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  const double scale = std::min(1.0, static_cast<double>(limit) / static_cast<double>(std::max<int64_t>(total, 1)));
+  ParallelText sample;
+  std::mt19937_64 generator(static_cast<uint64_t>(config.seed));
+  for (size_t i = 0; i < corpora.size(); ++i) {
+    const auto wanted = static_cast<int64_t>(std::llround(weights[i] * static_cast<double>(sizes[i]) * scale));
+    if (wanted == 0 || sizes[i] == 0) continue;
+    CorpusRecipe recipe;
+    recipe.source_files = corpora[i].source_files;
+    recipe.target_files = corpora[i].target_files;
+    const ParallelText pairs = vocabulary_sample(recipe, std::min(wanted, sizes[i]), config.seed + static_cast<int>(i));
+    const auto size = static_cast<int64_t>(pairs.source.size());
+    if (size == 0) continue;
+    std::vector<int64_t> order(static_cast<size_t>(size));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), generator);
+    for (int64_t k = 0; k < wanted; ++k) {
+      const auto pick = static_cast<size_t>(order[static_cast<size_t>(k % size)]);
+      sample.source.push_back(pairs.source[pick]);
+      sample.target.push_back(pairs.target[pick]);
+    }
+  }
+  return sample;
+}
+
 // Validation's memory grows with the longest dev line (a 1 MB line needs gigabytes), so a line
 // over dev-max-length subwords is an error naming it, before the first update.
-void check_dev_lengths(const TrainConfig& config, const Vocabulary& source, const Vocabulary& target) {
+void check_dev_lengths(const TrainConfig& config, const DevSetSpec& set, const Vocabulary& source,
+                       const Vocabulary& target) {
   const auto limit = static_cast<size_t>(config.dev_max_length);
-  for (const auto& [file, vocabulary] :
-       {std::pair{config.dev_source, &source}, std::pair{config.dev_target, &target}}) {
+  for (const auto& [file, vocabulary] : {std::pair{set.source, &source}, std::pair{set.target, &target}}) {
     const std::vector<std::string> lines = read_lines(file);
     for (size_t i = 0; i < lines.size(); ++i) {
       if (lines[i].size() <= limit) continue;  // a subword covers at least one byte
@@ -213,7 +257,9 @@ TrainingData prepare_training_data(const TrainConfig& config, spdlog::logger& lo
       return {*vocabularies, std::move(*prepared)};
     }
   }
-  const ParallelText sample = vocabulary_sample(recipe, kVocabularySamplePairs, config.seed);
+  const ParallelText sample = config.train_temperature > 0
+                                  ? tempered_vocabulary_sample(config, kVocabularySamplePairs)
+                                  : vocabulary_sample(recipe, kVocabularySamplePairs, config.seed);
   if (sample.source.empty()) {
     throw std::runtime_error(config.train_source + ": no training pairs left after skipping empty lines");
   }
@@ -248,7 +294,10 @@ TranslationModel fine_tuning_start(const TrainConfig& config, const torch::Devic
                                   "reserved (train-tags or reserved-tags), so leave it out or train from scratch");
     }
   };
-  for (const CorpusSpec& corpus : training_corpora(config)) check_reserved(corpus.tag, "train-tags");
+  for (const CorpusSpec& corpus : training_corpora(config)) {
+    check_reserved(corpus.tag, "train-tags");
+    if (!corpus.language.empty()) check_reserved(language_token(corpus.language), "train-languages");
+  }
   for (const std::string& tag : split_commas(config.reserved_tags)) check_reserved(tag, "reserved-tags");
   if (config.joint_vocab && start.source_vocabulary.serialized() != start.target_vocabulary.serialized()) {
     throw std::invalid_argument("joint-vocab: is true but " + path +
@@ -279,12 +328,18 @@ void use_training_corpus(const TrainConfig& config, const PreparedCorpus& prepar
   int64_t begin = 0;  // the corpus's first pair
   auto kept = setup.train_pairs.begin();
   for (const CorpusSpec& spec : training_corpora(config)) {
-    CorpusShare corpus{spec.source_files.front(), spec.weight, spec.tag, {}};
+    CorpusShare corpus{spec.source_files.front(), spec.weight, spec.tag, {}, spec.language};
     int64_t end = begin;
     for (size_t i = 0; i < spec.source_files.size(); ++i) end += prepared.file_pairs.at(file++);
     for (; kept != setup.train_pairs.end() && *kept < end; ++kept) corpus.pairs.push_back(*kept);
     setup.corpora.push_back(std::move(corpus));
     begin = end;
+  }
+  if (config.train_temperature > 0) {
+    std::vector<int64_t> sizes;
+    for (const CorpusShare& corpus : setup.corpora) sizes.push_back(static_cast<int64_t>(corpus.pairs.size()));
+    const std::vector<double> weights = temperature_weights(sizes, config.train_temperature);
+    for (size_t i = 0; i < setup.corpora.size(); ++i) setup.corpora[i].weight = weights[i];
   }
 }
 
@@ -295,8 +350,10 @@ void check_precision(const TrainConfig& config, const torch::Device& device) {
 void check_training_files(const TrainConfig& config) {
   std::vector<std::string> files = expand_file_list(config.train_source, "train-source");
   for (const std::string& file : expand_file_list(config.train_target, "train-target")) files.push_back(file);
-  files.push_back(config.dev_source);
-  files.push_back(config.dev_target);
+  for (const DevSetSpec& set : dev_sets(config)) {
+    files.push_back(set.source);
+    files.push_back(set.target);
+  }
   for (const std::string& file : files) {
     if (!std::ifstream(file)) {
       if (!std::filesystem::exists(file)) throw FileNotFound(file + ": file not found (check the path)");
@@ -341,8 +398,9 @@ void log_training_pairs(const TrainConfig& config, const PreparedCorpus& prepare
   }
   if (setup.corpora.size() > 1) {
     for (const CorpusShare& corpus : setup.corpora) {
-      log.info("corpus {}: {} pairs kept, weight {}{}", corpus.name, corpus.pairs.size(),
-               format_significant(corpus.weight), corpus.tag.empty() ? "" : ", tag " + corpus.tag);
+      log.info("corpus {}: {} pairs kept, weight {}{}{}", corpus.name, corpus.pairs.size(),
+               format_significant(corpus.weight), corpus.language.empty() ? "" : ", into " + corpus.language,
+               corpus.tag.empty() ? "" : ", tag " + corpus.tag);
     }
   }
 }
@@ -382,9 +440,16 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
 
   // The files first, then the dev set (it is small): a mistake is found before any time is spent.
   check_training_files(config);
-  CorpusStats dev_stats;
-  setup.dev_text = read_parallel(config.dev_source, config.dev_target, dev_stats);
-  if (setup.dev_text.source.empty()) throw std::runtime_error(config.dev_source + ": the development set is empty");
+  const std::vector<DevSetSpec> dev_specs = dev_sets(config);
+  std::vector<CorpusStats> dev_stats(dev_specs.size());
+  for (size_t i = 0; i < dev_specs.size(); ++i) {
+    const DevSetSpec& spec = dev_specs[i];
+    DevSet& set = setup.dev_sets.emplace_back();
+    set.name = spec.name;
+    set.language = spec.language;
+    set.text = read_parallel(spec.source, spec.target, dev_stats[i]);
+    if (set.text.source.empty()) throw std::runtime_error(spec.source + ": the development set is empty");
+  }
 
   TrainingCheckpoint& state = setup.state;
   const std::string last_path = (fs::path(config.model_dir) / kLastCheckpoint).string();
@@ -440,11 +505,22 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
   // Dev pairs are all kept (a cap far above max-length) so that dev BLEU covers the whole set.
   const Vocabulary& source_vocabulary = state.model.source_vocabulary;
   const Vocabulary& target_vocabulary = state.model.target_vocabulary;
-  check_dev_lengths(config, source_vocabulary, target_vocabulary);
-  const std::vector<Example> dev_examples =
-      encode_parallel(setup.dev_text, source_vocabulary, target_vocabulary, std::numeric_limits<int>::max(), dev_stats);
-  setup.dev_corpus = corpus_in_memory(dev_examples, 4);
-  log.info("dev pairs: {} read, {} kept ({} empty skipped)", dev_stats.lines, dev_stats.kept, dev_stats.empty);
+  for (size_t i = 0; i < dev_specs.size(); ++i) {
+    DevSet& set = setup.dev_sets[i];
+    check_dev_lengths(config, dev_specs[i], source_vocabulary, target_vocabulary);
+    std::vector<Example> examples =
+        encode_parallel(set.text, source_vocabulary, target_vocabulary, std::numeric_limits<int>::max(), dev_stats[i]);
+    TextOptions text;
+    text.target_language = set.language;
+    const int64_t tag = target_language_tag(text, Ensemble(model), source_vocabulary, "dev-languages");
+    if (tag >= 0) {
+      for (Example& example : examples) example.source.insert(example.source.begin(), tag);
+    }
+    set.corpus = corpus_in_memory(examples, 4);
+    log.info("dev pairs{}: {} read, {} kept ({} empty skipped)",
+             dev_specs.size() > 1 ? " of " + set.name + " (" + dev_specs[i].source + ")" : "", dev_stats[i].lines,
+             dev_stats[i].kept, dev_stats[i].empty);
+  }
 
   int64_t parameter_count = 0;
   for (const auto& parameter : model->parameters()) parameter_count += parameter.numel();

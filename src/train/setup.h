@@ -18,6 +18,7 @@
 #include "text/vocabulary.h"
 #include "train/checkpoint.h"
 #include "train/fused_adam.h"
+#include "train/validator.h"
 
 namespace spdlog {
 class logger;
@@ -66,12 +67,11 @@ struct TrainingSetup {
   TokenCorpus train_corpus;          // mapped from the prepared corpus
   std::vector<int64_t> train_pairs;  // its pairs within max-length
   std::vector<CorpusShare> corpora;  // the same pairs by corpus, with their weights (text/corpus_mix.h)
-  ParallelText dev_text;
-  TokenCorpus dev_corpus;  // in memory, all of it used
+  std::vector<DevSet> dev_sets;      // in memory, all of each used
 };
 
 // Sets setup's train_corpus (`prepared`'s), train_pairs and corpora for config's corpora and
-// max-length.
+// max-length; with train-temperature, the corpora's weights from their pairs within max-length.
 void use_training_corpus(const TrainConfig& config, const PreparedCorpus& prepared, TrainingSetup& setup);
 
 // Throws std::runtime_error naming the first training or dev file that cannot be opened.

@@ -4,9 +4,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "inference/checkpoint_format.h"
 #include "text/batching.h"
 #include "text/corpus_mix.h"
+#include "text/subword_sampling.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/master_setup.h"
@@ -191,7 +194,7 @@ struct TrainingRun {
         per_update(static_cast<int64_t>(processes.world_size()) * config.accumulate) {
     if (processes.is_master()) {
       validator.emplace(setup.state.model.network, setup.state.model.source_vocabulary,
-                        setup.state.model.target_vocabulary, setup.dev_text, setup.dev_corpus, config.batch_tokens,
+                        setup.state.model.target_vocabulary, setup.dev_sets, config.best_pair, config.batch_tokens,
                         config.dev_max_decode_ratio, setup.device);
     }
     start = std::chrono::steady_clock::now();
@@ -200,15 +203,48 @@ struct TrainingRun {
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
 
   // The batch plan of `epoch`: the same on every rank, the corpora's pairs as their weights take
-  // them (mix_epoch), cut by make_batches, both seeded by the run's seed and the epoch.
+  // them (mix_epoch), cut by make_batches, both seeded by the run's seed and the epoch. With
+  // subword-alpha the epoch trains on its pairs segmented anew, drawn while the epoch before
+  // trained (text/subword_sampling.h), and the next epoch's draw starts here.
   void plan_epoch(int64_t epoch) {
-    const uint64_t seed = static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(epoch);
-    const EpochMix mix = mix_epoch(setup.corpora, seed);
+    const EpochMix mix = mix_epoch(setup.corpora, epoch_seed(epoch));
     if (processes.is_master())
       processes.log().info("epoch {} trains on {}", epoch + 1, describe_mix(setup.corpora, mix));
-    batches = make_batches(setup.train_corpus, mix.pairs, config.batch_tokens, /*shuffle=*/true, seed);
-    batch_tokens = batch_target_tokens(setup.train_corpus, batches);
+    if (sampling.on()) {
+      const auto start = std::chrono::steady_clock::now();
+      SampledCorpus sampled = (next_epoch == epoch ? std::move(next_corpus) : sample(epoch, mix.pairs)).get();
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      corpus = std::move(sampled.corpus);
+      if (processes.is_master()) {
+        processes.log().info("epoch {}: segmentations drawn anew (subword-alpha {}) in {:.2f} s on their own thread{}",
+                             epoch + 1, format_significant(sampling.alpha), sampled.seconds,
+                             waited >= 0.01 ? fmt::format(", {:.2f} s waited for", waited) : "");
+      }
+      next_epoch = epoch + 1;
+      if (next_epoch < config.max_epochs) {
+        next_corpus = sample(next_epoch, mix_epoch(setup.corpora, epoch_seed(next_epoch)).pairs);
+      }
+    } else {
+      corpus = setup.train_corpus;
+    }
+    batches = make_batches(corpus, mix.pairs, config.batch_tokens, /*shuffle=*/true, epoch_seed(epoch));
+    batch_tokens = batch_target_tokens(corpus, batches);
   }
+
+  uint64_t epoch_seed(int64_t epoch) const {
+    return static_cast<uint64_t>(config.seed) * 1000003ULL + static_cast<uint64_t>(epoch);
+  }
+
+  std::future<SampledCorpus> sample(int64_t epoch, std::vector<int64_t> pairs) const {
+    return sample_segmentations(setup.train_corpus, std::move(pairs), setup.state.model.source_vocabulary,
+                                setup.state.model.target_vocabulary, sampling,
+                                static_cast<unsigned int>(epoch_seed(epoch) & 0xffffffffU), stop_sampling);
+  }
+
+  // A run that stops before its next epoch does not wait for that epoch's draw.
+  ~TrainingRun() { *stop_sampling = true; }
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
 
   const TrainConfig& config;
   TrainingProcesses& processes;
@@ -221,6 +257,11 @@ struct TrainingRun {
   // One update takes `per_update` consecutive batches of the epoch's plan, `accumulate` per rank:
   // the plan is the same for any number of ranks, so a run resumes with another number.
   const int64_t per_update;
+  const SubwordSampling sampling{config.subword_alpha, config.subword_nbest, config.max_length};
+  const std::shared_ptr<std::atomic<bool>> stop_sampling = std::make_shared<std::atomic<bool>>(false);
+  TokenCorpus corpus;                         // what the current epoch trains on: the prepared corpus, or its draw
+  std::future<SampledCorpus> next_corpus;     // the next epoch's draw, under way
+  int64_t next_epoch = -1;                    // the epoch next_corpus is for
   std::vector<std::vector<int64_t>> batches;  // the current epoch's plan
   std::vector<int64_t> batch_tokens;          // the target tokens of each of its batches
   int skipped_in_a_row = 0;                   // updates skipped as diverged since the last one made
@@ -244,9 +285,9 @@ double run_update(TrainingRun& run) {
   const int rank = run.processes.rank();
   std::vector<Batch> mine;  // this rank's batches of the update
   for (int64_t i = rank * config.accumulate; i < std::min<int64_t>((rank + 1) * config.accumulate, count); ++i) {
-    mine.push_back(collate(setup.train_corpus, run.batches[first + i], config.model.reverse_target).to(setup.device));
+    mine.push_back(collate(run.corpus, run.batches[first + i], config.model.reverse_target).to(setup.device));
   }
-  run.processes.begin_update(progress.step, setup.train_corpus, run.batches, first, count);
+  run.processes.begin_update(progress.step, run.corpus, run.batches, first, count);
   const StepResult step = run.processes.update(setup, mine, update_tokens, config, [&run] { return run.elapsed(); });
   ++progress.step, progress.batch_in_epoch += count;
   if (step.skipped.empty()) {

@@ -20,6 +20,7 @@ class SearchOptions(TypedDict, total=False):
     max_output_length: int
     split_sentences: bool
     source_language: str
+    target_language: str
     markup: Literal["none", "html", "xml"]
     placeholders: str
     protect: List[str]
@@ -68,6 +69,7 @@ class Translator:
     checkpoints: List[str]
     device: str
     attention: str
+    target_languages: List[str]
     def __init__(
         self,
         model: Union[_Path, List[_Path], Tuple[_Path, ...]],
@@ -96,6 +98,7 @@ class Translator:
         *,
         length_penalty: float = 1.0,
         batch_size: int = 64,
+        target_language: str = "",
     ) -> List[ScoreResult]: ...
     def translate_file(
         self,
