@@ -24,7 +24,7 @@ constexpr size_t kHeatmapSide = 4096;  // at most, of an image
 }  // namespace
 
 RunLog::RunLog(const std::string& model_dir, const std::string& tensorboard)
-    : metrics_path_((fs::path(model_dir) / "metrics.jsonl").string()), tensorboard_(tensorboard) {
+    : tensorboard_(tensorboard), metrics_path_((fs::path(model_dir) / "metrics.jsonl").string()) {
   spdlog::sink_ptr console = console_sink();
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path(model_dir) / "train.log").string());
   logger_ = std::make_shared<spdlog::logger>("train", spdlog::sinks_init_list{console, file});

@@ -211,9 +211,9 @@ struct TrainingRun {
     if (processes.is_master())
       processes.log().info("epoch {} trains on {}", epoch + 1, describe_mix(setup.corpora, mix));
     if (sampling.on()) {
-      const auto start = std::chrono::steady_clock::now();
+      const auto asked = std::chrono::steady_clock::now();
       SampledCorpus sampled = (next_epoch == epoch ? std::move(next_corpus) : sample(epoch, mix.pairs)).get();
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
       corpus = std::move(sampled.corpus);
       if (processes.is_master()) {
         processes.log().info("epoch {}: segmentations drawn anew (subword-alpha {}) in {:.2f} s on their own thread{}",
