@@ -609,6 +609,58 @@ TEST_CASE("two languages at a temperature, subwords sampled: validated per dev s
   fs::remove_all(dir);
 }
 
+TEST_CASE("train-temperature: the vocabulary's sample gives a small corpus its tempered share", "[training]") {
+  const fs::path dir = fresh_directory("tempered_vocabulary");
+  TrainConfig config = tiny_config(dir);  // 200 pairs
+  // A small corpus of 10 pairs whose words are the toy's spelt backwards: pieces of its own.
+  const std::vector<std::string> sources = read_lines(source_path("data/toy/train.src"));
+  const std::vector<std::string> targets = read_lines(source_path("data/toy/train.tgt"));
+  const auto backwards = [](const std::string& line) {
+    std::string words, word;
+    std::istringstream in(line);
+    while (in >> word) {
+      std::vector<std::string> characters;  // UTF-8: a character starts at each byte that continues none
+      for (const char byte : word) {
+        if ((static_cast<unsigned char>(byte) & 0xC0) != 0x80 || characters.empty()) characters.emplace_back();
+        characters.back() += byte;
+      }
+      words += words.empty() ? "" : " ";
+      for (auto character = characters.rbegin(); character != characters.rend(); ++character) words += *character;
+    }
+    return words;
+  };
+  std::string small_source, small_target, big_text;
+  for (size_t i = 0; i < 10; ++i) {
+    small_source += backwards(sources[300 + i]) + "\n";
+    small_target += backwards(targets[300 + i]) + "\n";
+  }
+  for (size_t i = 0; i < 200; ++i) big_text += sources[i] + "\n" + targets[i] + "\n";
+  write_file_atomic((dir / "small.src").string(), small_source);
+  write_file_atomic((dir / "small.tgt").string(), small_target);
+  config.train_source += "," + (dir / "small.src").string();
+  config.train_target += "," + (dir / "small.tgt").string();
+  // The vocabulary's pieces of three or more letters that only the small corpus holds.
+  const auto small_pieces = [&](double temperature, const std::string& name) {
+    config.train_temperature = temperature;
+    config.model_dir = (dir / name).string();
+    const TrainingData data = prepare_training_data(config, *spdlog::default_logger());
+    int count = 0;
+    for (int64_t id = 0; id < data.vocabularies.source.size(); ++id) {
+      std::string piece = data.vocabularies.source.piece(id);
+      if (piece.rfind("\u2581", 0) == 0) piece = piece.substr(3);  // the word-start mark
+      if (piece.size() < 3) continue;
+      const bool small = (small_source + small_target).find(piece) != std::string::npos;
+      if (small && big_text.find(piece) == std::string::npos) ++count;
+    }
+    return count;
+  };
+  const int as_they_are = small_pieces(0, "uniform");   // 10 of 210 pairs
+  const int tempered = small_pieces(1000, "tempered");  // about half of the sample
+  INFO("pieces of the small corpus: " << as_they_are << " as the corpora are, " << tempered << " tempered");
+  CHECK(tempered > as_they_are);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a truncated checkpoint gives an error naming the file", "[training]") {
   const fs::path dir = fresh_directory("truncated");
   TrainConfig config = tiny_config(dir);
