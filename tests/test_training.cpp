@@ -461,9 +461,7 @@ TEST_CASE("training is reproducible for a seed", "[training]") {
   TrainingCheckpoint a = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   train(config, {false, /*overwrite=*/true, {}, {}});
   TrainingCheckpoint b = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
-  auto pa = a.model.network->parameters(), pb = b.model.network->parameters();
-  REQUIRE(pa.size() == pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  check_same_parameters(a.model.network, b.model.network);
   fs::remove_all(dir);
 }
 
@@ -484,9 +482,7 @@ TEST_CASE("with dropout, a run stopped and resumed ends with the weights of an u
   TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   CHECK(resumed.progress.step == 8);
   CHECK(resumed.progress.best_score == whole.progress.best_score);
-  auto pa = whole.model.network->parameters(), pb = resumed.model.network->parameters();
-  REQUIRE(pa.size() == pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  check_same_parameters(whole.model.network, resumed.model.network);
   fs::remove_all(dir);
 }
 
@@ -527,9 +523,7 @@ TEST_CASE("two corpora, weighted and tagged: a run stopped and resumed ends as a
   train(config, {/*resume=*/true, false, {}, {}});
   TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   CHECK(resumed.progress.step == 16);
-  auto pa = whole.model.network->parameters(), pb = resumed.model.network->parameters();
-  REQUIRE(pa.size() == pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  check_same_parameters(whole.model.network, resumed.model.network);
 
   // A resumed run keeps its corpora's weights and tags.
   config.train_weights = "1,1";
@@ -585,9 +579,7 @@ TEST_CASE("two languages at a temperature, subwords sampled: validated per dev s
   TrainingCheckpoint resumed = load_training_checkpoint(resolve_checkpoint(config.model_dir, "last"), torch::kCPU);
   CHECK(resumed.progress.step == 24);
   CHECK(resumed.progress.best_score == whole.progress.best_score);
-  auto pa = whole.model.network->parameters(), pb = resumed.model.network->parameters();
-  REQUIRE(pa.size() == pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+  check_same_parameters(whole.model.network, resumed.model.network);
 
   // The languages stay; best-pair names a dev set, and picks by its numbers alone.
   config.train_languages = "en,eo";

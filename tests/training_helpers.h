@@ -2,6 +2,7 @@
 #pragma once
 
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "config/train_config.h"
 #include "helpers.h"
+#include "model/seq2seq.h"
 #include "text/corpus.h"
 #include "util/io.h"
 
@@ -48,6 +50,14 @@ inline TrainConfig tiny_config(const std::filesystem::path& dir) {
   config.max_steps = 6;
   config.threads = 1;
   return config;
+}
+
+// Each parameter of `a` equal to `b`'s, element for element (a resumed run against an
+// uninterrupted one, two runs of one seed).
+inline void check_same_parameters(const Seq2Seq& a, const Seq2Seq& b) {
+  const auto pa = a->parameters(), pb = b->parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
 }
 
 }  // namespace nmt::testing

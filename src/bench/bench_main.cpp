@@ -281,7 +281,8 @@ Row bench_translate(const TranslateOptions& options, const std::string& input, d
         "--continuous takes greedy search without attention weights, on the CPU, with --batch-size in sentences");
   }
   const auto capacity = static_cast<size_t>(batching.batch_size);
-  const int64_t language_tag = target_language_tag(options.text, models.ensemble(), model.source_vocabulary);
+  const int64_t language_tag =
+      target_language_tag(options.text.target_language, models.ensemble(), model.source_vocabulary);
   // Continuous: as nmt serve --workers N with N threads, one batch per thread, the lines dealt out.
   const auto workers = static_cast<size_t>(torch::get_num_threads());
   const auto translate = [&](const std::vector<std::string>& some) {

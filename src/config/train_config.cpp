@@ -186,20 +186,12 @@ std::string extension_language(const std::string& file) {
   return extension.size() > 1 && is_language_code(std::string_view(extension).substr(1)) ? extension.substr(1) : "";
 }
 
-std::vector<std::string> list_items(const std::string& list) {
-  std::vector<std::string> items;
-  for (const std::string& item : split_commas(list)) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
 }  // namespace
 
 TrainConfig with_languages(TrainConfig config) {
   const auto from_extension = [](std::string& language, const std::string& corpora) {
     if (!language.empty() || corpora.empty()) return;
-    const std::vector<std::string> entries = list_items(corpora);
+    const std::vector<std::string> entries = non_empty_items(corpora);
     if (entries.empty()) return;
     const std::string first = extension_language(entries.front());
     for (const std::string& entry : entries) {
@@ -218,7 +210,8 @@ TrainConfig with_languages(TrainConfig config) {
 }
 
 std::vector<DevSetSpec> dev_sets(const TrainConfig& config) {
-  const std::vector<std::string> sources = list_items(config.dev_source), targets = list_items(config.dev_target);
+  const std::vector<std::string> sources = non_empty_items(config.dev_source),
+                                 targets = non_empty_items(config.dev_target);
   if (targets.size() != sources.size()) {
     throw std::invalid_argument("dev-target: " + std::to_string(targets.size()) + " entries but dev-source has " +
                                 std::to_string(sources.size()) + "; give each dev set's target file at its position");

@@ -201,7 +201,7 @@ std::vector<ForcedScore> score_pairs(const TranslationModels& models, const Tran
   // it gets 0 here too. Every other pair goes through the model.
   std::vector<std::vector<int64_t>> source_ids, target_ids;
   std::vector<size_t> scored;
-  const int64_t tag = target_language_tag(options.text, models.ensemble(), models.source_vocabulary());
+  const int64_t tag = target_language_tag(options.text.target_language, models.ensemble(), models.source_vocabulary());
   for (size_t i = 0; i < sources.size(); ++i) {
     std::vector<int64_t> source = models.source_vocabulary().encode(sources[i]);
     std::vector<int64_t> target = models.target_vocabulary().encode(targets[i]);
@@ -227,7 +227,7 @@ std::vector<TokenLogProbabilities> best_token_log_probabilities(const Translatio
   std::vector<std::vector<int64_t>> sources, targets;
   std::vector<std::pair<size_t, size_t>> owners;  // (line, sentence) of each pair
   std::vector<TokenLogProbabilities> result(translations.size());
-  const int64_t tag = target_language_tag(options.text, models.ensemble(), models.source_vocabulary());
+  const int64_t tag = target_language_tag(options.text.target_language, models.ensemble(), models.source_vocabulary());
   for (size_t i = 0; i < translations.size(); ++i) {
     const Translation& translation = translations[i];
     if (translation.hypotheses.empty()) continue;

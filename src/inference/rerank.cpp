@@ -45,9 +45,10 @@ Features score_lists(const RerankJob& job, const std::vector<TranslationModels>&
   for (const TranslationModels& model : models) {
     std::vector<std::vector<int64_t>> source_ids, target_ids;
     // --target-language is for the multilingual models among them; the others take no token.
-    const int64_t tag = model.members.front().options.target_languages.empty()
-                            ? -1
-                            : target_language_tag(job.options.text, model.ensemble(), model.source_vocabulary());
+    const int64_t tag =
+        model.members.front().options.target_languages.empty()
+            ? -1
+            : target_language_tag(job.options.text.target_language, model.ensemble(), model.source_vocabulary());
     for (size_t i = 0; i < lists.size(); ++i) {
       std::vector<int64_t> source = model.source_vocabulary().encode(sources[i]);
       source.push_back(kEosId);

@@ -227,10 +227,10 @@ Translator::Translator(Ensemble model, Vocabulary source_vocabulary, Vocabulary 
   splitter_ = text_splitter(text, model_);
   framer_ = text_framer(text, source_vocabulary_);
   cutter_ = text_cutter(text, model_, source_vocabulary_);
-  source_tag_ = target_language_tag(text, model_, source_vocabulary_);
+  source_tag_ = target_language_tag(text.target_language, model_, source_vocabulary_);
 }
 
-int64_t target_language_tag(const TextOptions& text, const Ensemble& model, const Vocabulary& source_vocabulary,
+int64_t target_language_tag(const std::string& language, const Ensemble& model, const Vocabulary& source_vocabulary,
                             const std::string& name) {
   const std::vector<std::string>& known = model.members().front()->options().target_languages;
   for (const auto& member : model.members()) {
@@ -240,7 +240,7 @@ int64_t target_language_tag(const TextOptions& text, const Ensemble& model, cons
                                   "): ensemble models trained with the same train-languages");
     }
   }
-  return target_language_id(known, source_vocabulary, text.target_language, name);
+  return target_language_id(known, source_vocabulary, language, name);
 }
 
 std::shared_ptr<const ClauseCutter> text_cutter(const TextOptions& text, const Ensemble& model,

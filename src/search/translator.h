@@ -124,10 +124,10 @@ class Translator {
   int64_t source_tag_ = -1;                     // the target-language token's id, or -1 for none
 };
 
-// The id of the target-language token `text` asks of `model` (text/languages.h:
+// The id of the target-language token that asks `model` for `language` (text/languages.h:
 // target_language_id, its errors naming `name`), or -1 for a model of one target language. The
 // members of an ensemble must know the same languages.
-int64_t target_language_tag(const TextOptions& text, const Ensemble& model, const Vocabulary& source_vocabulary,
+int64_t target_language_tag(const std::string& language, const Ensemble& model, const Vocabulary& source_vocabulary,
                             const std::string& name = "--target-language");
 
 // One line's Translation from its sentences' (as Translation's comment says), the texts joined

@@ -164,9 +164,7 @@ std::vector<BatchQueue::Request> BatchQueue::take_batch() {
 }
 
 int64_t BatchQueue::language_tag(const Request& request) const {
-  TextOptions text;
-  text.target_language = request.target_language;
-  return target_language_tag(text, ensemble_, models_.source_vocabulary());
+  return target_language_tag(request.target_language, ensemble_, models_.source_vocabulary());
 }
 
 bool BatchQueue::same_batch(const Request& a, const Request& b) {

@@ -225,7 +225,7 @@ Service::Service(const ServeOptions& options, const TranslationModels& models, t
   // A wrong --target-language stops the server before it listens; an empty one leaves the choice to
   // each request (or to the model's only language).
   if (!options.translate.text.target_language.empty()) {
-    target_language_tag(options.translate.text, models.ensemble(), models.source_vocabulary());
+    target_language_tag(options.translate.text.target_language, models.ensemble(), models.source_vocabulary());
   }
 }
 
@@ -379,10 +379,8 @@ void answer_translate(Service& service, const HttpRequest& http_request, const R
     }
     if (request->target_language.empty()) request->target_language = options.translate.text.target_language;
     try {
-      TextOptions text;
-      text.target_language = request->target_language;
-      const int64_t tag =
-          target_language_tag(text, service.models.ensemble(), service.models.source_vocabulary(), "target_language");
+      const int64_t tag = target_language_tag(request->target_language, service.models.ensemble(),
+                                              service.models.source_vocabulary(), "target_language");
       request->source_tags = tag >= 0 ? 1 : 0;
     } catch (const std::invalid_argument& error) {
       throw RequestError(400, error.what());

@@ -13,17 +13,23 @@
 namespace nmt {
 namespace {
 
-std::vector<std::string> non_empty(const std::vector<std::string>& items) {
-  std::vector<std::string> kept;
-  for (const std::string& item : items) {
-    if (!item.empty()) kept.push_back(item);
-  }
-  return kept;
-}
-
 // "1 file", "2 files"; "1 corpus", "2 corpora".
 std::string count_of(size_t count, const std::string& one, const std::string& many) {
   return std::to_string(count) + " " + (count == 1 ? one : many);
+}
+
+// The items of the per-corpus list `key` (train-weights, train-tags, train-languages): none when it
+// is empty; a list of another length than `corpora` is an error naming the key, its count of
+// `unit` (one, many) and `hint`.
+std::vector<std::string> per_corpus(const std::string& list, const std::string& key, size_t corpora,
+                                    const std::pair<std::string, std::string>& unit, const std::string& hint) {
+  if (list.empty()) return {};
+  std::vector<std::string> items = split_commas(list);
+  if (items.size() != corpora) {
+    throw std::invalid_argument(key + ": " + count_of(items.size(), unit.first, unit.second) + " for " +
+                                count_of(corpora, "corpus", "corpora") + " in train-source; " + hint);
+  }
+  return items;
 }
 
 double parse_weight(const std::string& text) {
@@ -43,6 +49,14 @@ double parse_weight(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<std::string> non_empty_items(const std::string& value) {
+  std::vector<std::string> kept;
+  for (std::string& item : split_commas(value)) {
+    if (!item.empty()) kept.push_back(std::move(item));
+  }
+  return kept;
+}
 
 std::vector<std::string> split_commas(const std::string& value) {
   std::vector<std::string> items;
@@ -71,57 +85,38 @@ std::string CorpusSpec::source_tokens() const {
 }
 
 void check_corpus_lists(const CorpusLists& lists) {
-  const size_t corpora = non_empty(split_commas(lists.sources)).size();
-  const size_t target_entries = non_empty(split_commas(lists.targets)).size();
+  const size_t corpora = non_empty_items(lists.sources).size();
+  const size_t target_entries = non_empty_items(lists.targets).size();
   if (target_entries != corpora) {
     throw std::invalid_argument("train-target: " + count_of(target_entries, "entry", "entries") +
                                 " but train-source has " + std::to_string(corpora) +
                                 "; give each corpus's target files at its position");
   }
-  if (!lists.weights.empty()) {
-    const std::vector<std::string> items = split_commas(lists.weights);
-    if (items.size() != corpora) {
-      throw std::invalid_argument("train-weights: " + count_of(items.size(), "weight", "weights") + " for " +
-                                  count_of(corpora, "corpus", "corpora") +
-                                  " in train-source; give one per corpus, in order");
-    }
-    for (const std::string& item : items) parse_weight(item);
+  for (const std::string& item :
+       per_corpus(lists.weights, "train-weights", corpora, {"weight", "weights"}, "give one per corpus, in order")) {
+    parse_weight(item);
   }
-  if (!lists.tags.empty()) {
-    const std::vector<std::string> items = split_commas(lists.tags);
-    if (items.size() != corpora) {
-      throw std::invalid_argument("train-tags: " + count_of(items.size(), "item", "items") + " for " +
-                                  count_of(corpora, "corpus", "corpora") +
-                                  " in train-source; give one per corpus, empty for none (e.g. ',<bt>')");
-    }
-    for (const std::string& item : items) {
-      if (!item.empty()) check_tag(item, "train-tags");
-    }
+  for (const std::string& item : per_corpus(lists.tags, "train-tags", corpora, {"item", "items"},
+                                            "give one per corpus, empty for none (e.g. ',<bt>')")) {
+    if (!item.empty()) check_tag(item, "train-tags");
   }
-  if (!lists.languages.empty()) {
-    const std::vector<std::string> items = split_commas(lists.languages);
-    if (items.size() != corpora) {
-      throw std::invalid_argument("train-languages: " + count_of(items.size(), "language", "languages") + " for " +
-                                  count_of(corpora, "corpus", "corpora") +
-                                  " in train-source; give each corpus's target language, in order (e.g. 'en,en,de')");
+  for (const std::string& item : per_corpus(lists.languages, "train-languages", corpora, {"language", "languages"},
+                                            "give each corpus's target language, in order (e.g. 'en,en,de')")) {
+    if (item.empty()) {
+      throw std::invalid_argument(
+          "train-languages: a corpus without a language; a multilingual model needs the target language of "
+          "every corpus (translate then picks one with --target-language)");
     }
-    for (const std::string& item : items) {
-      if (item.empty()) {
-        throw std::invalid_argument(
-            "train-languages: a corpus without a language; a multilingual model needs the target language of "
-            "every corpus (translate then picks one with --target-language)");
-      }
-      if (const std::string problem = language_problem(item); !problem.empty()) {
-        throw std::invalid_argument("train-languages: " + problem);
-      }
+    if (const std::string problem = language_problem(item); !problem.empty()) {
+      throw std::invalid_argument("train-languages: " + problem);
     }
   }
 }
 
 std::vector<CorpusSpec> corpus_specs(const CorpusLists& lists) {
   check_corpus_lists(lists);
-  const std::vector<std::string> source_entries = non_empty(split_commas(lists.sources));
-  const std::vector<std::string> target_entries = non_empty(split_commas(lists.targets));
+  const std::vector<std::string> source_entries = non_empty_items(lists.sources);
+  const std::vector<std::string> target_entries = non_empty_items(lists.targets);
   if (source_entries.empty()) throw std::invalid_argument("train-source: no file given");
   const auto items = [](const std::string& list) {
     return list.empty() ? std::vector<std::string>{} : split_commas(list);

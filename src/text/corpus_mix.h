@@ -42,6 +42,8 @@ struct CorpusLists {
 
 // Splits `value` at commas, keeping empty items ("" gives one empty item).
 std::vector<std::string> split_commas(const std::string& value);
+// The non-empty items of split_commas(value).
+std::vector<std::string> non_empty_items(const std::string& value);
 
 // The corpora of the lists: one per non-empty comma-separated entry of train-source. An empty
 // `weights` weighs each 1; an empty `tags` tags none; empty `languages` names none. Throws

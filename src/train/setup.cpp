@@ -510,9 +510,7 @@ TrainingSetup set_up_training(const TrainConfig& config, bool resume, spdlog::lo
     check_dev_lengths(config, dev_specs[i], source_vocabulary, target_vocabulary);
     std::vector<Example> examples =
         encode_parallel(set.text, source_vocabulary, target_vocabulary, std::numeric_limits<int>::max(), dev_stats[i]);
-    TextOptions text;
-    text.target_language = set.language;
-    const int64_t tag = target_language_tag(text, Ensemble(model), source_vocabulary, "dev-languages");
+    const int64_t tag = target_language_tag(set.language, Ensemble(model), source_vocabulary, "dev-languages");
     if (tag >= 0) {
       for (Example& example : examples) example.source.insert(example.source.begin(), tag);
     }

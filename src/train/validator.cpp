@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
-#include <tuple>
 
 #include "eval/bleu.h"
 #include "eval/chrf.h"
@@ -99,8 +98,7 @@ ValidationResult Validator::run(size_t samples) {
   const auto chosen = std::find_if(result.sets.begin(), result.sets.end(),
                                    [&](const DevScores& set) { return set.name == best_pair_; });
   if (chosen != result.sets.end()) {
-    std::tie(result.loss, result.perplexity, result.bleu, result.chrf) =
-        std::tuple{chosen->loss, chosen->perplexity, chosen->bleu, chosen->chrf};
+    result.loss = chosen->loss, result.bleu = chosen->bleu, result.chrf = chosen->chrf;
   } else {
     const auto count = static_cast<double>(result.sets.size());
     for (const DevScores& set : result.sets) {
@@ -108,8 +106,8 @@ ValidationResult Validator::run(size_t samples) {
       result.bleu += set.bleu / count;
       result.chrf += set.chrf / count;
     }
-    result.perplexity = result.sets.size() == 1 ? result.sets.front().perplexity : std::exp(result.loss);
   }
+  result.perplexity = std::exp(result.loss);  // of the mean loss; a single set: its own
   if (samples > 0) {
     const auto start = std::chrono::steady_clock::now();
     result.samples = translate_samples(std::min(samples, sets_.front().dev.text.source.size()));
